@@ -1,0 +1,1 @@
+"""One parser per foreign format; each returns a pandas DataFrame with documented columns."""

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# setup.sh - install everything mongoprobe needs on a Debian 12 machine, idempotently.
+#
+# USAGE: scripts/setup.sh        (as root; safe to run again: each step checks first)
+#
+# Steps: Debian packages (tracers, perf, tshark, sysstat), tracefs, kernel headers
+# for bcc, the project's virtualenv (.venv, pinned pip packages, sees Debian's bcc
+# module), and the embedded target: FerretDB built from the Go module proxy.
+# Tool versions are pinned here; each run records what it used in its manifest.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+tools=${MONGOPROBE_TOOLS:-$HOME/.cache/mongoprobe}
+FERRETDB_VERSION=v1.24.0
+HEADERS_SERIES=6.1.0            # Debian 12 kernel headers that compile bcc programs here
+
+say() { printf 'setup: %s\n' "$*" >&2; }
+
+# --- Debian packages -------------------------------------------------------
+apt_pkgs=(bpftrace bpfcc-tools python3-bpfcc linux-perf tshark sysstat
+          python3-venv python3-pip procps iproute2 curl)
+missing=()
+for p in "${apt_pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    say "apt-get install ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    # tshark asks whether non-root users may capture; answer once, non-interactively.
+    echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+    apt-get update -qq
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# --- tracefs (bpftrace, bcc and perf need it) -------------------------------
+if [ -z "$(ls -A /sys/kernel/tracing 2>/dev/null)" ]; then
+    say "mounting tracefs on /sys/kernel/tracing"
+    mount -t tracefs nodev /sys/kernel/tracing || say "could not mount tracefs (probes will not run)"
+fi
+
+# --- kernel headers for bcc (only when the running kernel has none) ---------
+kmod=/lib/modules/$(uname -r)
+if [ ! -e "$kmod/build/include" ]; then
+    hdr=$(ls -d /usr/src/linux-headers-${HEADERS_SERIES}-*-amd64 2>/dev/null | sort -V | tail -n 1 || true)
+    if [ -z "$hdr" ]; then
+        ver=$(apt-cache search --names-only "^linux-headers-${HEADERS_SERIES}-[0-9]+-amd64$" \
+              | awk '{print $1}' | sort -V | tail -n 1)
+        if [ -n "$ver" ]; then
+            say "apt-get install $ver ${ver%-amd64}-common (bcc needs kernel headers)"
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$ver" "${ver%-amd64}-common" >/dev/null
+            hdr=/usr/src/$ver
+        fi
+    fi
+    if [ -n "$hdr" ] && [ -d "$hdr" ]; then
+        mkdir -p "$kmod"
+        ln -sfn "$hdr" "$kmod/build"
+        ln -sfn "$hdr" "$kmod/source"
+        say "linked $kmod/build -> $hdr"
+    else
+        say "no kernel headers found: the bcc engine will not compile here"
+    fi
+fi
+
+# --- Python: the project's virtualenv ----------------------------------------
+# Debian's interpreter with --system-site-packages so `import bcc` (python3-bpfcc) works.
+venv=$top/.venv
+if [ ! -x "$venv/bin/python" ]; then
+    say "creating $venv"
+    /usr/bin/python3 -m venv --system-site-packages "$venv"
+fi
+stamp=$venv/.mongoprobe-installed
+want=$(cat "$top/setup.cfg" "$top/pyproject.toml" | sha256sum | cut -c1-16)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    say "pip install -e .[test]"
+    "$venv/bin/pip" install -q --disable-pip-version-check -e "$top[test]"
+    echo "$want" > "$stamp"
+fi
+
+# --- the embedded target: FerretDB from the Go module proxy ------------------
+fbin=$tools/ferretdb-$FERRETDB_VERSION/ferretdb
+if [ ! -x "$fbin" ]; then
+    say "building FerretDB $FERRETDB_VERSION (about a minute)"
+    mod=github.com/FerretDB/FerretDB@$FERRETDB_VERSION
+    dl=$(mktemp -d)
+    # `go install …@version` is refused by the proxy here; `go mod download` works.
+    dir=$(cd "$dl" && go mod download -json "$mod" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+    [ -d "$dir" ] || { say "go mod download $mod failed"; exit 1; }
+    src=$tools/ferretdb-$FERRETDB_VERSION/src
+    rm -rf "$src"; mkdir -p "$src"
+    cp -r "$dir"/. "$src"/
+    chmod -R u+w "$src"
+    # The module download lacks version.txt; the binary panics at start without it.
+    echo "$FERRETDB_VERSION" > "$src/build/version/version.txt"
+    (cd "$src" && go build -buildvcs=false -o "$fbin.tmp" ./cmd/ferretdb)
+    mv "$fbin.tmp" "$fbin"
+    rm -rf "$dl"
+fi
+
+say "ready (tools in $tools)"
