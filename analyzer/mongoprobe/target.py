@@ -1,0 +1,196 @@
+"""The embedded default target: a real FerretDB (SQLite backend) on loopback.
+
+FerretDB v1.24.0 is built from the Go module proxy by scripts/setup.sh into the
+tool folder (``$MONGOPROBE_TOOLS``, default ``~/.cache/mongoprobe``). A started
+target lives in a state directory holding its data, log and ``target.json``
+(pid, uri, metrics_url, ports), so ``status`` and ``stop`` work from another
+process. Its ``/debug/metrics`` endpoint counts requests per command: the ground
+truth the probes are checked against.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+FERRETDB_VERSION = "v1.24.0"
+
+
+class TargetError(RuntimeError):
+    """The target could not be started, found or stopped."""
+
+
+def tools_dir() -> Path:
+    return Path(os.environ.get("MONGOPROBE_TOOLS", Path.home() / ".cache" / "mongoprobe"))
+
+
+def ferretdb_binary() -> Path:
+    return Path(os.environ.get("MONGOPROBE_FERRETDB",
+                               tools_dir() / f"ferretdb-{FERRETDB_VERSION}" / "ferretdb"))
+
+
+def default_state_dir() -> Path:
+    return Path(os.environ.get("MONGOPROBE_TARGET_DIR", f"/tmp/mongoprobe-{os.getuid()}/target"))
+
+
+def free_port() -> int:
+    # Bind to port 0 and let the kernel choose; there is a small race until the
+    # server binds it, which start() survives by checking the port answers.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    pid: int
+    uri: str
+    metrics_url: str
+    port: int
+    debug_port: int
+    state_dir: str
+    binary: str
+    version: str
+
+    def json(self) -> str:
+        return json.dumps(asdict(self))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie still answers kill(0); treat it as gone.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def status(state_dir: Path | None = None) -> TargetInfo | None:
+    """The running target of this state directory, or None."""
+    path = (state_dir or default_state_dir()) / "target.json"
+    try:
+        info = TargetInfo(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    return info if _alive(info.pid) else None
+
+
+def _wait_ready(proc: subprocess.Popen, port: int, metrics_url: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise TargetError(f"ferretdb exited with status {proc.returncode} during start")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                pass
+            with urllib.request.urlopen(metrics_url, timeout=1) as r:
+                r.read()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise TargetError(f"ferretdb did not answer on port {port} within {timeout:.0f}s")
+
+
+def start(state_dir: Path | None = None, port: int | None = None, fresh: bool = True,
+          timeout: float = 30.0) -> TargetInfo:
+    """Start FerretDB on a free loopback port; return its pid, URI and metrics URL."""
+    state_dir = state_dir or default_state_dir()
+    running = status(state_dir)
+    if running:
+        return running
+    binary = ferretdb_binary()
+    if not os.access(binary, os.X_OK):
+        raise TargetError(f"{binary} not found: run scripts/setup.sh first")
+    data = state_dir / "data"
+    if fresh and data.exists():
+        shutil.rmtree(data)
+    data.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    debug_port = free_port()
+    log = open(state_dir / "ferretdb.log", "ab")
+    proc = subprocess.Popen(
+        [str(binary), "--handler=sqlite", f"--sqlite-url=file:{data}/",
+         f"--listen-addr=127.0.0.1:{port}", f"--debug-addr=127.0.0.1:{debug_port}",
+         f"--state-dir={state_dir}", "--telemetry=disable", "--log-level=warn"],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+        start_new_session=True)  # survives the starting CLI; stop() kills the group
+    log.close()
+    metrics_url = f"http://127.0.0.1:{debug_port}/debug/metrics"
+    try:
+        _wait_ready(proc, port, metrics_url, timeout)
+    except TargetError:
+        _kill(proc.pid)
+        raise
+    info = TargetInfo(pid=proc.pid, uri=f"mongodb://127.0.0.1:{port}/",
+                      metrics_url=metrics_url, port=port, debug_port=debug_port,
+                      state_dir=str(state_dir), binary=str(binary), version=FERRETDB_VERSION)
+    (state_dir / "target.json").write_text(info.json() + "\n")
+    return info
+
+
+def _kill(pid: int, timeout: float = 10.0) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                # Reap it if it is our child; otherwise just poll.
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    return
+            except ChildProcessError:
+                if not _alive(pid):
+                    return
+            time.sleep(0.05)
+
+
+def stop(state_dir: Path | None = None) -> bool:
+    """Stop the target; True if one was running. Leaves no process behind."""
+    state_dir = state_dir or default_state_dir()
+    info = status(state_dir)
+    if info:
+        _kill(info.pid)
+    (state_dir / "target.json").unlink(missing_ok=True)
+    return info is not None
+
+
+class EmbeddedTarget:
+    """Context manager: a private FerretDB for a test or a recorded run."""
+
+    def __init__(self, state_dir: Path):
+        self.state_dir = Path(state_dir)
+        self.info: TargetInfo | None = None
+
+    def __enter__(self) -> TargetInfo:
+        self.info = start(self.state_dir)
+        return self.info
+
+    def __exit__(self, *exc) -> None:
+        stop(self.state_dir)
+
+
+def request_counts(metrics_url: str) -> dict[tuple[str, str], int]:
+    """FerretDB's own count of requests by (opcode, command), from /debug/metrics."""
+    from .formats.prometheus import parse_prometheus
+
+    with urllib.request.urlopen(metrics_url, timeout=5) as r:
+        df = parse_prometheus(r.read().decode())
+    rows = df[df["name"] == "ferretdb_client_requests_total"]
+    return {(labels.get("opcode", ""), labels.get("command", "")): int(v)
+            for labels, v in zip(rows["labels"], rows["value"])}
