@@ -40,7 +40,7 @@ fi
 
 # --- kernel headers for bcc (only when the running kernel has none) ---------
 kmod=/lib/modules/$(uname -r)
-if [ ! -e "$kmod/build/include" ]; then
+if [ ! -e "$kmod/build/include" ] || [ ! -e "$kmod/source/include/linux/kconfig.h" ]; then
     hdr=$(ls -d /usr/src/linux-headers-${HEADERS_SERIES}-*-amd64 2>/dev/null | sort -V | tail -n 1 || true)
     if [ -z "$hdr" ]; then
         ver=$(apt-cache search --names-only "^linux-headers-${HEADERS_SERIES}-[0-9]+-amd64$" \
@@ -53,9 +53,10 @@ if [ ! -e "$kmod/build/include" ]; then
     fi
     if [ -n "$hdr" ] && [ -d "$hdr" ]; then
         mkdir -p "$kmod"
+        # Debian splits headers: the arch part (build) and the common tree (source).
         ln -sfn "$hdr" "$kmod/build"
-        ln -sfn "$hdr" "$kmod/source"
-        say "linked $kmod/build -> $hdr"
+        ln -sfn "${hdr%-amd64}-common" "$kmod/source"
+        say "linked $kmod/build -> $hdr, source -> ${hdr%-amd64}-common"
     else
         say "no kernel headers found: the bcc engine will not compile here"
     fi
