@@ -1,0 +1,108 @@
+"""Per-request events of the wire-protocol probes -> DataFrame.
+
+Two real forms, one table:
+
+* ``mongo_snoop.bt`` text lines (bpftrace), after its ``# clock`` and header lines::
+
+    TIME(s)        PID     TID     FD   REQID  OPCODE   COMMAND  BYTES_IN BYTES_OUT LAT(us)  F
+    1.204113       4127    4131    9    1      OP_MSG   insert        124        45 412.233  -
+
+* JSON lines, as written by ``mongolatency.py --events FILE`` / ``mongosnoop.py -j``
+  and by ``mongoprobe latency --events``.
+
+Columns (one row per request, at its first reply):
+
+    time        float64  wall clock, seconds since the epoch (NaN if unknown)
+    elapsed_s   float64  seconds since the probe started (NaN for JSON input)
+    pid, tid    int64
+    fd          int64    connection (file descriptor in the server)
+    request_id  int64    requestID of the request
+    opcode      str      OP_MSG, OP_QUERY, ...
+    command     str      command name as on the wire
+    bytes_in    int64    request length
+    bytes_out   int64    length of the first reply
+    latency_ns  int64    server-side latency
+    stream      bool     the reply had moreToCome (an exhaust stream followed)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Iterable
+
+import pandas as pd
+
+from .errors import FormatError
+
+COLUMNS = ["time", "elapsed_s", "pid", "tid", "fd", "request_id", "opcode", "command",
+           "bytes_in", "bytes_out", "latency_ns", "stream"]
+_INT = ["pid", "tid", "fd", "request_id", "bytes_in", "bytes_out", "latency_ns"]
+
+_SNOOP = re.compile(
+    r"^(\d+)\.(\d{6})\s+(\d+)\s+(\d+)\s+(-?\d+)\s+(-?\d+)\s+(\S+)\s+(\S*?)\s+(\d+)\s+(\d+)"
+    r"\s+(\d+)\.(\d{3})\s+([m-])$")
+
+
+def empty() -> pd.DataFrame:
+    return typed(pd.DataFrame(columns=COLUMNS))
+
+
+def typed(df: pd.DataFrame) -> pd.DataFrame:
+    for c in _INT:
+        df[c] = df[c].astype("int64")
+    for c in ("time", "elapsed_s"):
+        df[c] = df[c].astype("float64")
+    df["stream"] = df["stream"].astype(bool)
+    for c in ("opcode", "command"):
+        df[c] = df[c].astype(str)
+    return df[COLUMNS]
+
+
+def parse_snoop_line(line: str) -> dict | None:
+    """One mongo_snoop.bt event line as a row dict, or None if it is not one."""
+    m = _SNOOP.match(line.strip())
+    if not m:
+        return None
+    return {"time": float("nan"), "elapsed_s": int(m[1]) + int(m[2]) / 1e6,
+            "pid": int(m[3]), "tid": int(m[4]), "fd": int(m[5]), "request_id": int(m[6]),
+            "opcode": m[7], "command": m[8], "bytes_in": int(m[9]), "bytes_out": int(m[10]),
+            "latency_ns": int(m[11]) * 1000 + int(m[12]), "stream": m[13] == "m"}
+
+
+def parse_snoop(lines: Iterable[str], source: str = "<snoop>") -> pd.DataFrame:
+    """mongo_snoop.bt text output. Banner, header, comments and blank lines are skipped."""
+    rows = []
+    for n, line in enumerate(lines, 1):
+        s = line.strip()
+        if not s or s.startswith(("#", "TIME", "Tracing", "Attaching", "@")):
+            continue
+        row = parse_snoop_line(s)
+        if row is None:
+            raise FormatError(source, n, "a mongo_snoop.bt event line", s)
+        rows.append(row)
+    return typed(pd.DataFrame(rows, columns=COLUMNS)) if rows else empty()
+
+
+def parse_events_json(lines: Iterable[str], source: str = "<events>") -> pd.DataFrame:
+    """JSON-lines events (one object per request)."""
+    rows = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            rows.append({c: rec.get(c, float("nan") if c in ("time", "elapsed_s") else None)
+                         for c in COLUMNS})
+            if rows[-1]["latency_ns"] is None:
+                raise KeyError("latency_ns")
+        except (ValueError, KeyError, AttributeError):
+            raise FormatError(source, n, "a JSON event with request_id, command, latency_ns", line)
+        rows[-1]["stream"] = bool(rows[-1]["stream"])
+    return typed(pd.DataFrame(rows, columns=COLUMNS)) if rows else empty()
+
+
+def write_events_json(df: pd.DataFrame, fh) -> None:
+    for rec in df.to_dict(orient="records"):
+        rec = {k: (None if isinstance(v, float) and v != v else v) for k, v in rec.items()}
+        fh.write(json.dumps(rec) + "\n")

@@ -1,0 +1,227 @@
+"""Server-side request latency: one summary, whichever probe measured it.
+
+A :class:`LatencySummary` holds log2 histograms (see histogram.py) keyed by command,
+opcode and connection, the request counts, the exact sums/maxima where the probe
+counted them, and the loss counters. It is built from
+
+* ``mongo_latency.bt -f json`` output (:func:`from_bpftrace`): in-kernel histograms;
+* per-request events (:func:`from_events`): exact percentiles;
+* ``mongolatency.py -j`` output (:func:`from_json`), which already has this shape.
+
+and renders as DTrace-style quantize text (:meth:`LatencySummary.render`) or the JSON
+of the command-line contract (:meth:`LatencySummary.to_json`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from . import histogram
+from .formats.bpftrace_json import BpftraceOutput, Snapshot
+
+LOST_KEYS = ("unmatched_replies", "requests_without_reply", "malformed", "dropped")
+COUNT_KEYS = ("requests", "replies", "stream_replies", "no_reply")
+UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000}
+
+
+@dataclass
+class Group:
+    """Latency of one command, opcode or connection."""
+
+    hist: pd.DataFrame
+    total_ns: int | None = None        # exact sum, when the probe counted it
+    max_ns: int | None = None          # exact max, when the probe counted it
+    values: np.ndarray | None = None   # every latency, when events were recorded
+
+    @property
+    def count(self) -> int:
+        return histogram.total(self.hist)
+
+    def merge(self, other: "Group") -> "Group":
+        def add(a, b):
+            return None if a is None or b is None else a + b
+        vals = None if self.values is None or other.values is None else \
+            np.concatenate([self.values, other.values])
+        mx = None if self.max_ns is None or other.max_ns is None else max(self.max_ns, other.max_ns)
+        return Group(histogram.merge(self.hist, other.hist), add(self.total_ns, other.total_ns),
+                     mx, vals)
+
+    def to_json(self) -> dict:
+        if self.values is not None and len(self.values):
+            v = self.values
+            return {"count": int(len(v)), "avg_ns": float(v.mean()),
+                    "p50_ns": float(np.percentile(v, 50)), "p99_ns": float(np.percentile(v, 99)),
+                    "max_ns": int(v.max()), "hist": histogram.to_json_buckets(self.hist),
+                    "exact": True}
+        d = histogram.summary(self.hist, self.total_ns)
+        if self.max_ns is not None:
+            d["max_ns"] = int(self.max_ns)
+        d["exact"] = False
+        return d
+
+
+@dataclass
+class LatencySummary:
+    by_command: dict[str, Group] = field(default_factory=dict)
+    by_op: dict[str, Group] = field(default_factory=dict)
+    by_conn: dict[str, Group] = field(default_factory=dict)
+    requests_by_command: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNT_KEYS, 0))
+    lost: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LOST_KEYS, 0))
+    engine: str = ""
+    pid: int | None = None
+
+    def merge(self, other: "LatencySummary") -> "LatencySummary":
+        """Combine two intervals: histograms add; counters are cumulative, so take other's."""
+        def mg(a: dict, b: dict) -> dict:
+            out = dict(a)
+            for k, g in b.items():
+                out[k] = out[k].merge(g) if k in out else g
+            return out
+        return LatencySummary(mg(self.by_command, other.by_command), mg(self.by_op, other.by_op),
+                              mg(self.by_conn, other.by_conn), dict(other.requests_by_command),
+                              dict(other.counts), dict(other.lost), other.engine or self.engine,
+                              other.pid or self.pid)
+
+    def to_json(self) -> dict:
+        return {
+            "by_command": {k: g.to_json() for k, g in sorted(self.by_command.items())},
+            "by_op": {k: g.to_json() for k, g in sorted(self.by_op.items())},
+            "by_conn": {k: g.to_json() for k, g in sorted(self.by_conn.items())},
+            "requests_by_command": dict(sorted(self.requests_by_command.items())),
+            "counts": {k: int(v) for k, v in self.counts.items()},
+            "lost": {k: int(v) for k, v in self.lost.items()},
+            "engine": self.engine,
+            "pid": self.pid,
+        }
+
+    def render(self, by: str = "command", unit: str = "ns") -> str:
+        """Quantize histograms for one grouping, then the counts and loss lines."""
+        groups = {"command": self.by_command, "op": self.by_op, "conn": self.by_conn}[by]
+        scale = UNITS[unit]
+        out = []
+        for key, g in sorted(groups.items(), key=lambda kv: -kv[1].count):
+            h = g.hist
+            if scale != 1:
+                h = _rescale(h, scale)
+            d = g.to_json()
+            avg = f"{d['avg_ns'] / scale:,.0f}" if d["avg_ns"] is not None else "?"
+            mx = f"{d['max_ns'] / scale:,.0f}" if d["max_ns"] is not None else "?"
+            out.append(f"{by} = {key}   count {d['count']}   avg {avg} {unit}   "
+                       f"max {mx} {unit}")
+            out.append(histogram.render_quantize(h, title="", unit=unit).rstrip("\n"))
+            out.append("")
+        out.append(footer(self.counts, self.lost))
+        return "\n".join(out) + "\n"
+
+
+def footer(counts: dict, lost: dict) -> str:
+    """The two loss lines every mongoprobe latency tool prints (probes/README.md)."""
+    return (f"requests: {counts['requests']}  replies: {counts['replies']}  "
+            f"stream replies: {counts['stream_replies']}  "
+            f"no-reply (moreToCome): {counts['no_reply']}\n"
+            f"lost: unmatched replies {lost['unmatched_replies']}, requests without reply "
+            f"{lost['requests_without_reply']}, malformed headers {lost['malformed']}, "
+            f"dropped events {lost['dropped']}")
+
+
+def _rescale(h: pd.DataFrame, scale: int) -> pd.DataFrame:
+    # Re-bucket by each bucket's lower bound: log2 buckets in ns map onto log2
+    # buckets in the new unit up to the factor the unit change introduces.
+    vals = {}
+    for lo, c in zip(h["lo"].tolist(), h["count"].tolist()):
+        b = histogram.bucket_of(lo // scale)
+        vals[b] = vals.get(b, 0) + c
+    return histogram.from_buckets((lo, hi, c) for (lo, hi), c in vals.items())
+
+
+def _hist_from_bpftrace(buckets: list[dict]) -> pd.DataFrame:
+    # bpftrace JSON buckets: {"min", "max", "count"}, max inclusive; the first bucket
+    # may lack "min" (negative values) and [0] is {"min": 0, "max": 0}.
+    rows = []
+    for b in buckets:
+        lo = int(b.get("min", histogram.INT64_MIN))
+        hi = int(b["max"]) + 1 if "max" in b else histogram.INT64_MAX
+        rows.append((lo, hi, int(b["count"])))
+    return histogram.from_buckets(rows)
+
+
+def from_snapshot(snap: Snapshot, engine: str = "bpftrace", pid: int | None = None,
+                  lost_events: int = 0) -> LatencySummary:
+    """One printed set of mongo_latency.bt maps."""
+    def groups(hist_name: str, stats_name: str | None, max_name: str | None) -> dict:
+        stats = snap.keyed(stats_name) if stats_name else {}
+        maxes = snap.keyed(max_name) if max_name else {}
+        out = {}
+        for key, buckets in snap.keyed(hist_name).items():
+            st = stats.get(key)
+            out[key] = Group(_hist_from_bpftrace(buckets),
+                             int(st["total"]) if st else None,
+                             int(maxes[key]) if key in maxes else None)
+        return out
+
+    s = LatencySummary(engine=engine, pid=pid)
+    s.by_command = groups("@latency_ns_by_command", "@stats_by_command", "@max_ns_by_command")
+    s.by_op = groups("@latency_ns_by_op", "@stats_by_op", None)
+    s.by_conn = groups("@latency_ns_by_conn", None, None)
+    s.requests_by_command = {k: int(v) for k, v in snap.keyed("@requests_by_command").items()}
+    s.counts = {"requests": snap.scalar("@requests"), "replies": snap.scalar("@replies"),
+                "stream_replies": snap.scalar("@stream_replies"),
+                "no_reply": snap.scalar("@no_reply")}
+    s.lost = {"unmatched_replies": snap.scalar("@lost_unmatched_replies"),
+              # outstanding at the end never got a reply either
+              "requests_without_reply": snap.scalar("@lost_requests_without_reply")
+              + snap.scalar("@pending_requests"),
+              "malformed": snap.scalar("@lost_malformed"),
+              "dropped": lost_events}
+    return s
+
+
+def from_bpftrace(out: BpftraceOutput, pid: int | None = None) -> LatencySummary:
+    """The whole run: every interval's histograms summed, the last counters."""
+    total = LatencySummary(engine="bpftrace", pid=pid)
+    for snap in out.snapshots:
+        total = total.merge(from_snapshot(snap, pid=pid, lost_events=out.lost))
+    return total
+
+
+def from_events(events: pd.DataFrame, engine: str = "", pid: int | None = None) -> LatencySummary:
+    """Exact latency from per-request events (requests counted here had a reply)."""
+    s = LatencySummary(engine=engine, pid=pid)
+
+    def groups(col) -> dict:
+        out = {}
+        for key, part in events.groupby(col, sort=True):
+            if isinstance(key, tuple):
+                key = ", ".join(str(k) for k in key)
+            v = part["latency_ns"].to_numpy(dtype="int64")
+            out[str(key)] = Group(histogram.from_values(v), int(v.sum()), int(v.max()), v)
+        return out
+
+    if len(events):
+        s.by_command = groups("command")
+        s.by_op = groups("opcode")
+        s.by_conn = groups(["pid", "fd"])
+        s.requests_by_command = events["command"].value_counts().sort_index().to_dict()
+    s.counts["requests"] = s.counts["replies"] = int(len(events))
+    return s
+
+
+def from_json(d: dict) -> LatencySummary:
+    """The ``latency --json`` shape back into a summary (bcc's -j output, saved runs)."""
+    def groups(part: dict) -> dict:
+        return {k: Group(histogram.from_json_buckets(g.get("hist", [])),
+                         None if g.get("avg_ns") is None else round(g["avg_ns"] * g["count"]),
+                         g.get("max_ns"))
+                for k, g in part.items()}
+    s = LatencySummary(engine=d.get("engine", ""), pid=d.get("pid"))
+    s.by_command = groups(d.get("by_command", {}))
+    s.by_op = groups(d.get("by_op", {}))
+    s.by_conn = groups(d.get("by_conn", {}))
+    s.requests_by_command = {k: int(v) for k, v in d.get("requests_by_command", {}).items()}
+    s.counts.update({k: int(v) for k, v in d.get("counts", {}).items()})
+    s.lost.update({k: int(v) for k, v in d.get("lost", {}).items()})
+    return s
