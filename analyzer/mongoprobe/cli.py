@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 import time
 
@@ -94,6 +93,14 @@ class _Deadline:
             time.sleep(0.2)
 
 
+def _started(probe, args: argparse.Namespace) -> None:
+    """The probe is attached: say so (stderr, so stdout stays data) and arm the stops."""
+    probe.forward_signals()
+    _Deadline(probe, args.duration, args.pid)
+    print(f"Tracing MongoDB requests of PID {args.pid} ({args.engine})... "
+          "Hit Ctrl-C to end.", file=sys.stderr, flush=True)
+
+
 def _print_summary(summary, args: argparse.Namespace, interval: bool = False) -> None:
     if args.json:
         print(json.dumps(summary.to_json()), flush=True)
@@ -122,10 +129,6 @@ def cmd_latency(args: argparse.Namespace) -> int:
     from .formats.bpftrace_json import BpftraceOutput
 
     _check_trace(args)
-    if not args.json:
-        print(f"Tracing MongoDB requests of PID {args.pid} ({args.engine})... "
-              "Hit Ctrl-C to end.", file=sys.stderr)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the probe gets it and prints
     try:
         if args.engine == "bcc":
             return _latency_bcc(args)
@@ -135,7 +138,7 @@ def cmd_latency(args: argparse.Namespace) -> int:
         probe = probes.bpftrace(script, args.pid, *extra)
     except probes.ProbeError as e:
         die(str(e))
-    _Deadline(probe, args.duration, args.pid)
+    _started(probe, args)
     out = BpftraceOutput()
     for line in probe.lines():
         done = out.add_line(line, "bpftrace")
@@ -174,7 +177,7 @@ def _latency_bcc(args: argparse.Namespace) -> int:
         probe = probes.bcc("mongolatency.py", *argv)
     except probes.ProbeError as e:
         die(str(e))
-    _Deadline(probe, args.duration, args.pid)
+    _started(probe, args)
     last = None
     for line in probe.lines():
         line = line.strip()
@@ -197,7 +200,6 @@ def cmd_snoop(args: argparse.Namespace) -> int:
     from .formats import wire_events
 
     _check_trace(args)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         if args.engine == "bcc":
             probe = probes.bcc("mongosnoop.py", "-p", args.pid, *(["-j"] if args.json else []))
@@ -205,7 +207,7 @@ def cmd_snoop(args: argparse.Namespace) -> int:
             probe = probes.bpftrace("mongo_snoop.bt", args.pid)
     except probes.ProbeError as e:
         die(str(e))
-    _Deadline(probe, args.duration, args.pid)
+    _started(probe, args)
     if args.engine == "bcc":
         for line in probe.lines():
             print(line, end="", flush=True)

@@ -19,7 +19,9 @@ from typing import Iterator
 
 # bpftrace 0.17 symbolises user stacks at print time; on a large Go binary that
 # takes minutes without its symbol cache (DESIGN: known traps).
-BPFTRACE_ENV = {"BPFTRACE_CACHE_USER_SYMBOLS": "1"}
+# BPFTRACE_STRLEN: mongo_snoop.bt's printf of two strings overflows the 512-byte BPF
+# stack at bpftrace 0.17's default of 64 (see its header).
+BPFTRACE_ENV = {"BPFTRACE_CACHE_USER_SYMBOLS": "1", "BPFTRACE_STRLEN": "48"}
 BCC_PYTHON = "/usr/bin/python3"   # Debian's interpreter, the one python3-bpfcc serves
 
 
@@ -79,6 +81,7 @@ class Probe:
     def __init__(self, argv: list[str], ready: str, env: dict | None = None,
                  attach_timeout: float = 120.0):
         self.argv = argv
+        self.name = next((Path(a).name for a in argv if a.endswith((".bt", ".py"))), argv[0])
         self._ready_text = ready
         self.stderr_lines: list[str] = []
         self.proc = subprocess.Popen(
@@ -93,8 +96,7 @@ class Probe:
         deadline = time.monotonic() + attach_timeout
         while not self._ready.wait(0.1):
             if self.proc.poll() is not None and self._eof:
-                raise ProbeError(f"{Path(argv[1] if len(argv) > 1 else argv[0]).name} "
-                                 f"exited before attaching: {self.error_summary()}")
+                raise ProbeError(f"{self.name} exited before attaching: {self.error_summary()}")
             if time.monotonic() > deadline:
                 self.stop()
                 raise ProbeError(f"probe not attached after {attach_timeout:.0f}s")
@@ -137,12 +139,21 @@ class Probe:
             i += len(chunk)
             yield from chunk
 
+    def interrupt(self) -> None:
+        """Ask the probe to print what it has and exit (safe in a signal handler)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
+
+    def forward_signals(self) -> None:
+        """Ctrl-C or SIGTERM to us reaches the probe (it runs in its own session)."""
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: self.interrupt())
+
     def stop(self, timeout: float = 120.0) -> int:
         if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGINT)
-            except ProcessLookupError:
-                pass
+            self.interrupt()
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:

@@ -1,0 +1,697 @@
+"""Decoder (and test encoders) for the MongoDB wire protocol.
+
+Decodes the 16-byte MsgHeader and the bodies of OP_MSG, OP_QUERY, OP_REPLY, the legacy
+OP_INSERT / OP_UPDATE / OP_DELETE / OP_GET_MORE / OP_KILL_CURSORS, and OP_COMPRESSED
+(noop, snappy, zlib, zstd), following the "MongoDB Wire Protocol" reference and the
+drivers' OP_MSG and OP_COMPRESSED specifications (mongodb/specifications).
+
+For each message it reports the header fields, the flags, the command name (first key of
+the command document, as sent), the database and collection, and the OP_MSG sections.
+Command documents are read with `mongoprobe.bsonscan`, which checks every length against
+the bytes actually present. Malformed input raises `WireError` naming the byte offset;
+`StreamDecoder` never raises and resynchronises on garbage.
+
+Compressed messages are reported as the message they wrap: `opcode` is the original
+opcode, with `compressed`, `compressor` and `original_opcode` set.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import re
+import struct
+import zlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import bson
+
+from mongoprobe.bsonscan import BsonError, Document, document_length, scan_document
+
+OP_REPLY, OP_UPDATE, OP_INSERT, OP_QUERY = 1, 2001, 2002, 2004
+OP_GET_MORE, OP_DELETE, OP_KILL_CURSORS, OP_COMPRESSED, OP_MSG = 2005, 2006, 2007, 2012, 2013
+OPCODES: dict[int, str] = {
+    OP_REPLY: "OP_REPLY",
+    OP_UPDATE: "OP_UPDATE",
+    OP_INSERT: "OP_INSERT",
+    OP_QUERY: "OP_QUERY",
+    OP_GET_MORE: "OP_GET_MORE",
+    OP_DELETE: "OP_DELETE",
+    OP_KILL_CURSORS: "OP_KILL_CURSORS",
+    OP_COMPRESSED: "OP_COMPRESSED",
+    OP_MSG: "OP_MSG",
+}
+COMPRESSORS: dict[int, str] = {0: "noop", 1: "snappy", 2: "zlib", 3: "zstd"}
+
+HEADER_SIZE = 16
+MAX_MESSAGE_SIZE = 48_000_000  # the server's maxMessageSizeBytes
+
+# OP_MSG flagBits. Bits 0-15 are "required": a parser must reject unknown ones.
+CHECKSUM_PRESENT, MORE_TO_COME, EXHAUST_ALLOWED = 1 << 0, 1 << 1, 1 << 16
+_REQUIRED_FLAG_MASK = 0xFFFF
+
+_HEADER = struct.Struct("<iiii")
+_I32, _U32, _I64 = struct.Struct("<i"), struct.Struct("<I"), struct.Struct("<q")
+_COMPRESSED_PREFIX = struct.Struct("<iiB")  # originalOpcode, uncompressedSize, compressorId
+
+
+def opcode_name(opcode: int) -> str:
+    return OPCODES.get(opcode, f"OP_UNKNOWN({opcode})")
+
+
+class WireError(ValueError):
+    """Malformed wire bytes; `offset` is where in the message (or stream) the problem is."""
+
+    def __init__(self, offset: int, message: str) -> None:
+        super().__init__(f"offset {offset}: {message}")
+        self.offset = offset
+        self.message = message
+
+
+class Header(NamedTuple):
+    length: int
+    request_id: int
+    response_to: int
+    opcode: int
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """One OP_MSG section: kind 0 (the body) or kind 1 (a document sequence)."""
+
+    kind: int
+    size: int  # body: document length; sequence: the section's size field
+    identifier: str | None = None  # kind 1 only, e.g. "documents"
+    documents: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One decoded message. `length` is the size on the wire; for OP_COMPRESSED the other
+    fields describe the wrapped message (see the module docstring)."""
+
+    length: int
+    request_id: int
+    response_to: int
+    opcode: int
+    opcode_name: str
+    flags: int | None = None  # OP_MSG flagBits, OP_REPLY responseFlags, legacy flags
+    more_to_come: bool = False
+    exhaust_allowed: bool = False
+    checksum_present: bool = False
+    checksum_ok: bool | None = None  # None when there is no checksum
+    command: str | None = None
+    database: str | None = None
+    collection: str | None = None
+    sections: tuple[Section, ...] = ()
+    compressed: bool = False
+    compressor: str | None = None
+    original_opcode: int | None = None
+    cursor_id: int | None = None  # OP_REPLY, OP_GET_MORE
+    starting_from: int | None = None  # OP_REPLY
+    number_returned: int | None = None  # OP_REPLY
+    note: str | None = None
+    body_bson: bytes | None = dataclasses.field(default=None, repr=False)
+
+    def body(self) -> dict[str, Any] | None:
+        """The command (or first reply) document fully decoded by pymongo, None if impossible."""
+        if self.body_bson is None:
+            return None
+        try:
+            return bson.decode(self.body_bson)
+        except Exception:  # bson raises assorted types on bad input; the scanner already vouched for the framing
+            return None
+
+
+def decode_header(buf: bytes | bytearray, offset: int = 0) -> Header:
+    """Read and validate the MsgHeader at `offset` (sane length, known opcode)."""
+    available = len(buf) - offset
+    if offset < 0 or available < HEADER_SIZE:
+        raise WireError(offset, f"header needs {HEADER_SIZE} bytes, {max(available, 0)} available")
+    header = Header(*_HEADER.unpack_from(buf, offset))
+    if header.length < HEADER_SIZE:
+        raise WireError(offset, f"messageLength {header.length} is smaller than the 16-byte header")
+    if header.length > MAX_MESSAGE_SIZE:
+        raise WireError(offset, f"messageLength {header.length} exceeds the {MAX_MESSAGE_SIZE}-byte maximum")
+    if header.opcode not in OPCODES:
+        raise WireError(offset + 12, f"unknown opcode {header.opcode}")
+    return header
+
+
+def decode_message(buf: bytes | bytearray) -> Message:
+    """Decode exactly one complete message; raises only WireError."""
+    buf = bytes(buf)
+    header = decode_header(buf)
+    if header.length != len(buf):
+        raise WireError(0, f"messageLength {header.length} but {len(buf)} bytes given")
+    if header.opcode == OP_COMPRESSED:
+        return _decode_compressed(buf, header)
+    return _decode_plain(buf, header)
+
+
+def _decode_plain(buf: bytes, header: Header) -> Message:
+    return _message(header, **_DECODERS[header.opcode](_Reader(buf, HEADER_SIZE, len(buf))))
+
+
+def _message(header: Header, **fields: Any) -> Message:
+    return Message(
+        header.length, header.request_id, header.response_to, header.opcode, OPCODES[header.opcode], **fields
+    )
+
+
+class _Reader:
+    """Bounds-checked cursor over buf[pos:end]; every failure is a WireError at its offset."""
+
+    def __init__(self, buf: bytes, pos: int, end: int) -> None:
+        self.buf, self.pos, self.end = buf, pos, end
+
+    def _take(self, n: int, what: str) -> int:
+        if self.end - self.pos < n:
+            raise WireError(self.pos, f"{what} needs {n} bytes, {self.end - self.pos} left")
+        self.pos += n
+        return self.pos - n
+
+    def int32(self, what: str) -> int:
+        return _I32.unpack_from(self.buf, self._take(4, what))[0]
+
+    def uint32(self, what: str) -> int:
+        return _U32.unpack_from(self.buf, self._take(4, what))[0]
+
+    def int64(self, what: str) -> int:
+        return _I64.unpack_from(self.buf, self._take(8, what))[0]
+
+    def cstring(self, what: str) -> str:
+        nul = self.buf.find(b"\x00", self.pos, self.end)
+        if nul < 0:
+            raise WireError(self.pos, f"{what} is not NUL-terminated")
+        try:
+            text = self.buf[self.pos : nul].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise WireError(self.pos + exc.start, f"{what} is not valid UTF-8") from None
+        self.pos = nul + 1
+        return text
+
+    def document(self, what: str) -> Document:
+        doc = self.scan(self.pos, self.end, what)
+        self.pos += doc.length
+        return doc
+
+    def scan(self, start: int, end: int, what: str) -> Document:
+        try:
+            return scan_document(self.buf, start, end)
+        except BsonError as exc:
+            raise WireError(exc.offset, f"{what}: {exc.message}") from None
+
+    def documents(self, what: str) -> int:
+        """Check the framing of the documents filling the rest of the reader; return their count."""
+        count = 0
+        while self.pos < self.end:
+            try:
+                self.pos += document_length(self.buf, self.pos, self.end)
+            except BsonError as exc:
+                raise WireError(exc.offset, f"{what} #{count}: {exc.message}") from None
+            count += 1
+        return count
+
+    def expect_end(self, after: str) -> None:
+        if self.pos != self.end:
+            raise WireError(self.pos, f"{self.end - self.pos} unexpected bytes after {after}")
+
+    def bson(self, doc: Document) -> bytes:
+        return self.buf[doc.offset : doc.offset + doc.length]
+
+
+def _command_fields(r: _Reader, doc: Document) -> dict[str, Any]:
+    """Command name, $db and collection of a command document (OP_MSG body or OP_QUERY on $cmd)."""
+    first = doc.first()
+    command = first.key if first else None
+    collection = first.value if first and first.type == 0x02 else None
+    if command == "getMore":  # {getMore: <cursor id>, collection: "coll"}
+        collection = doc.string("collection")
+    return {"command": command, "database": doc.string("$db"), "collection": collection, "body_bson": r.bson(doc)}
+
+
+def _split_namespace(namespace: str) -> tuple[str, str | None]:
+    database, dot, collection = namespace.partition(".")
+    return database, collection if dot else None
+
+
+def _decode_op_msg(r: _Reader) -> dict[str, Any]:
+    flags = r.uint32("flagBits")
+    if flags & _REQUIRED_FLAG_MASK & ~(CHECKSUM_PRESENT | MORE_TO_COME):
+        raise WireError(16, f"unknown required flag bits in flagBits 0x{flags:08x}")
+    checksum_present = bool(flags & CHECKSUM_PRESENT)
+    checksum_ok = None
+    if checksum_present:
+        r.end -= 4  # the CRC-32C trails the sections
+        if r.end < r.pos:
+            raise WireError(r.pos, "no room for the 4-byte checksum")
+        checksum_ok = crc32c(r.buf[: r.end]) == _U32.unpack_from(r.buf, r.end)[0]
+    sections: list[Section] = []
+    body: dict[str, Any] | None = None
+    while r.pos < r.end:
+        start, kind = r.pos, r.buf[r.pos]
+        r.pos += 1
+        if kind == 0:
+            if body is not None:
+                raise WireError(start, "second kind-0 body section")
+            doc = r.document("body section")
+            body = _command_fields(r, doc)
+            sections.append(Section(0, doc.length))
+        elif kind == 1:
+            size = r.int32("document sequence size")
+            if size < 5 or size > r.end - start - 1:
+                raise WireError(start + 1, f"document sequence size {size} is out of range")
+            seq = _Reader(r.buf, r.pos, start + 1 + size)
+            identifier = seq.cstring("document sequence identifier")
+            sections.append(Section(1, size, identifier, seq.documents(f"document in sequence {identifier!r}")))
+            r.pos = seq.end
+        else:
+            raise WireError(start, f"unknown section kind {kind}")
+    if body is None:
+        raise WireError(r.pos, "OP_MSG has no kind-0 body section")
+    return {
+        "flags": flags,
+        "more_to_come": bool(flags & MORE_TO_COME),
+        "exhaust_allowed": bool(flags & EXHAUST_ALLOWED),
+        "checksum_present": checksum_present,
+        "checksum_ok": checksum_ok,
+        "sections": tuple(sections),
+        **body,
+    }
+
+
+def _decode_op_query(r: _Reader) -> dict[str, Any]:
+    flags = r.int32("flags")
+    namespace = r.cstring("fullCollectionName")
+    r.int32("numberToSkip")
+    r.int32("numberToReturn")
+    query = r.document("query")
+    if r.pos < r.end:
+        r.document("returnFieldsSelector")
+    r.expect_end("returnFieldsSelector")
+    database, collection = _split_namespace(namespace)
+    if collection != "$cmd":
+        return {
+            "flags": flags,
+            "command": "find",
+            "database": database,
+            "collection": collection,
+            "body_bson": r.bson(query),
+        }
+    first = query.first()
+    if first is not None and first.key == "$query" and first.type == 0x03:  # wrapped with read preference
+        query = r.scan(first.offset, first.offset + first.size, "$query")
+    return {**_command_fields(r, query), "flags": flags, "database": database}
+
+
+def _decode_op_reply(r: _Reader) -> dict[str, Any]:
+    flags = r.int32("responseFlags")
+    cursor_id = r.int64("cursorID")
+    starting_from = r.int32("startingFrom")
+    number_returned = r.int32("numberReturned")
+    first = r.pos
+    count = r.documents("reply document")
+    if count != number_returned:
+        raise WireError(32, f"numberReturned {number_returned} but {count} documents follow")
+    body = r.buf[first : first + _I32.unpack_from(r.buf, first)[0]] if count else None
+    return {
+        "flags": flags,
+        "cursor_id": cursor_id,
+        "starting_from": starting_from,
+        "number_returned": number_returned,
+        "body_bson": body,
+    }
+
+
+def _legacy(command: str, flags: int | None, namespace: str) -> dict[str, Any]:
+    database, collection = _split_namespace(namespace)
+    return {"flags": flags, "command": command, "database": database, "collection": collection}
+
+
+def _decode_op_insert(r: _Reader) -> dict[str, Any]:
+    flags = r.int32("flags")
+    namespace = r.cstring("fullCollectionName")
+    if r.documents("inserted document") == 0:
+        raise WireError(r.pos, "OP_INSERT carries no documents")
+    return _legacy("insert", flags, namespace)
+
+
+def _decode_op_update(r: _Reader) -> dict[str, Any]:
+    r.int32("ZERO")
+    namespace = r.cstring("fullCollectionName")
+    flags = r.int32("flags")
+    r.document("selector")
+    r.document("update")
+    r.expect_end("update")
+    return _legacy("update", flags, namespace)
+
+
+def _decode_op_delete(r: _Reader) -> dict[str, Any]:
+    r.int32("ZERO")
+    namespace = r.cstring("fullCollectionName")
+    flags = r.int32("flags")
+    r.document("selector")
+    r.expect_end("selector")
+    return _legacy("delete", flags, namespace)
+
+
+def _decode_op_get_more(r: _Reader) -> dict[str, Any]:
+    r.int32("ZERO")
+    namespace = r.cstring("fullCollectionName")
+    r.int32("numberToReturn")
+    cursor_id = r.int64("cursorID")
+    r.expect_end("cursorID")
+    return {**_legacy("getMore", None, namespace), "cursor_id": cursor_id}
+
+
+def _decode_op_kill_cursors(r: _Reader) -> dict[str, Any]:
+    r.int32("ZERO")
+    count = r.int32("numberOfCursorIDs")
+    if count < 0 or count * 8 != r.end - r.pos:
+        raise WireError(20, f"numberOfCursorIDs {count} but {r.end - r.pos} bytes of cursor ids follow")
+    return {"command": "killCursors"}
+
+
+_DECODERS = {
+    OP_MSG: _decode_op_msg,
+    OP_QUERY: _decode_op_query,
+    OP_REPLY: _decode_op_reply,
+    OP_INSERT: _decode_op_insert,
+    OP_UPDATE: _decode_op_update,
+    OP_DELETE: _decode_op_delete,
+    OP_GET_MORE: _decode_op_get_more,
+    OP_KILL_CURSORS: _decode_op_kill_cursors,
+}
+
+
+def _decompress(compressor: str, data: bytes, size: int) -> bytes | None:
+    """Decompress `data`, never producing much more than `size` bytes; None if the codec is missing."""
+    if compressor == "noop":
+        return data
+    if compressor == "zlib":
+        inflater = zlib.decompressobj()
+        out = inflater.decompress(data, size + 1)  # bounded: no decompression bombs
+        if len(out) > size:
+            raise ValueError(f"zlib stream inflates past uncompressedSize {size}")
+        if not inflater.eof:
+            raise ValueError("zlib stream is truncated")
+        if inflater.unused_data:
+            raise ValueError("trailing bytes after the zlib stream")
+        return out
+    try:  # imported per call (a dict hit once loaded), so a codec may be missing at run time
+        module = importlib.import_module("snappy" if compressor == "snappy" else "zstandard")
+    except ImportError:
+        return None
+    if compressor == "snappy":
+        declared = _snappy_length(data)
+        if declared != size:  # checked first, so the codec never allocates an attacker's size
+            raise ValueError(f"snappy block declares {declared} bytes")
+        return module.uncompress(data)
+    declared = module.frame_content_size(data)
+    if declared not in (-1, size):
+        raise ValueError(f"zstd frame declares {declared} bytes")
+    return module.ZstdDecompressor().decompress(data, max_output_size=size)
+
+
+def _snappy_length(data: bytes) -> int:
+    """The varint uncompressed length that starts a raw snappy block."""
+    result = 0
+    for i, byte in enumerate(data[:5]):
+        result |= (byte & 0x7F) << (7 * i)
+        if not byte & 0x80:
+            return result
+    raise ValueError("bad snappy length preamble")
+
+
+def _decode_compressed(buf: bytes, header: Header) -> Message:
+    if len(buf) < HEADER_SIZE + _COMPRESSED_PREFIX.size:
+        raise WireError(HEADER_SIZE, f"OP_COMPRESSED needs 9 bytes after the header, {len(buf) - HEADER_SIZE} left")
+    original, size, compressor_id = _COMPRESSED_PREFIX.unpack_from(buf, HEADER_SIZE)
+    if original not in OPCODES or original == OP_COMPRESSED:
+        raise WireError(16, f"originalOpcode {original} cannot be compressed")
+    if not 0 <= size <= MAX_MESSAGE_SIZE - HEADER_SIZE:
+        raise WireError(20, f"uncompressedSize {size} is out of range")
+    if compressor_id not in COMPRESSORS:
+        raise WireError(24, f"unknown compressorId {compressor_id}")
+    compressor = COMPRESSORS[compressor_id]
+    try:
+        payload = _decompress(compressor, buf[25:], size)
+    except Exception as exc:  # each codec raises its own exception types on corrupt input
+        raise WireError(25, f"{compressor} decompression failed: {exc}") from None
+    marks: dict[str, Any] = {"compressed": True, "compressor": compressor, "original_opcode": original}
+    if payload is None:
+        note = f"{compressor} codec not installed; message not decompressed"
+        return _message(header._replace(opcode=original), note=note, **marks)
+    if len(payload) != size:
+        raise WireError(20, f"uncompressedSize {size} but {compressor} produced {len(payload)} bytes")
+    # Decode the wrapped message as if it had arrived with its original header.
+    inner = Header(HEADER_SIZE + size, header.request_id, header.response_to, original)
+    try:
+        message = _decode_plain(_HEADER.pack(*inner) + payload, inner)
+    except WireError as exc:
+        raise WireError(25, f"in the decompressed {OPCODES[original]} at offset {exc.offset}: {exc.message}") from None
+    return dataclasses.replace(message, length=header.length, **marks)
+
+
+class StreamDecoder:
+    """Incremental decoder for one direction of a connection's byte stream.
+
+    `feed` never raises. Bytes that cannot start a valid message are skipped (counted in
+    `skipped_bytes`) until a plausible header (sane length, known opcode) starts a message
+    that decodes. Each loss of synchronisation appends one WireError to `errors`, its offset
+    counted from the start of the stream. Invariant:
+    skipped_bytes + consumed_bytes + pending == total bytes fed.
+    """
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._base = 0  # stream offset of self._buf[0]
+        self._searching = False  # lost sync: looking for the next plausible header
+        # Lookahead while a message waits for its body: stream offsets of later headers still
+        # incomplete, and how far later headers have been looked for.
+        self._waiting_at = -1
+        self._deferred: list[int] = []
+        self._scanned_to = 0
+        self.skipped_bytes = 0
+        self.consumed_bytes = 0
+        self.errors: list[WireError] = []
+
+    @property
+    def pending(self) -> int:
+        """Bytes held back because they may start a message that has not fully arrived."""
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[Message]:
+        self._buf += data
+        messages: list[Message] = []
+        pos = 0
+        while True:
+            if self._searching:
+                pos = self._skip(pos, self._next_candidate(pos))
+            verdict = self._try_message(pos)
+            if verdict is None:
+                later = self._later_message(pos)
+                if later is None:
+                    break  # wait for more bytes
+                self._lose_sync(
+                    WireError(
+                        self._base + pos, f"header never completed; a message follows at offset {self._base + later}"
+                    )
+                )
+                pos = self._skip(pos, later)
+            elif isinstance(verdict, Message):
+                messages.append(verdict)
+                pos += verdict.length
+                self.consumed_bytes += verdict.length
+                self._searching = False
+            else:
+                self._lose_sync(WireError(self._base + pos + verdict.offset, verdict.message))
+                pos = self._skip(pos, pos + 1)
+        del self._buf[:pos]
+        self._base += pos
+        return messages
+
+    def close(self) -> int:
+        """End of stream: count any incomplete message as skipped; return how many bytes that was."""
+        left = len(self._buf)
+        if left:
+            self.errors.append(WireError(self._base, f"stream ends inside a message ({left} bytes left)"))
+            self.skipped_bytes += left
+            self._base += left
+            self._buf.clear()
+        return left
+
+    def _skip(self, pos: int, to: int) -> int:
+        self.skipped_bytes += to - pos
+        return to
+
+    def _lose_sync(self, error: WireError) -> None:
+        if not self._searching:  # report where sync was lost, not every false candidate after it
+            self.errors.append(error)
+        self._searching = True
+
+    def _try_message(self, pos: int) -> Message | WireError | None:
+        """The message at `pos`, why there is none (offset relative to `pos`), or None if more
+        bytes are needed."""
+        buf = self._buf
+        if len(buf) - pos >= 4 and not _plausible_length(buf, pos):
+            return WireError(0, f"messageLength {_I32.unpack_from(buf, pos)[0]} is out of range")
+        if len(buf) - pos < HEADER_SIZE:
+            return None
+        try:
+            header = decode_header(buf, pos)
+        except WireError as exc:
+            return WireError(exc.offset - pos, exc.message)
+        if len(buf) - pos < header.length:
+            return None
+        try:
+            return decode_message(buf[pos : pos + header.length])
+        except WireError as exc:
+            return exc
+
+    def _candidates(self, start: int) -> Iterator[int]:
+        """Offsets from `start` holding a full header with a known opcode and a sane length."""
+        search = start + 12
+        while (match := _OPCODE_PATTERN.search(self._buf, search)) is not None:
+            if _plausible_length(self._buf, match.start() - 12):
+                yield match.start() - 12
+            search = match.start() + 1
+
+    def _next_candidate(self, pos: int) -> int:
+        """The first offset from `pos` that may start a message, or a tail too short to tell."""
+        found = next(self._candidates(pos), None)
+        if found is not None:
+            return found
+        candidate = max(pos, len(self._buf) - HEADER_SIZE + 1)  # earlier ones have a full, unknown opcode
+        while len(self._buf) - candidate >= 4 and not _plausible_length(self._buf, candidate):
+            candidate += 1
+        return candidate
+
+    def _later_message(self, pos: int) -> int | None:
+        """While the message at `pos` waits for its body, the first later complete message
+        that decodes, if any. A false header in garbage (OP_REPLY is opcode 1, common in
+        BSON) must not hold the stream up for as much as 48 MB. Each byte is searched once."""
+        if self._waiting_at != self._base + pos:
+            self._waiting_at, self._deferred, self._scanned_to = self._base + pos, [], self._base + pos + 1
+        start = self._scanned_to - self._base
+        self._scanned_to = self._base + max(start, len(self._buf) - HEADER_SIZE + 1)
+        deferred, self._deferred = self._deferred, []
+        for candidate in [d - self._base for d in deferred] + list(self._candidates(start)):
+            verdict = self._try_message(candidate)
+            if isinstance(verdict, Message):
+                return candidate
+            if verdict is None:
+                self._deferred.append(self._base + candidate)
+        return None
+
+
+# Any known opcode, little-endian, as it appears at offset 12 of a header.
+_OPCODE_PATTERN = re.compile(b"|".join(re.escape(_I32.pack(op)) for op in OPCODES))
+
+
+def _plausible_length(buf: bytearray, pos: int) -> bool:
+    return HEADER_SIZE <= _I32.unpack_from(buf, pos)[0] <= MAX_MESSAGE_SIZE
+
+
+def decode_stream(data: bytes) -> tuple[list[Message], int]:
+    """Decode a complete captured stream: the messages found and the bytes skipped
+    (garbage and a trailing incomplete message)."""
+    decoder = StreamDecoder()
+    messages = decoder.feed(data)
+    decoder.close()
+    return messages, decoder.skipped_bytes
+
+
+def _crc32c_table() -> tuple[int, ...]:
+    table = []
+    for n in range(256):
+        for _ in range(8):
+            n = (n >> 1) ^ 0x82F63B78 if n & 1 else n >> 1
+        table.append(n)
+    return tuple(table)
+
+
+_CRC32C_TABLE = _crc32c_table()
+
+
+def crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli), the OP_MSG checksum. Pure Python: fine for the occasional message."""
+    crc = 0xFFFFFFFF
+    table = _CRC32C_TABLE
+    for byte in data:
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+# Encoders: craft real messages for tests and the test server. (Legacy write opcodes have
+# none: only old drivers send them, and tests build those bytes by hand.)
+
+
+def _frame(request_id: int, response_to: int, opcode: int, body: bytes) -> bytes:
+    return _HEADER.pack(HEADER_SIZE + len(body), request_id, response_to, opcode) + body
+
+
+def encode_op_msg(
+    request_id: int,
+    response_to: int,
+    body: Mapping[str, Any],
+    flags: int = 0,
+    sequences: Iterable[tuple[str, Sequence[Mapping[str, Any]]]] = (),
+    checksum: bool = False,
+) -> bytes:
+    """OP_MSG with `body` as the kind-0 section, then one kind-1 section per (identifier, docs).
+    `checksum` sets (or clears) checksumPresent in `flags` and appends the CRC-32C."""
+    parts = [b"\x00" + bson.encode(body)]
+    for identifier, docs in sequences:
+        payload = identifier.encode() + b"\x00" + b"".join(bson.encode(d) for d in docs)
+        parts.append(b"\x01" + _I32.pack(4 + len(payload)) + payload)
+    flags = flags | CHECKSUM_PRESENT if checksum else flags & ~CHECKSUM_PRESENT
+    trailer = b"\x00" * 4 if checksum else b""  # placeholder, so messageLength covers the checksum
+    message = _frame(request_id, response_to, OP_MSG, _U32.pack(flags) + b"".join(parts) + trailer)
+    return message[:-4] + _U32.pack(crc32c(message[:-4])) if checksum else message
+
+
+def encode_op_query(
+    request_id: int,
+    response_to: int,
+    namespace: str,
+    query: Mapping[str, Any],
+    flags: int = 0,
+    skip: int = 0,
+    limit: int = -1,
+    fields: Mapping[str, Any] | None = None,
+) -> bytes:
+    body = _I32.pack(flags) + namespace.encode() + b"\x00" + struct.pack("<ii", skip, limit) + bson.encode(query)
+    return _frame(request_id, response_to, OP_QUERY, body + (bson.encode(fields) if fields is not None else b""))
+
+
+def encode_op_reply(
+    request_id: int,
+    response_to: int,
+    documents: Sequence[Mapping[str, Any]] = (),
+    flags: int = 0,
+    cursor_id: int = 0,
+    starting_from: int = 0,
+) -> bytes:
+    prefix = struct.pack("<iqii", flags, cursor_id, starting_from, len(documents))
+    return _frame(request_id, response_to, OP_REPLY, prefix + b"".join(bson.encode(d) for d in documents))
+
+
+def encode_op_compressed(inner: bytes, compressor: str) -> bytes:
+    """Wrap the complete message `inner` in OP_COMPRESSED, keeping its requestID and responseTo."""
+    _, request_id, response_to, opcode = _HEADER.unpack_from(inner)
+    payload = inner[HEADER_SIZE:]
+    compressor_id = {name: i for i, name in COMPRESSORS.items()}[compressor]
+    if compressor == "zlib":
+        data = zlib.compress(payload)
+    elif compressor == "snappy":
+        data = importlib.import_module("snappy").compress(payload)
+    elif compressor == "zstd":
+        data = importlib.import_module("zstandard").ZstdCompressor().compress(payload)
+    else:
+        data = payload
+    prefix = _COMPRESSED_PREFIX.pack(opcode, len(payload), compressor_id)
+    return _frame(request_id, response_to, OP_COMPRESSED, prefix + data)

@@ -1,0 +1,157 @@
+#!/usr/bin/python3
+# @lint-avoid-python-3-compatibility-imports
+#
+# mongosnoop    Trace MongoDB wire-protocol requests: one line per request.
+#               For Linux, uses BCC, eBPF.
+#
+# USAGE: mongosnoop.py -p PID [-h] [-j] [-d SECONDS]
+#
+# One line per request of a MongoDB-protocol server, written when its first
+# reply is sent: time, pid, tid (of the thread that sent the reply), fd,
+# requestID, opcode, command name, request and first-reply sizes, and the
+# server-side latency (return of the receive that completed the request to the
+# entry of the send that carries the reply). With -j, one JSON object per line
+# with the fields time (wall clock, epoch seconds), pid, tid, fd, request_id,
+# opcode, command, bytes_in, bytes_out, latency_ns, stream.
+#
+# It loads the same in-kernel decoder as mongolatency.py (probes/mongo_wire.h):
+# syscall tracepoints only - sys_enter/sys_exit of read, readv, recvfrom,
+# recvmsg, write, writev, sendto, sendmsg, and sys_enter_close - with the pid
+# filtered in the kernel, and one ring-buffer record per request (perf buffer
+# when the kernel has no ring buffer). Checked on FerretDB v1.24.0 (read() and
+# write()) and on a raw-socket server in mongod's pattern (recvmsg of the
+# header, then the body; sendmsg), driven by pymongo 4.20.
+#
+# Example (FerretDB v1.24.0, pymongo load, trimmed):
+#
+#   TIME(s)   PID     TID     FD   REQID      OPCODE   COMMAND          BYTES_IN BYTES_OUT   LAT(us)
+#   0.412     25870   25874   13   1714636915 OP_MSG   insert              20620        45    612.48
+#   0.415     25870   25872   12   1681692777 OP_MSG   find                  160      2349    419.31
+#   0.417     25870   25872   12   1957747793 OP_MSG   getMore               143      2316    203.95
+#   ...
+#   requests: 1210  replies: 1210  stream replies: 0  no-reply (moreToCome): 0
+#   lost: unmatched replies 0, requests without reply 0, malformed headers 0, dropped events 0
+#
+# TIME(s) is the time of the reply since tracing began. The footer is the loss
+# accounting of mongolatency.py (on stderr with -j, so stdout stays events).
+#
+# Overhead: as mongolatency.py, plus one ring-buffer record and one line of
+# Python per request; at tens of thousands of requests per second the reader
+# can fall behind and records are dropped - counted as "dropped events".
+#
+# Caveats: only the first iovec of readv/writev/recvmsg/sendmsg is decoded; a
+# header split across receives counts as malformed; compressed bodies have no
+# command name ("[compressed]"); at most 8 messages per receive or send.
+# Requests with moreToCome (no reply) and further replies of an exhaust stream
+# get no line: they are counted in the footer.
+#
+# Copyright 2025 mongoprobe authors.
+# Licensed under the Apache License, Version 2.0 (the "License")
+#
+# 2025          mongoprobe      Created this.
+
+from __future__ import print_function
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mongolatency as mw  # noqa: E402  (shared loader, events, footer)
+
+examples = """examples:
+    ./mongosnoop.py -p 181           # one line per request, Ctrl-C ends
+    ./mongosnoop.py -p 181 -d 10     # trace for 10 seconds
+    ./mongosnoop.py -p 181 -j > r.jsonl  # JSON lines (footer on stderr)
+"""
+
+HDR = "%-9s %-7s %-7s %-4s %-10s %-8s %-16s %8s %9s %9s"
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description="Trace MongoDB wire-protocol requests, one line each",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=examples)
+    parser.add_argument("-p", "--pid", type=mw.positive_int, required=True,
+        help="trace this server process (tgid) only")
+    parser.add_argument("-j", "--json", action="store_true",
+        help="one JSON object per request")
+    parser.add_argument("-d", "--duration", type=mw.positive_float, metavar="SECONDS",
+        help="total duration of the trace, in seconds")
+    parser.add_argument("--ebpf", action="store_true",
+        help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    tool = "mongosnoop"
+    args = parse_args(argv)
+    if args.ebpf:
+        print(mw.bpf_text(args.pid, (), 1, True, True))
+        return 0
+    mw.check_target(tool, args.pid)
+    b, ringbuf = mw.load(tool, args.pid, (), 1, True)
+    clock = mw.WallClock()
+    t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    out = sys.stdout
+
+    def on_event(ev):
+        if args.json:
+            out.write(json.dumps(mw.event_dict(ev, clock)) + "\n")
+        else:
+            out.write((HDR + "\n") % (
+                "%.3f" % ((ev.ts - t0) / 1e9), ev.pid, ev.tid, ev.fd,
+                ev.request_id, mw.opname(ev.opcode), mw.cmdname(ev.cmd),
+                ev.bytes_in, ev.bytes_out, "%.2f" % (ev.latency_ns / 1e3)))
+
+    events = mw.Events(b, ringbuf, on_event)
+    mw.on_sigterm()
+    if not args.json:
+        print("Tracing MongoDB wire protocol of PID %d (%s syscalls)... "
+              "Hit Ctrl-C to end." % (args.pid, mw.SYSCALLS))
+        print(HDR % ("TIME(s)", "PID", "TID", "FD", "REQID", "OPCODE",
+                     "COMMAND", "BYTES_IN", "BYTES_OUT", "LAT(us)"))
+    out.flush()
+
+    start = time.monotonic()
+    end = start + args.duration if args.duration else None
+    last_check = start
+    gone = False
+    try:
+        while True:
+            wait = 0.25
+            if end is not None:
+                wait = max(0.0, min(wait, end - time.monotonic()))
+            events.poll(int(wait * 1000))
+            out.flush()
+            now = time.monotonic()
+            if end is not None and now >= end:
+                break
+            if now - last_check >= 1.0:
+                last_check = now
+                if not mw.alive(args.pid):
+                    gone = True
+                    break
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    events.drain()
+    out.flush()
+    if gone:
+        print("%s: PID %d exited" % (tool, args.pid), file=sys.stderr)
+    totals = mw.read_counts(b, True, events.lost)
+    if args.json:
+        mw.footer(totals, sys.stderr)
+    else:
+        print()
+        mw.footer(totals)
+    mw.dropped_hint(tool, totals["lost"]["dropped"], ringbuf)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

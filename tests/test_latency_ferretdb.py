@@ -1,0 +1,104 @@
+"""The latency probe on the real target: counts exact, latencies sane, per request.
+
+Runs ``mongoprobe latency --json --events`` (the real CLI, the real probe) against a
+real FerretDB while 8 pymongo connections with overlapping requestIDs drive a mixed
+load, then checks the probe against two independent truths: the client's own
+command monitoring and FerretDB's /debug/metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from mongoprobe import mixedload, procnet, target
+from mongoprobe.formats import wire_events
+
+WORKLOAD_COMMANDS = {"insert", "find", "update", "delete", "aggregate", "getMore", "count"}
+
+
+def start_cli(*args: str) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-m", "mongoprobe", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    for line in proc.stderr:   # the CLI says "Tracing ..." once the probe is attached
+        if line.startswith("Tracing MongoDB"):
+            return proc
+        if time.monotonic() > deadline or proc.poll() is not None:
+            break
+    proc.kill()
+    pytest.fail(f"probe did not attach: {proc.stderr.read()}")
+
+
+def stop_cli(proc: subprocess.Popen) -> str:
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err
+    return out
+
+
+def metrics_delta(before: dict, after: dict) -> dict[str, int]:
+    d = {}
+    for (op, cmd), n in after.items():
+        k = n - before.get((op, cmd), 0)
+        if k:
+            d[cmd] = d.get(cmd, 0) + k
+    return d
+
+
+@pytest.mark.parametrize("engine", ["bpftrace", "bcc"])
+def test_latency_matches_client_and_ferretdb(engine, ferretdb, tmp_path, request):
+    request.getfixturevalue("need_bcc" if engine == "bcc" else "need_bpftrace")
+    if engine == "bcc" and not os.path.exists(
+            os.path.join(os.path.dirname(__file__), "..", "probes", "mongolatency.py")):
+        pytest.skip("probes/mongolatency.py is not in this checkout")
+    events_file = tmp_path / "events.jsonl"
+    before = target.request_counts(ferretdb.metrics_url)
+    cli = start_cli("latency", "-p", str(ferretdb.pid), "--json", "--engine", engine,
+                    "--events", str(events_file))
+    peers: dict = {}
+    try:
+        load = mixedload.run(ferretdb.uri, threads=8, rounds=2,
+                             while_open=lambda: peers.update(procnet.socket_peers(ferretdb.pid)))
+        time.sleep(0.5)      # let the last replies (endSessions) reach the probe
+    finally:
+        out = stop_cli(cli)
+    after = target.request_counts(ferretdb.metrics_url)
+    result = json.loads(out.strip().splitlines()[-1])
+    events = wire_events.parse_events_json(events_file.read_text().splitlines())
+
+    # Nothing lost, nothing unmatched.
+    assert result["lost"] == {"unmatched_replies": 0, "requests_without_reply": 0,
+                              "malformed": 0, "dropped": 0}
+
+    # Per-command counts: probe == FerretDB's metrics == the client's own count.
+    probe_counts = {k: v["count"] for k, v in result["by_command"].items()}
+    assert probe_counts == metrics_delta(before, after)
+    for cmd in WORKLOAD_COMMANDS:
+        assert probe_counts[cmd] == load.counts[cmd], cmd
+    assert result["requests_by_command"] == probe_counts
+    assert len(events) == sum(probe_counts.values())
+
+    # Every latency is positive.
+    assert (events["latency_ns"] > 0).all()
+
+    # The 8 connections really shared requestIDs.
+    app = events[events["command"].isin(WORKLOAD_COMMANDS)]
+    fds_per_id = app.groupby("request_id")["fd"].nunique()
+    assert (fds_per_id >= 8).any()
+
+    # Server-side latency <= client-observed latency, request by request.
+    port_of_fd = {fd: remote[1] for fd, (local, remote) in peers.items()}
+    app = app.assign(local_port=app["fd"].map(port_of_fd))
+    client = load.client[load.client["command"].isin(WORKLOAD_COMMANDS)]
+    joined = app.merge(client, on=["local_port", "request_id", "command"], how="inner")
+    assert len(joined) == len(client) == len(app)
+    too_slow = joined[joined["latency_ns"] > joined["duration_us"] * 1000]
+    assert too_slow.empty, too_slow[["command", "request_id", "latency_ns", "duration_us"]]
