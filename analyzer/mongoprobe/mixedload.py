@@ -170,3 +170,22 @@ def run(uri: str, threads: int = 8, rounds: int = 3, overlap_ids: bool = True,
     counts = dict(collections.Counter(df["command"]))
     ops = sum(v for k, v in counts.items() if k != "endSessions")
     return LoadResult(df, counts, seconds, ops)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m mongoprobe.mixedload",
+                                description="Drive the fixed mixed workload and print its counts.")
+    p.add_argument("--uri", required=True)
+    p.add_argument("--threads", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=3)
+    a = p.parse_args(argv)
+    r = run(a.uri, a.threads, a.rounds)
+    print(f"{r.operations} operations in {r.seconds:.1f}s ({r.operations / r.seconds:.0f}/s): "
+          + ", ".join(f"{k} {v}" for k, v in sorted(r.counts.items())))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
