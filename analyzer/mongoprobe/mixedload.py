@@ -116,6 +116,7 @@ def _worker(uri: str, i: int, rounds: int, rec: _Recorder, ports: dict, done: th
                                  serverSelectionTimeoutMS=20000)
     try:
         coll = client.mongoprobe[f"mixed{i}"]
+        coll.drop()      # repeatable on the same server
         for r in range(rounds):
             base = r * 10
             for j in range(10):
@@ -168,7 +169,7 @@ def run(uri: str, threads: int = 8, rounds: int = 3, overlap_ids: bool = True,
     df = pd.DataFrame([(t, ports.get(t), rid, name, dur) for t, rid, name, dur in rec.rows],
                       columns=CLIENT_COLUMNS)
     counts = dict(collections.Counter(df["command"]))
-    ops = sum(v for k, v in counts.items() if k != "endSessions")
+    ops = sum(v for k, v in counts.items() if k not in ("endSessions", "drop"))
     return LoadResult(df, counts, seconds, ops)
 
 
