@@ -57,8 +57,11 @@ class Group:
                     "max_ns": int(v.max()), "hist": histogram.to_json_buckets(self.hist),
                     "exact": True}
         d = histogram.summary(self.hist, self.total_ns)
-        if self.max_ns is not None:
+        if self.max_ns is not None and d["count"]:
+            # The probe's exact max also bounds the bucket estimates.
             d["max_ns"] = int(self.max_ns)
+            d["p50_ns"] = min(d["p50_ns"], d["max_ns"])
+            d["p99_ns"] = min(d["p99_ns"], d["max_ns"])
         d["exact"] = False
         return d
 
