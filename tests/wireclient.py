@@ -1,0 +1,229 @@
+"""Raw-socket client scenarios for tests/wireserver.py, each returning the exact counts a
+wire-protocol probe must report for it.
+
+Every scenario opens `connections` connections at once (one thread each) and every
+connection uses the same requestIDs 1, 2, 3, ...: requestIDs overlap across connections,
+so a probe that keys its state by requestID alone instead of by connection miscounts.
+Messages are built with mongoprobe.wire's encoders (bson.encode underneath); every reply
+is checked (opcode, responseTo, moreToCome), so a count that differs from the expected
+one is the probe's, not the server's.
+
+Commands are named as the probes name them (probes/README.md, "Command names"): the first
+key of the OP_MSG body or of an OP_QUERY `.$cmd` query, `[compressed]` for OP_COMPRESSED.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from mongoprobe.wire import (
+    EXHAUST_ALLOWED,
+    MORE_TO_COME,
+    OP_COMPRESSED,
+    OP_MSG,
+    OP_REPLY,
+    encode_op_compressed,
+    encode_op_msg,
+    encode_op_query,
+    opcode_name,
+)
+
+HEADER = struct.Struct("<iiii")
+TIMEOUT = 10.0  # seconds for any one socket operation
+LARGE_INSERT_BYTES = 100_000  # spans many 4 KiB reads and several recvmsg/readv chunks
+EXHAUST_REPLIES = 5
+
+
+@dataclass
+class Expected:
+    """What a probe must count for a run: requests per command and per opcode, timed
+    (first) replies per command, exhaust stream replies, fire-and-forget requests."""
+
+    by_command: Counter[str] = field(default_factory=Counter)
+    by_op: Counter[str] = field(default_factory=Counter)
+    replies_by_command: Counter[str] = field(default_factory=Counter)
+    stream_replies: int = 0
+    no_reply: int = 0
+
+    @property
+    def requests(self) -> int:
+        return sum(self.by_command.values())
+
+    @property
+    def replies(self) -> int:
+        return sum(self.replies_by_command.values())
+
+    def __add__(self, other: Expected) -> Expected:
+        return Expected(self.by_command + other.by_command, self.by_op + other.by_op,
+                        self.replies_by_command + other.replies_by_command,
+                        self.stream_replies + other.stream_replies, self.no_reply + other.no_reply)  # fmt: skip
+
+
+class Conn:
+    """One client connection; counts what it sends in `expected`."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.next_id = 0
+        self.expected = Expected()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def request_id(self) -> int:
+        self.next_id += 1
+        return self.next_id
+
+    def op_msg(self, body: dict, flags: int = 0) -> tuple[int, bytes]:
+        """An OP_MSG request (body gets "$db": "test"), counted as its first key."""
+        rid = self.request_id()
+        command = next(iter(body))
+        self.expected.by_command[command] += 1
+        self.expected.by_op["OP_MSG"] += 1
+        if flags & MORE_TO_COME:
+            self.expected.no_reply += 1
+        else:
+            self.expected.replies_by_command[command] += 1
+        return rid, encode_op_msg(rid, 0, {**body, "$db": "test"}, flags=flags)
+
+    def op_query(self, namespace: str, query: dict) -> tuple[int, bytes]:
+        rid = self.request_id()
+        command = next(iter(query)) if namespace.endswith(".$cmd") else "find"
+        self.expected.by_command[command] += 1
+        self.expected.by_op["OP_QUERY"] += 1
+        self.expected.replies_by_command[command] += 1
+        return rid, encode_op_query(rid, 0, namespace, query)
+
+    def op_compressed_msg(self, body: dict) -> tuple[int, bytes]:
+        """A zlib OP_COMPRESSED wrapping an OP_MSG: the probes see "[compressed]"."""
+        rid = self.request_id()
+        self.expected.by_command["[compressed]"] += 1
+        self.expected.by_op["OP_COMPRESSED"] += 1
+        self.expected.replies_by_command["[compressed]"] += 1
+        return rid, encode_op_compressed(encode_op_msg(rid, 0, {**body, "$db": "test"}), "zlib")
+
+    def recv_exact(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError(f"server closed the connection ({len(buf)} of {n} bytes)")
+            buf += chunk
+        return bytes(buf)
+
+    def reply(self, response_to: int, opcode: int = OP_MSG) -> tuple[int, bool]:
+        """Read one reply, check it answers `response_to` with `opcode`; (its requestID, moreToCome)."""
+        header = self.recv_exact(16)
+        length, rid, rto, op = HEADER.unpack(header)
+        body = self.recv_exact(length - 16)
+        if (rto, op) != (response_to, opcode):
+            raise AssertionError(f"reply {opcode_name(op)} to {rto}, expected {opcode_name(opcode)} to {response_to}")
+        more = op == OP_MSG and bool(struct.unpack_from("<I", body)[0] & MORE_TO_COME)
+        return rid, more
+
+    def call(self, message: tuple[int, bytes], opcode: int = OP_MSG) -> None:
+        rid, data = message
+        self.sock.sendall(data)
+        self.reply(rid, opcode)
+
+
+# --- scenarios: what one connection does -----------------------------------------------
+
+
+def plain(c: Conn) -> None:
+    """Request/reply: find, a small insert, ping, and an insert of ~100 KB."""
+    c.call(c.op_msg({"find": "coll", "filter": {"x": 1}}))
+    c.call(c.op_msg({"insert": "coll", "documents": [{"_id": 1, "x": "small"}]}))
+    c.call(c.op_msg({"ping": 1}))
+    c.call(c.op_msg({"insert": "coll", "documents": [{"_id": 2, "x": "y" * LARGE_INSERT_BYTES}]}))
+
+
+def pipelined(c: Conn) -> None:
+    """Three requests in one sendall, then their replies; then two more the same way."""
+    for bodies in ([{"find": "coll"}, {"ping": 1}, {"insert": "coll", "documents": [{"_id": 3}]}],
+                   [{"ping": 1}, {"find": "coll", "limit": 1}]):  # fmt: skip
+        messages = [c.op_msg(body) for body in bodies]
+        c.sock.sendall(b"".join(data for _, data in messages))
+        for rid, _ in messages:
+            c.reply(rid)
+
+
+def fire_and_forget(c: Conn) -> None:
+    """An insert with moreToCome (no reply), then a ping whose reply must answer the ping."""
+    c.sock.sendall(c.op_msg({"insert": "coll", "documents": [{"_id": 4}]}, flags=MORE_TO_COME)[1])
+    c.call(c.op_msg({"ping": 1}))
+
+
+def op_query(c: Conn) -> None:
+    """Legacy OP_QUERY on admin.$cmd, answered with OP_REPLY (drivers' old handshake)."""
+    c.call(c.op_query("admin.$cmd", {"isMaster": 1}), OP_REPLY)
+
+
+def compressed(c: Conn) -> None:
+    """A zlib OP_COMPRESSED wrapping an OP_MSG find, answered compressed."""
+    c.call(c.op_compressed_msg({"find": "coll", "filter": {}}), OP_COMPRESSED)
+
+
+def exhaust(c: Conn) -> None:
+    """An exhaust request answered by EXHAUST_REPLIES replies: one timed, the rest a stream."""
+    rid, data = c.op_msg({"exhaustTest": EXHAUST_REPLIES}, flags=EXHAUST_ALLOWED)
+    c.sock.sendall(data)
+    response_to = rid
+    for i in range(EXHAUST_REPLIES):
+        response_to, more = c.reply(response_to)
+        if more != (i < EXHAUST_REPLIES - 1):
+            raise AssertionError(f"exhaust reply {i + 1} of {EXHAUST_REPLIES}: moreToCome={more}")
+    c.expected.stream_replies += EXHAUST_REPLIES - 1
+
+
+SCENARIOS: dict[str, Callable[[Conn], None]] = {
+    "plain": plain, "pipelined": pipelined, "fire_and_forget": fire_and_forget,
+    "op_query": op_query, "compressed": compressed, "exhaust": exhaust,
+}  # fmt: skip
+
+
+def run(port: int, scenarios: list[str] | None = None, connections: int = 4) -> Expected:
+    """Run the scenarios (all by default, in order) on `connections` concurrent connections,
+    each a fresh connection per scenario; return what a probe must count. Raises if any
+    reply is wrong or missing."""
+    steps = [SCENARIOS[name] for name in (scenarios or SCENARIOS)]
+    barrier = threading.Barrier(connections)
+    results: list[Expected] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        try:
+            barrier.wait(TIMEOUT)
+            for step in steps:
+                c = Conn(port)
+                try:
+                    step(c)
+                finally:
+                    c.close()
+                with lock:
+                    results.append(c.expected)
+        except BaseException as exc:  # re-raised in the caller
+            with lock:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(connections)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return sum(results, Expected())
+
+
+if __name__ == "__main__":  # manual use: python tests/wireclient.py PORT [SCENARIO...]
+    import sys
+
+    print(run(int(sys.argv[1]), sys.argv[2:] or None))

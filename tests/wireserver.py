@@ -1,0 +1,235 @@
+"""A small MongoDB-wire-protocol server that reproduces real servers' syscall patterns.
+
+The probes (probes/README.md) decode requests and replies from the buffers of the
+send/recv syscalls, so what they see depends on how a server reads and writes. This
+server answers every request with `{"ok": 1}` and lets the test pick the syscalls:
+
+  mongod     recvmsg of the 16-byte header, then recvmsg of the body (looping until it
+             is complete); sendmsg with one iovec holding the whole reply (mongod).
+  readwrite  read() into a 4096-byte buffer, the server framing messages itself (several
+             messages per read, messages spanning reads); write() replies (FerretDB).
+  vector     readv() into one 16-byte header buffer, then readv() of the body; writev()
+             with one iovec per reply.
+  split      reads as readwrite; every reply in two write() calls (its first 10 bytes,
+             then the rest), replies longer than 40 bytes in three (10, 10, the rest).
+  sendto     recv_into() (the recvfrom syscall) into a 4096-byte buffer; send() replies
+             (the sendto syscall).
+
+Replies: OP_MSG `{"ok": 1}` with a per-connection requestID counter (1, 2, ...) and
+responseTo the request's requestID. An OP_MSG with moreToCome gets no reply. An OP_MSG
+with exhaustAllowed whose body is `{"exhaustTest": N, ...}` gets N replies, all but the
+last with moreToCome, each answering the previous reply's requestID (the first answers
+the request). OP_QUERY gets OP_REPLY; OP_COMPRESSED (zlib) gets a zlib OP_COMPRESSED
+reply. Every third request of a connection also writes a log line with write() and
+reads the log back with read(): non-protocol traffic of the same pid, which the probes
+must ignore.
+
+USAGE: python tests/wireserver.py --port 0 --mode MODE [--log FILE]
+Prints `READY <port>` on stdout once listening, then nothing but errors (on stderr).
+Serves each connection in a thread; exits on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import struct
+import sys
+import threading
+import zlib
+
+import bson
+
+from mongoprobe.wire import (
+    EXHAUST_ALLOWED,
+    MORE_TO_COME,
+    OP_COMPRESSED,
+    OP_MSG,
+    OP_QUERY,
+    encode_op_compressed,
+    encode_op_msg,
+    encode_op_reply,
+)
+
+MODES = ("mongod", "readwrite", "vector", "split", "sendto")
+BUFFER_SIZE = 4096  # FerretDB's buffered reader
+HEADER = struct.Struct("<iiii")  # messageLength, requestID, responseTo, opCode
+LOG_EVERY = 3  # requests per connection between two log writes
+
+
+class Connection:
+    """One client connection: reads whole messages and writes replies with MODE's syscalls."""
+
+    def __init__(self, sock: socket.socket, mode: str, log: Log) -> None:
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.mode = mode
+        self.log = log
+        self.buffered = bytearray()  # readwrite/split/sendto: bytes read but not framed yet
+        self.next_request_id = 0
+
+    # --- receiving ------------------------------------------------------------------
+    def _read_chunk(self) -> bytes:
+        """One buffered read of at most BUFFER_SIZE bytes (b"" at EOF)."""
+        if self.mode == "sendto":
+            buf = bytearray(BUFFER_SIZE)
+            n = self.sock.recv_into(buf)  # recvfrom(2)
+            return bytes(buf[:n])
+        return os.read(self.fd, BUFFER_SIZE)  # read(2)
+
+    def _read_exact(self, n: int) -> bytes | None:
+        """Exactly n bytes with one receive per chunk the kernel hands back (mongod, vector)."""
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            if self.mode == "mongod":
+                got_now = self.sock.recvmsg_into([view[got:]])[0]  # recvmsg(2), one iovec
+            else:
+                got_now = os.readv(self.fd, [view[got:]])  # readv(2), one iovec
+            if got_now == 0:
+                return None
+            got += got_now
+        return bytes(buf)
+
+    def read_message(self) -> bytes | None:
+        """The next whole message, or None at EOF."""
+        if self.mode in ("mongod", "vector"):
+            header = self._read_exact(16)
+            if header is None:
+                return None
+            length = HEADER.unpack(header)[0]
+            if length < 16:
+                raise ValueError(f"messageLength {length}")
+            body = self._read_exact(length - 16) if length > 16 else b""
+            return None if body is None else header + body
+        while True:
+            if len(self.buffered) >= 4:
+                length = struct.unpack_from("<i", self.buffered)[0]
+                if length < 16:
+                    raise ValueError(f"messageLength {length}")
+                if len(self.buffered) >= length:
+                    message = bytes(self.buffered[:length])
+                    del self.buffered[:length]
+                    return message
+            chunk = self._read_chunk()
+            if not chunk:
+                return None
+            self.buffered += chunk
+
+    # --- sending --------------------------------------------------------------------
+    def _write_all(self, data: bytes) -> None:
+        """All of data with MODE's send syscall; one call unless the kernel sends less."""
+        view = memoryview(data)
+        while view:
+            if self.mode == "mongod":
+                n = self.sock.sendmsg([view])  # sendmsg(2), one iovec
+            elif self.mode == "vector":
+                n = os.writev(self.fd, [view])  # writev(2), one iovec
+            elif self.mode == "sendto":
+                n = self.sock.send(view)  # sendto(2)
+            else:
+                n = os.write(self.fd, view)  # write(2)
+            view = view[n:]
+
+    def send(self, reply: bytes) -> None:
+        if self.mode == "split":
+            cuts = [10, 20] if len(reply) > 40 else [10]
+            for start, end in zip([0, *cuts], [*cuts, len(reply)]):
+                self._write_all(reply[start:end])
+        else:
+            self._write_all(reply)
+
+    def reply_id(self) -> int:
+        self.next_request_id += 1
+        return self.next_request_id
+
+    # --- serving --------------------------------------------------------------------
+    def serve(self) -> None:
+        served = 0
+        while (message := self.read_message()) is not None:
+            for reply in self.replies(message):
+                self.send(reply)
+            served += 1
+            if served % LOG_EVERY == 0:
+                self.log.touch(f"connection fd {self.fd}: {served} requests\n")
+
+    def replies(self, message: bytes) -> list[bytes]:
+        _, request_id, _, opcode = HEADER.unpack_from(message)
+        if opcode == OP_MSG:
+            return self._op_msg_replies(request_id, message[16:])
+        if opcode == OP_QUERY:
+            return [encode_op_reply(self.reply_id(), request_id, [{"ok": 1}])]
+        if opcode == OP_COMPRESSED:
+            original_opcode, size, compressor = struct.unpack_from("<iiB", message, 16)
+            if compressor != 2:
+                raise ValueError(f"compressorId {compressor} (only zlib here)")
+            inner = zlib.decompress(message[25:])
+            if len(inner) != size:
+                raise ValueError(f"uncompressedSize {size}, got {len(inner)}")
+            plain = HEADER.pack(16 + size, request_id, 0, original_opcode) + inner
+            return [encode_op_compressed(reply, "zlib") for reply in self.replies(plain)]
+        raise ValueError(f"unsupported opcode {opcode}")
+
+    def _op_msg_replies(self, request_id: int, payload: bytes) -> list[bytes]:
+        flags = struct.unpack_from("<I", payload)[0]
+        if flags & MORE_TO_COME:
+            return []
+        if payload[4] != 0:
+            raise ValueError("OP_MSG without a body section first")
+        body = bson.decode(payload[5 : 5 + struct.unpack_from("<i", payload, 5)[0]])
+        count = body.get("exhaustTest") if flags & EXHAUST_ALLOWED else None
+        if not isinstance(count, int) or count < 1:
+            return [encode_op_msg(self.reply_id(), request_id, {"ok": 1})]
+        replies, response_to = [], request_id
+        for i in range(count):
+            rid = self.reply_id()
+            more = MORE_TO_COME if i < count - 1 else 0
+            replies.append(encode_op_msg(rid, response_to, {"ok": 1}, flags=more))
+            response_to = rid
+        return replies
+
+
+class Log:
+    """A log file written with write(2) and read back with read(2): non-protocol I/O."""
+
+    def __init__(self, path: str) -> None:
+        self.wfd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.rfd = os.open(path, os.O_RDONLY)
+        self.lock = threading.Lock()
+
+    def touch(self, line: str) -> None:
+        with self.lock:
+            os.write(self.wfd, f"log: {line}".encode())
+            os.lseek(self.rfd, 0, os.SEEK_SET)
+            os.read(self.rfd, BUFFER_SIZE)
+
+
+def handle(sock: socket.socket, mode: str, log: Log) -> None:
+    with sock:
+        try:
+            Connection(sock, mode, log).serve()
+        except Exception as exc:  # report and drop this connection; the server goes on
+            print(f"wireserver: connection fd {sock.fileno()}: {exc!r}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0: any free one)")
+    parser.add_argument("--mode", choices=MODES, required=True)
+    parser.add_argument("--log", default=os.devnull, help="the non-protocol log file (default: %(default)s)")
+    args = parser.parse_args(argv)
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    log = Log(args.log)
+    listener = socket.create_server(("127.0.0.1", args.port))
+    print(f"READY {listener.getsockname()[1]}", flush=True)
+    while True:
+        sock, _ = listener.accept()
+        threading.Thread(target=handle, args=(sock, args.mode, log), daemon=True).start()
+
+
+if __name__ == "__main__":
+    main()
