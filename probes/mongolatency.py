@@ -281,9 +281,12 @@ def dropped_hint(tool, n, ringbuf):
 
 
 def on_sigterm():
+    """Ctrl-C and SIGTERM end the trace; SIGINT too when started in the
+    background by a shell (which ignores SIGINT for background jobs)."""
     def handler(signum, frame):
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # ---- peers of connections (-c) ---------------------------------------------

@@ -82,13 +82,6 @@ pytestmark = [pytest.mark.root, pytest.mark.skipif(UNAVAILABLE is not None, reas
 # wireserver --mode split writes each reply as 10 bytes, then the rest (the 49-byte OP_REPLY
 # and 45-byte OP_COMPRESSED replies as 10, 10, the rest): 60 two-write and 8 three-write
 # replies per run (52 timed + 16 stream replies).
-SPLIT_BPFTRACE = (
-    "mongo_latency.bt does not frame a reply whose 16-byte header is split across write() "
-    "calls: a 10-byte write has no whole header and the next write is decoded as a header "
-    "from its first byte, so every piece counts as lost_malformed (144 = 60x2 + 8x3), no reply "
-    "is matched (replies 0, stream_replies 0, no latency) and all 52 requests end as "
-    "lost_requests_without_reply when their connection closes"
-)
 SPLIT_BCC = (
     "mongolatency.py does not frame a reply whose 16-byte header is split across write() "
     "calls: the first 10-byte write desynchronises the connection (malformed, counted once per "
@@ -103,8 +96,7 @@ COMPRESSED_NAME_BCC = (
     "on a collection (test.coll) is named \"\" instead of \"find\" as well"
 )
 KNOWN_BUGS: dict[tuple[str, str, str], str] = {
-    ("bpftrace", "split", "replies"): SPLIT_BPFTRACE,
-    ("bpftrace", "split", "losses"): SPLIT_BPFTRACE,
+
     **{("bcc", mode, "requests_by_command"): COMPRESSED_NAME_BCC for mode in MODES},
     **{("bcc", mode, "replies"): COMPRESSED_NAME_BCC for mode in MODES if mode != "split"},
     ("bcc", "split", "replies"): f"{COMPRESSED_NAME_BCC}; and {SPLIT_BCC}",
