@@ -608,10 +608,13 @@ def main(argv=None):
         ev_reader = Events(b, ringbuf, on_event)
 
     on_sigterm()
-    if not args.json:
-        print("Tracing MongoDB wire protocol of PID %d (%s syscalls)... "
-              "Hit Ctrl-C to end." % (args.pid, SYSCALLS))
-        sys.stdout.flush()
+    # The banner goes to stderr in JSON mode so stdout stays data, and readers
+    # still learn that the programs are attached.
+    print("Tracing MongoDB wire protocol of PID %d (%s syscalls)... "
+          "Hit Ctrl-C to end." % (args.pid, SYSCALLS),
+          file=sys.stderr if args.json else sys.stdout)
+    sys.stdout.flush()
+    sys.stderr.flush()
 
     start = time.monotonic()
     end = start + args.duration if args.duration else None

@@ -68,7 +68,7 @@ examples = """examples:
     ./mongosnoop.py -p 181 -j > r.jsonl  # JSON lines (footer on stderr)
 """
 
-HDR = "%-9s %-7s %-7s %-4s %-10s %-8s %-16s %8s %9s %9s"
+HDR = "%-8s %-6s %-6s %-3s %-10s %-8s %-12s %8s %9s %8s"
 
 
 def parse_args(argv=None):
@@ -110,9 +110,11 @@ def main(argv=None):
 
     events = mw.Events(b, ringbuf, on_event)
     mw.on_sigterm()
+    # In JSON mode the banner goes to stderr: stdout stays data.
+    print("Tracing MongoDB wire protocol of PID %d (%s syscalls)... "
+          "Hit Ctrl-C to end." % (args.pid, mw.SYSCALLS),
+          file=sys.stderr if args.json else sys.stdout, flush=True)
     if not args.json:
-        print("Tracing MongoDB wire protocol of PID %d (%s syscalls)... "
-              "Hit Ctrl-C to end." % (args.pid, mw.SYSCALLS))
         print(HDR % ("TIME(s)", "PID", "TID", "FD", "REQID", "OPCODE",
                      "COMMAND", "BYTES_IN", "BYTES_OUT", "LAT(us)"))
     out.flush()
