@@ -90,10 +90,13 @@ struct mw_conn {
     u8 stream;                  /* last reply had moreToCome */
     u8 head;                    /* oldest slot */
     u8 nslots;                  /* outstanding requests */
-    u8 pad[2];
+    u8 tx_have;                 /* bytes of a reply header split across sends */
+    u8 pad;
     /* send side */
     u32 tx_rem;                 /* bytes of the outgoing message still to go */
     u32 stream_id;              /* requestID of the last reply with moreToCome */
+    u64 tx_ts;                  /* entry of the send that began the split header */
+    char tx_hdr[48];            /* its bytes (header + flags: 20; 48: verifier bound) */
     char rx_cmd[MW_NAME];
     struct mw_slot slots[MW_SLOTS];
     char pfx[2 * MW_PFX];       /* first MW_PFX bytes of the request (2x: verifier bound) */
@@ -503,6 +506,7 @@ static __always_inline void mw_desync_tx(struct mw_conn *c)
         c->tx_sync = 0;
     }
     c->tx_rem = 0;
+    c->tx_have = 0;
 }
 
 /*
@@ -663,13 +667,66 @@ static __always_inline void mw_reply(void *ctx, struct mw_conn *c, u64 key,
     c->stream_id = h->req_id;
 }
 
-/* Send, step 1: the first bytes continue the current reply, if any. */
-static __always_inline void mw_tx_first(struct mw_args *a, u64 key)
+/*
+ * Send, step 1: the first bytes continue the current reply, or complete a reply
+ * header whose first 1-15 bytes ended the previous send (a reply written as
+ * 10 bytes, then the rest): matched and timed from that first send.
+ */
+static __always_inline void mw_tx_first(void *ctx, struct mw_args *a, u64 key)
 {
     struct mw_conn *c = conns.lookup(&key);
     u64 ret = a->ret;
+    u64 avail = a->cap < ret ? a->cap : ret;
 
-    if (!c || c->tx_rem == 0)
+    if (!c)
+        return;
+    if (c->tx_have) {
+        u64 have = c->tx_have;
+        u64 take = 20 - have;           /* header and the OP_MSG flagBits */
+        if (take > avail)
+            take = avail;
+        MW_OPAQUE(have);
+        MW_OPAQUE(take);
+        if (have >= MW_HDR || take > 20 || take == 0) {
+            mw_desync_tx(c);
+            a->off = ret;
+            return;
+        }
+        if (bpf_probe_read_user(&c->tx_hdr[have], take, (void *)a->buf) != 0) {
+            mw_desync_tx(c);
+            a->off = ret;
+            return;
+        }
+        if (have + take < MW_HDR) {
+            if (take < ret) {           /* the rest of this send is unreadable */
+                mw_desync_tx(c);
+                a->off = ret;
+                return;
+            }
+            c->tx_have = have + take;   /* still short of a header: wait again */
+            a->off = ret;
+            return;
+        }
+        struct mw_hdr h = {};
+        __builtin_memcpy(&h, c->tx_hdr, MW_HDR);
+        if (have + take >= sizeof(h))
+            h.flags = *(u32 *)&c->tx_hdr[16];
+        c->tx_have = 0;
+        if (!mw_valid(&h, 0)) {
+            mw_desync_tx(c);
+            a->off = ret;
+            return;
+        }
+        c->tx_sync = 1;
+        mw_reply(ctx, c, key, &h, c->tx_ts);
+        /* bytes of this reply in this send */
+        u64 rest = (u64)h.len - have;
+        u64 n = rest < ret ? rest : ret;
+        c->tx_rem = rest - n;
+        a->off = n;
+        return;
+    }
+    if (c->tx_rem == 0)
         return;
     u32 n = c->tx_rem < ret ? c->tx_rem : ret;
     c->tx_rem -= n;
@@ -686,8 +743,21 @@ static __always_inline int mw_tx_step(void *ctx, struct mw_args *a, u64 key)
 
     if (!c || ret <= off)
         return 1;
-    if (ret - off < MW_HDR || a->iter >= MW_MAXMSG) {
+    if (a->iter >= MW_MAXMSG) {
         mw_desync_tx(c);
+        return 1;
+    }
+    if (ret - off < MW_HDR) {
+        /* a reply header split across sends: keep its first bytes */
+        u64 left = ret - off;
+        MW_OPAQUE(left);
+        if (off + left > avail || left >= MW_HDR || left == 0 ||
+            bpf_probe_read_user(c->tx_hdr, left, (void *)(a->buf + off)) != 0) {
+            mw_desync_tx(c);
+            return 1;
+        }
+        c->tx_have = left;
+        c->tx_ts = a->ts;
         return 1;
     }
     a->iter++;
@@ -778,7 +848,7 @@ static __always_inline int mw_exit(void *ctx, s64 ret, int tx)
     a->off = 0;
     a->iter = 0;
     if (tx) {
-        mw_tx_first(a, key);
+        mw_tx_first(ctx, a, key);
         if (!mw_tx_step(ctx, a, key))
             mw_jmp.call(ctx, MW_JMP_TX);
     } else {

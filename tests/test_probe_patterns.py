@@ -82,25 +82,8 @@ pytestmark = [pytest.mark.root, pytest.mark.skipif(UNAVAILABLE is not None, reas
 # wireserver --mode split writes each reply as 10 bytes, then the rest (the 49-byte OP_REPLY
 # and 45-byte OP_COMPRESSED replies as 10, 10, the rest): 60 two-write and 8 three-write
 # replies per run (52 timed + 16 stream replies).
-SPLIT_BCC = (
-    "mongolatency.py does not frame a reply whose 16-byte header is split across write() "
-    "calls: the first 10-byte write desynchronises the connection (malformed, counted once per "
-    "connection: 24 = 6 scenarios x 4 connections) and no later write starts with a header, so "
-    "no reply is matched (replies 0, stream_replies 0) and all 52 requests end as "
-    "requests_without_reply"
-)
-COMPRESSED_NAME_BCC = (
-    "mongolatency.py names OP_COMPRESSED requests \"\" instead of \"[compressed]\" (4 requests "
-    "and 4 timed replies under \"\"); the by_op row OP_COMPRESSED is right. The names "
-    "mongo_wire.h sets with mw_setname() from a string literal come out empty: an OP_QUERY "
-    "on a collection (test.coll) is named \"\" instead of \"find\" as well"
-)
 KNOWN_BUGS: dict[tuple[str, str, str], str] = {
 
-    **{("bcc", mode, "requests_by_command"): COMPRESSED_NAME_BCC for mode in MODES},
-    **{("bcc", mode, "replies"): COMPRESSED_NAME_BCC for mode in MODES if mode != "split"},
-    ("bcc", "split", "replies"): f"{COMPRESSED_NAME_BCC}; and {SPLIT_BCC}",
-    ("bcc", "split", "losses"): SPLIT_BCC,
 }
 
 
