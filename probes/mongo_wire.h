@@ -9,11 +9,21 @@
  * state machine keyed by (pid, fd), framing of receives and sends, a ring of 4
  * outstanding requests per connection, command-name extraction, loss counters.
  *
+ * Layout: the sys_enter_* programs save the buffer (first iovec for the
+ * vectored calls) per thread; the sys_exit_* programs frame what was
+ * transferred. One program decodes the continuation and the first header of a
+ * syscall; the 2nd..8th headers are decoded by mw_rx_more/mw_tx_more, chained
+ * by tail calls through mw_jmp (the tools load them and fill mw_jmp): a
+ * bounded loop of 8 full decodes is more than the verifier will explore.
+ * Each request's first MW_PFX bytes are kept per connection (pfx) so a name
+ * whose bytes arrive in a later receive (mongod reads the header alone) is
+ * still found; bcc 0.26 has no .rodata, hence the immediate-store names.
+ *
  * Switches (set by the tools):
  *   MW_TARGET_PID   tgid to trace (required; filtered in the kernel)
- *   MW_HIST_OP      aggregate latency per opcode    (hist_op, stats_op)
- *   MW_HIST_CMD     aggregate latency per command   (hist_cmd, stats_cmd)
- *   MW_HIST_CONN    aggregate latency per (pid, fd) (hist_conn, stats_conn)
+ *   MW_HIST_OP      aggregate per opcode    (hist_op, stats_op, max_op)
+ *   MW_HIST_CMD     aggregate per command   (hist_cmd, stats_cmd, max_cmd)
+ *   MW_HIST_CONN    aggregate per (pid, fd) (hist_conn, stats_conn, max_conn)
  *   MW_FACTOR       divisor applied to latencies before the log2 slot (1, 1000,
  *                   1000000); sums and maxima are always in nanoseconds
  *   MW_EVENTS       emit one event per request at its first reply
@@ -127,11 +137,12 @@ struct mw_iovec {
     u64 len;
 };
 
+/* cumulative (user space prints differences between intervals, no clearing
+ * races); the maxima live in the max_* maps, cleared at each interval */
 struct mw_stat {
     u64 requests;               /* complete requests */
     u64 count;                  /* timed (replied) requests */
     u64 sum_ns;
-    u64 max_ns;
 };
 
 struct mw_cmd_key {
@@ -168,14 +179,17 @@ BPF_PERCPU_ARRAY(zero_conn, struct mw_conn, 1);   /* never written: init value *
 #ifdef MW_HIST_OP
 BPF_HISTOGRAM(hist_op, struct mw_u64_slot, 4096);
 BPF_HASH(stats_op, u64, struct mw_stat, 64);
+BPF_HASH(max_op, u64, u64, 64);
 #endif
 #ifdef MW_HIST_CMD
 BPF_HISTOGRAM(hist_cmd, struct mw_cmd_slot, 16384);
 BPF_HASH(stats_cmd, struct mw_cmd_key, struct mw_stat, 1024);
+BPF_HASH(max_cmd, struct mw_cmd_key, u64, 1024);
 #endif
 #ifdef MW_HIST_CONN
 BPF_HISTOGRAM(hist_conn, struct mw_u64_slot, 65536);
 BPF_HASH(stats_conn, u64, struct mw_stat, MW_CONNS);
+BPF_HASH(max_conn, u64, u64, MW_CONNS);
 #endif
 #ifdef MW_EVENTS
 #ifdef MW_RINGBUF
@@ -366,75 +380,93 @@ unknown:
     c->rx_need = 0;
 }
 
-static __always_inline void mw_stat_add(struct mw_stat *s, int timed, u64 lat)
-{
-    if (!timed) {
-        __sync_fetch_and_add(&s->requests, 1);
-        return;
-    }
-    __sync_fetch_and_add(&s->count, 1);
-    __sync_fetch_and_add(&s->sum_ns, lat);
-    if (lat > s->max_ns)
-        s->max_ns = lat;        /* racy max: good enough, reads are rare */
-}
-
-/* account a complete request (timed == 0) or a latency (timed == 1) */
+/*
+ * Account a complete request (timed == 0) or a latency (timed == 1) in each
+ * view: request count, or timed count, sum, max and the log2 histogram slot.
+ * A full map counts as dropped. (bcc allows no map calls inside macros: the
+ * three views are spelled out.)
+ */
 static __always_inline void mw_account(u32 op, char *cmd, u64 connkey, int timed, u64 lat)
 {
     struct mw_stat zs = {};
-    struct mw_stat *s;
     u64 slot = bpf_log2l(lat / MW_FACTOR);
-    u64 one = 1;
-    u64 *v;
+    u64 zero = 0;
 
 #ifdef MW_HIST_OP
     u64 opk = op;
-    s = stats_op.lookup_or_try_init(&opk, &zs);
-    if (s)
-        mw_stat_add(s, timed, lat);
-    else
-        mw_count(C_DROPPED, 1);
-    if (timed) {
-        struct mw_u64_slot hk = {.key = op, .slot = slot};
-        v = hist_op.lookup_or_try_init(&hk, &(u64){0});
-        if (v)
-            __sync_fetch_and_add(v, one);
-        else
+    struct mw_u64_slot ohk = {.key = op, .slot = slot};
+    {
+        struct mw_stat *s_ = stats_op.lookup_or_try_init(&opk, &zs);
+        if (!s_) {
             mw_count(C_DROPPED, 1);
+        } else if (!timed) {
+            __sync_fetch_and_add(&s_->requests, 1);
+        } else {
+            __sync_fetch_and_add(&s_->count, 1);
+            __sync_fetch_and_add(&s_->sum_ns, lat);
+        }
+        if (timed) {
+            u64 *m_ = max_op.lookup_or_try_init(&opk, &zero);
+            if (m_ && lat > *m_)
+                *m_ = lat;      /* racy, rarely matters */
+            u64 *v_ = hist_op.lookup_or_try_init(&ohk, &zero);
+            if (v_)
+                __sync_fetch_and_add(v_, 1);
+            if (!m_ || !v_)
+                mw_count(C_DROPPED, 1);
+        }
     }
 #endif
 #ifdef MW_HIST_CMD
     struct mw_cmd_key ck = {};
+    struct mw_cmd_slot chk = {};
     bpf_probe_read_kernel(ck.cmd, MW_NAME, cmd);
-    s = stats_cmd.lookup_or_try_init(&ck, &zs);
-    if (s)
-        mw_stat_add(s, timed, lat);
-    else
-        mw_count(C_DROPPED, 1);
-    if (timed) {
-        struct mw_cmd_slot hk = {};
-        bpf_probe_read_kernel(hk.cmd, MW_NAME, cmd);
-        hk.slot = slot;
-        v = hist_cmd.lookup_or_try_init(&hk, &(u64){0});
-        if (v)
-            __sync_fetch_and_add(v, one);
-        else
+    __builtin_memcpy(chk.cmd, ck.cmd, MW_NAME);
+    chk.slot = slot;
+    {
+        struct mw_stat *s_ = stats_cmd.lookup_or_try_init(&ck, &zs);
+        if (!s_) {
             mw_count(C_DROPPED, 1);
+        } else if (!timed) {
+            __sync_fetch_and_add(&s_->requests, 1);
+        } else {
+            __sync_fetch_and_add(&s_->count, 1);
+            __sync_fetch_and_add(&s_->sum_ns, lat);
+        }
+        if (timed) {
+            u64 *m_ = max_cmd.lookup_or_try_init(&ck, &zero);
+            if (m_ && lat > *m_)
+                *m_ = lat;      /* racy, rarely matters */
+            u64 *v_ = hist_cmd.lookup_or_try_init(&chk, &zero);
+            if (v_)
+                __sync_fetch_and_add(v_, 1);
+            if (!m_ || !v_)
+                mw_count(C_DROPPED, 1);
+        }
     }
 #endif
 #ifdef MW_HIST_CONN
-    s = stats_conn.lookup_or_try_init(&connkey, &zs);
-    if (s)
-        mw_stat_add(s, timed, lat);
-    else
-        mw_count(C_DROPPED, 1);
-    if (timed) {
-        struct mw_u64_slot hk = {.key = connkey, .slot = slot};
-        v = hist_conn.lookup_or_try_init(&hk, &(u64){0});
-        if (v)
-            __sync_fetch_and_add(v, one);
-        else
+    struct mw_u64_slot khk = {.key = connkey, .slot = slot};
+    {
+        struct mw_stat *s_ = stats_conn.lookup_or_try_init(&connkey, &zs);
+        if (!s_) {
             mw_count(C_DROPPED, 1);
+        } else if (!timed) {
+            __sync_fetch_and_add(&s_->requests, 1);
+        } else {
+            __sync_fetch_and_add(&s_->count, 1);
+            __sync_fetch_and_add(&s_->sum_ns, lat);
+        }
+        if (timed) {
+            u64 *m_ = max_conn.lookup_or_try_init(&connkey, &zero);
+            if (m_ && lat > *m_)
+                *m_ = lat;      /* racy, rarely matters */
+            u64 *v_ = hist_conn.lookup_or_try_init(&khk, &zero);
+            if (v_)
+                __sync_fetch_and_add(v_, 1);
+            if (!m_ || !v_)
+                mw_count(C_DROPPED, 1);
+        }
     }
 #endif
 }
@@ -474,7 +506,7 @@ static __always_inline void mw_complete(struct mw_conn *c, u64 key, u64 now)
     c->nslots++;
 }
 
-/* a new request header at the start of the chunk [src, src + r) */
+/* a new request begins with header h */
 static __always_inline void mw_start(struct mw_conn *c, struct mw_hdr *h)
 {
     c->rx_len = h->len;

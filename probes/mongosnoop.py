@@ -19,29 +19,46 @@
 # recvmsg, write, writev, sendto, sendmsg, and sys_enter_close - with the pid
 # filtered in the kernel, and one ring-buffer record per request (perf buffer
 # when the kernel has no ring buffer). Checked on FerretDB v1.24.0 (read() and
-# write()) and on a raw-socket server in mongod's pattern (recvmsg of the
-# header, then the body; sendmsg), driven by pymongo 4.20.
+# write(); one line per request counted by its ferretdb_client_requests_total)
+# and on raw-socket servers in mongod's pattern (recvmsg of the header, then
+# the body; sendmsg) and with readv/writev, driven by pymongo 4.20.
 #
-# Example (FerretDB v1.24.0, pymongo load, trimmed):
+# Example (FerretDB v1.24.0, 8 pymongo threads: the same run as the example
+# in mongolatency.py; lines cut):
 #
-#   TIME(s)   PID     TID     FD   REQID      OPCODE   COMMAND          BYTES_IN BYTES_OUT   LAT(us)
-#   0.412     25870   25874   13   1714636915 OP_MSG   insert              20620        45    612.48
-#   0.415     25870   25872   12   1681692777 OP_MSG   find                  160      2349    419.31
-#   0.417     25870   25872   12   1957747793 OP_MSG   getMore               143      2316    203.95
-#   ...
-#   requests: 1210  replies: 1210  stream replies: 0  no-reply (moreToCome): 0
-#   lost: unmatched replies 0, requests without reply 0, malformed headers 0, dropped events 0
+#   # ./mongosnoop.py -p 9938
+#   Tracing MongoDB wire protocol of PID 9938 (read/readv/recvfrom/recvmsg/
+#   write/writev/sendto/sendmsg syscalls)... Hit Ctrl-C to end.
+#   TIME(s)  PID    TID    FD  REQID      OPCODE   COMMAND      BYTES_IN BYTES_OUT  LAT(us)
+#   3.853    9938   14769  7   1804289383 OP_MSG   ismaster          330       252   155.80
+#   3.854    9938   14769  20  846930886  OP_MSG   ismaster          330       252    52.66
+#   3.901    9938   9945   24  1100661313 OP_MSG   getMore           129        97   450.53
+#   3.901    9938   14770  62  805750846  OP_MSG   delete            149        45  2478.75
+#   3.902    9938   14770  22  1159126505 OP_MSG   update            181        60  3475.33
+#   3.911    9938   14767  22  1889947178 OP_MSG   insert          24238        45  1201.13
+#   3.912    9938   9945   62  945117276  OP_MSG   find              137     12173  1494.50
+#   [...]
+#   requests: 808  replies: 808  stream replies: 0  no-reply (moreToCome): 0
+#   lost: unmatched replies 0, requests without reply 0, malformed headers 0,
+#   dropped events 0
 #
+# (The footer's second line is one line in the real output.) The 24238-byte
+# insert spanned several 4 KiB reads of FerretDB; its latency runs from the
+# read that completed it. The fds of one pymongo connection recur with
+# different requestIDs; TID is whichever Go runtime thread wrote the reply.
 # TIME(s) is the time of the reply since tracing began. The footer is the loss
-# accounting of mongolatency.py (on stderr with -j, so stdout stays events).
+# accounting of mongolatency.py. With -j the banner and the footer go to
+# stderr, so stdout holds nothing but events.
 #
 # Overhead: as mongolatency.py, plus one ring-buffer record and one line of
 # Python per request; at tens of thousands of requests per second the reader
 # can fall behind and records are dropped - counted as "dropped events".
 #
 # Caveats: only the first iovec of readv/writev/recvmsg/sendmsg is decoded; a
-# header split across receives counts as malformed; compressed bodies have no
-# command name ("[compressed]"); at most 8 messages per receive or send.
+# request header split across receives counts as malformed (reply headers
+# split across sends are completed); compressed bodies have no command name
+# ("[compressed]"); at most 8 messages per receive or send and 4 outstanding
+# requests per connection. Lines are wider than 80 columns (10 fields).
 # Requests with moreToCome (no reply) and further replies of an exhaust stream
 # get no line: they are counted in the footer.
 #
@@ -139,8 +156,9 @@ def main(argv=None):
                     gone = True
                     break
     except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        pass
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     events.drain()
     out.flush()
     if gone:

@@ -53,9 +53,7 @@ def metrics_delta(before: dict, after: dict) -> dict[str, int]:
     return d
 
 
-@pytest.mark.parametrize("engine", ["bpftrace", pytest.param("bcc", marks=pytest.mark.xfail(
-    reason="known gap, flaky: through the CLI with --events the bcc engine's by_command "
-           "sometimes comes out empty (passes in some runs); not yet diagnosed"))])
+@pytest.mark.parametrize("engine", ["bpftrace", "bcc"])
 def test_latency_matches_client_and_ferretdb(engine, ferretdb, tmp_path, request):
     request.getfixturevalue("need_bcc" if engine == "bcc" else "need_bpftrace")
     if engine == "bcc" and not os.path.exists(
