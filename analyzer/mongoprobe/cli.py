@@ -266,7 +266,22 @@ def build_parser() -> argparse.ArgumentParser:
     sn = sub.add_parser("snoop", help="one line per request")
     tracing(sn)
     sn.set_defaults(func=cmd_snoop)
+
+    # Subcommands that live beside their subject: each module has
+    # register(subparsers) adding parsers whose func is one cmd_<name>(args).
+    import importlib
+    for name in COMMAND_MODULES:
+        try:
+            mod = importlib.import_module(f"mongoprobe.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"mongoprobe.{name}":
+                raise
+            continue
+        mod.register(sub)
     return p
+
+
+COMMAND_MODULES = ["profile_cli", "stacks_cli", "pcap_cli", "run_cli"]
 
 
 def main(argv: list[str] | None = None) -> int:
