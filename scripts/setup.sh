@@ -77,6 +77,21 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     echo "$want" > "$stamp"
 fi
 
+# --- inferno: folded stacks -> SVG flame graphs (crates.io, pinned) ----------
+# mongoprobe.flamegraph runs $tools/inferno-VERSION/bin/inferno-*; a FlameGraph
+# checkout named by FLAMEGRAPH_DIR (flamegraph.pl) is used instead when set.
+INFERNO_VERSION=0.12.8          # keep equal to mongoprobe.flamegraph.INFERNO_VERSION
+if [ ! -x "$tools/inferno-$INFERNO_VERSION/bin/inferno-flamegraph" ]; then
+    cargo=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
+    if [ -x "$cargo" ]; then
+        say "cargo install inferno $INFERNO_VERSION (a few minutes)"
+        "$cargo" install inferno --version "$INFERNO_VERSION" --locked --quiet \
+            --root "$tools/inferno-$INFERNO_VERSION"
+    else
+        say "no cargo: inferno not installed (flame graphs need it or FLAMEGRAPH_DIR)"
+    fi
+fi
+
 # --- the embedded target: FerretDB from the Go module proxy ------------------
 fbin=$tools/ferretdb-$FERRETDB_VERSION/ferretdb
 if [ ! -x "$fbin" ]; then

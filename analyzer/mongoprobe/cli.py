@@ -281,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-COMMAND_MODULES = ["profile_cli", "stacks_cli", "pcap_cli", "run_cli"]
+COMMAND_MODULES = ["profile_cli", "stacks_cli", "pcap_cli", "run_cli", "parse_cli"]
 
 
 def main(argv: list[str] | None = None) -> int:
