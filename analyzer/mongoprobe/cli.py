@@ -107,7 +107,20 @@ def _print_summary(summary, args: argparse.Namespace, interval: bool = False) ->
         return
     if interval:
         print(time.strftime("%H:%M:%S"))
-    print(summary.render(by=args.by, unit=args.unit), end="", flush=True)
+    print(summary.render(by=args.by, unit=args.unit, labels=_peer_labels(args)), end="",
+          flush=True)
+
+
+def _peer_labels(args: argparse.Namespace) -> dict | None:
+    """For --by conn: "pid, fd" -> the client address, while the connection is open."""
+    if args.by != "conn":
+        return None
+    from . import procnet
+    try:
+        peers = procnet.socket_peers(args.pid)
+    except OSError:
+        return None
+    return {f"{args.pid},{fd}": f"{r[0]}:{r[1]}" for fd, (_, r) in peers.items()}
 
 
 def _events_from_bpftrace(out, wall_offset: int):

@@ -101,8 +101,11 @@ class LatencySummary:
             "pid": self.pid,
         }
 
-    def render(self, by: str = "command", unit: str = "ns") -> str:
-        """Quantize histograms for one grouping, then the counts and loss lines."""
+    def render(self, by: str = "command", unit: str = "ns", labels: dict | None = None) -> str:
+        """Quantize histograms for one grouping, then the counts and loss lines.
+
+        ``labels`` maps a group key to extra text (e.g. a connection's peer address).
+        """
         groups = {"command": self.by_command, "op": self.by_op, "conn": self.by_conn}[by]
         scale = UNITS[unit]
         out = []
@@ -113,7 +116,8 @@ class LatencySummary:
             d = g.to_json()
             avg = f"{d['avg_ns'] / scale:,.0f}" if d["avg_ns"] is not None else "?"
             mx = f"{d['max_ns'] / scale:,.0f}" if d["max_ns"] is not None else "?"
-            out.append(f"{by} = {key}   count {d['count']}   avg {avg} {unit}   "
+            label = f" ({labels[key]})" if labels and key in labels else ""
+            out.append(f"{by} = {key}{label}   count {d['count']}   avg {avg} {unit}   "
                        f"max {mx} {unit}")
             out.append(histogram.render_quantize(h, title="", unit=unit).rstrip("\n"))
             out.append("")
@@ -169,7 +173,7 @@ def from_snapshot(snap: Snapshot, engine: str = "bpftrace", pid: int | None = No
     s = LatencySummary(engine=engine, pid=pid)
     s.by_command = groups("@latency_ns_by_command", "@stats_by_command", "@max_ns_by_command")
     s.by_op = groups("@latency_ns_by_op", "@stats_by_op", None)
-    s.by_conn = groups("@latency_ns_by_conn", None, None)
+    s.by_conn = groups("@latency_ns_by_conn", "@stats_by_conn", None)
     s.requests_by_command = {k: int(v) for k, v in snap.keyed("@requests_by_command").items()}
     s.counts = {"requests": snap.scalar("@requests"), "replies": snap.scalar("@replies"),
                 "stream_replies": snap.scalar("@stream_replies"),
@@ -199,7 +203,7 @@ def from_events(events: pd.DataFrame, engine: str = "", pid: int | None = None) 
         out = {}
         for key, part in events.groupby(col, sort=True):
             if isinstance(key, tuple):
-                key = ", ".join(str(k) for k in key)
+                key = ",".join(str(k) for k in key)   # as bpftrace's JSON joins keys
             v = part["latency_ns"].to_numpy(dtype="int64")
             out[str(key)] = Group(histogram.from_values(v), int(v.sum()), int(v.max()), v)
         return out
