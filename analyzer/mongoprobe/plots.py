@@ -1,0 +1,138 @@
+"""matplotlib figures of a recorded run, each from documented DataFrame columns.
+
+Every function returns PNG bytes (Agg backend, no display needed) so the report
+can embed them, and draws the phases as shaded bands with their names, so a
+stall can be read against the benchmark step that caused it.
+
+Inputs (times are wall-clock seconds since the epoch):
+
+    phases     name, start, end
+    rates      time, and any rate columns to draw (e.g. ips, qps)
+    events     time, command, latency_ns              (wire_events table)
+    series     time, and numeric columns (vmstat, iostat summed, pidstat)
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")   # files only: never a display
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+_BAND_COLOURS = ["#e8eef7", "#f7efe6"]
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=96, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _bands(ax, phases: pd.DataFrame, t0: float) -> None:
+    for i, p in enumerate(phases.itertuples()):
+        ax.axvspan(p.start - t0, p.end - t0, color=_BAND_COLOURS[i % 2], zorder=0)
+        ax.text((p.start + p.end) / 2 - t0, 1.0, p.name, transform=ax.get_xaxis_transform(),
+                ha="center", va="bottom", fontsize=8)
+
+
+def _t0(phases: pd.DataFrame, *frames: pd.DataFrame) -> float:
+    starts = [phases["start"].min()] if len(phases) else []
+    starts += [f["time"].min() for f in frames if len(f)]
+    return float(min(starts)) if starts else 0.0
+
+
+def rates_over_time(rates: pd.DataFrame, phases: pd.DataFrame, columns: list[str],
+                    title: str = "throughput", ylabel: str = "ops/s") -> bytes:
+    t0 = _t0(phases, rates)
+    fig, ax = plt.subplots(figsize=(9, 3))
+    _bands(ax, phases, t0)
+    for c in columns:
+        if c in rates:
+            ax.plot(rates["time"] - t0, rates[c], label=c, lw=1.2)
+    ax.set_xlabel("seconds")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, pad=14)
+    ax.legend(loc="upper right", fontsize=8)
+    ax.set_ylim(bottom=0)
+    return _png(fig)
+
+
+def series_panels(series: pd.DataFrame, phases: pd.DataFrame,
+                  panels: list[tuple[str, list[str]]], title: str) -> bytes:
+    """Stacked panels sharing the time axis: [(ylabel, [columns])...]."""
+    t0 = _t0(phases, series)
+    panels = [(y, [c for c in cols if c in series]) for y, cols in panels]
+    panels = [(y, cols) for y, cols in panels if cols]
+    fig, axes = plt.subplots(max(len(panels), 1), 1, figsize=(9, 1.8 * max(len(panels), 1)),
+                             sharex=True, squeeze=False)
+    for ax, (ylabel, cols) in zip(axes[:, 0], panels):
+        _bands(ax, phases, t0)
+        for c in cols:
+            ax.plot(series["time"] - t0, series[c], label=c, lw=1)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.legend(loc="upper right", fontsize=7)
+    axes[0, 0].set_title(title, pad=14)
+    axes[-1, 0].set_xlabel("seconds")
+    return _png(fig)
+
+
+def latency_heatmap(events: pd.DataFrame, phases: pd.DataFrame, command: str,
+                    bucket_s: float = 1.0) -> bytes:
+    """Time x log2(latency) heat map for one command: periodic stalls show as columns."""
+    ev = events[events["command"] == command]
+    t0 = _t0(phases, ev)
+    fig, ax = plt.subplots(figsize=(9, 3))
+    if len(ev):
+        x = ((ev["time"] - t0) // bucket_s).astype(int).to_numpy()
+        y = np.floor(np.log2(np.maximum(ev["latency_ns"].to_numpy(), 1))).astype(int)
+        nx, ylo, yhi = x.max() + 1, y.min(), y.max() + 1
+        grid = np.zeros((yhi - ylo, nx))
+        np.add.at(grid, (y - ylo, x), 1)
+        mesh = ax.pcolormesh(np.arange(nx + 1) * bucket_s, np.arange(ylo, yhi + 1),
+                             np.ma.masked_equal(grid, 0), cmap="inferno_r", shading="flat")
+        fig.colorbar(mesh, ax=ax, label="requests")
+        ticks = range(ylo, yhi + 1, max(1, (yhi - ylo) // 6))
+        ax.set_yticks(list(ticks), [_fmt_ns(2 ** t) for t in ticks])
+    for p in phases.itertuples():
+        ax.axvline(p.start - t0, color="#3060a0", lw=0.8)
+        ax.text(p.start - t0, 1.0, p.name, transform=ax.get_xaxis_transform(),
+                fontsize=8, va="bottom")
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("server latency")
+    ax.set_title(f"{command}: server-side latency over time", pad=14)
+    return _png(fig)
+
+
+def latency_histograms(events: pd.DataFrame, phases: pd.DataFrame, command: str) -> bytes:
+    """Log2 latency distribution of one command, one line per phase."""
+    fig, ax = plt.subplots(figsize=(9, 3))
+    ev = events[events["command"] == command]
+    for p in phases.itertuples():
+        part = ev[(ev["time"] >= p.start) & (ev["time"] < p.end)]["latency_ns"]
+        if part.empty:
+            continue
+        k = np.floor(np.log2(np.maximum(part.to_numpy(), 1))).astype(int)
+        vals, counts = np.unique(k, return_counts=True)
+        ax.plot(vals, counts / counts.sum(), marker="o", lw=1, label=f"{p.name} (n={len(part)})")
+    ax.set_xlabel("server latency (log2 buckets)")
+    lo, hi = ax.get_xlim()
+    ticks = range(math.ceil(lo), math.floor(hi) + 1)
+    ax.set_xticks(list(ticks), [_fmt_ns(2 ** t) for t in ticks], fontsize=7)
+    ax.set_ylabel("share of requests")
+    ax.set_title(f"{command}: latency distribution per phase")
+    ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def _fmt_ns(ns: float) -> str:
+    for unit, div in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if ns >= div:
+            return f"{ns / div:.3g}{unit}"
+    return f"{ns:.3g}ns"
