@@ -294,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-COMMAND_MODULES = ["profile_cli", "stacks_cli", "pcap_cli", "run_cli", "parse_cli"]
+COMMAND_MODULES = ["profile_cli", "stacks_cli", "pcap_cli", "run_cli", "parse_cli", "report_cli"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,172 @@
+"""The per-phase table of a recorded run: what the seeds' authors built by hand.
+
+``phase_table(run)`` returns one row per phase (DataFrame, columns below) and
+``phase_json(run)`` the ``mongoprobe phases --json`` shape of DESIGN's contract.
+
+Throughput (the load tool's own numbers):
+    name, start, end          phase and its wall-clock bounds (epoch seconds)
+    ips_avg, ips_p95          inserts/s: mean, and the rate 95% of intervals reach
+    qps_avg, qps_p95          queries/s: the same
+    ops_avg                   ips_avg + qps_avg: the operations metrics are divided by
+System (vmstat, iostat summed over devices; means of the samples inside the phase):
+    r_s, rmb_s, wmb_s         storage reads/s, MB/s read and written
+    cs, us, sy, us_sy         context switches/s, user/system CPU %
+    r_per_op, rkb_per_op, wkb_per_op, cs_per_op, cpu_per_op   (seeds' r/o … (us+sy)/o)
+    cpu_us_per_op             CPU microseconds per operation (us+sy over all CPUs)
+Server (pidstat of the target; the last sample of the phase):
+    rss_mb                    resident set size at phase end
+Latency (server side, from the probe's per-request events in the phase):
+    latency_us                {command: {"count", "p50", "p95", "p99", "max"}} in µs
+Client (the load's own response-time histograms, insert and query):
+    client_max_ms             {"insert": max, "query": max} over the phase's intervals
+Profile (when the run has on-CPU stacks and mongoprobe.stacks can read them):
+    categories                {category: share of samples}
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import normalize
+
+NUMERIC = ["ips_avg", "ips_p95", "qps_avg", "qps_p95", "ops_avg", "r_s", "rmb_s", "wmb_s",
+           "cs", "us", "sy", "us_sy", "r_per_op", "rkb_per_op", "wkb_per_op", "cs_per_op",
+           "cpu_per_op", "cpu_us_per_op", "rss_mb"]
+
+
+def _safe(getter):
+    # A missing or unreadable collector output leaves its columns NaN; the table
+    # still comes out (the manifest says why the collector is missing).
+    try:
+        df = getter()
+    except Exception:  # noqa: BLE001
+        return None
+    return df if df is not None and len(df) else None
+
+
+def _latency(events: pd.DataFrame | None, start: float, end: float) -> dict:
+    if events is None or not len(events):
+        return {}
+    ev = events[(events["time"] >= start) & (events["time"] < end)]
+    out = {}
+    for cmd, part in ev.groupby("command", sort=True):
+        v = part["latency_ns"].to_numpy() / 1e3
+        out[str(cmd)] = {"count": int(len(v)),
+                         **{k: float(np.percentile(v, q)) for k, q in
+                            (("p50", 50), ("p95", 95), ("p99", 99))},
+                         "max": float(v.max())}
+    return out
+
+
+def _rss_mb(pidstat: pd.DataFrame | None, start: float, end: float) -> float:
+    if pidstat is None or "RSS" not in pidstat.columns or "time" not in pidstat.columns:
+        return math.nan
+    p = pidstat[(pidstat["time"] > start) & (pidstat["time"] <= end)]
+    if not len(p):
+        return math.nan
+    return float(p["RSS"].iloc[-1]) / 1024.0     # pidstat prints kB
+
+
+def _client_max(intervals: pd.DataFrame | None, name: str) -> dict:
+    if intervals is None or "phase" not in intervals.columns:
+        return {}
+    part = intervals[intervals["phase"] == name]
+    return {k: float(part[f"{k}_max_s"].max() * 1e3) for k in ("insert", "query")
+            if f"{k}_max_s" in part and len(part)}
+
+
+def _phases(run) -> pd.DataFrame:
+    ph = run.phases.copy()
+    end = run.manifest.get("end") or (ph["end"].max() if len(ph) else math.nan)
+    ph["end"] = ph["end"].fillna(end)
+    return ph
+
+
+def phase_table(run) -> pd.DataFrame:
+    ph = _phases(run)
+    vm, io = _safe(lambda: run.vmstat), _safe(lambda: run.iostat)
+    pid, ev = _safe(lambda: run.pidstat), _safe(lambda: run.events)
+    intervals = _safe(lambda: run.load_intervals)
+    ncpu = (run.manifest.get("host") or {}).get("cpus")
+    cats = _categories(run, ph)
+    rows = []
+    for p in ph.itertuples(index=False):
+        r: dict[str, Any] = {"name": p.name, "start": float(p.start), "end": float(p.end)}
+        for k in ("ips_avg", "ips_p95", "qps_avg", "qps_p95"):
+            r[k] = float(getattr(p, k)) if hasattr(p, k) else math.nan
+        r["ops_avg"] = np.nansum([r["ips_avg"], r["qps_avg"]])
+        sm = normalize.system_means(vm, io, r["start"], r["end"])
+        r.update({"r_s": sm["r/s"], "rmb_s": sm["rkB/s"] / 1024, "wmb_s": sm["wkB/s"] / 1024,
+                  "cs": sm["cs"], "us": sm["us"], "sy": sm["sy"], "us_sy": sm["us"] + sm["sy"]})
+        m = normalize.per_op(r["ops_avg"], r_s=sm["r/s"], rkb_s=sm["rkB/s"], wkb_s=sm["wkB/s"],
+                             cs=sm["cs"], us=sm["us"], sy=sm["sy"], ncpu=ncpu)
+        r.update({"r_per_op": m["r/o"], "rkb_per_op": m["rkb/o"], "wkb_per_op": m["wkb/o"],
+                  "cs_per_op": m["cs/o"], "cpu_per_op": m["(us+sy)/o"],
+                  "cpu_us_per_op": m["cpu_us/o"]})
+        r["rss_mb"] = _rss_mb(pid, r["start"], r["end"])
+        r["latency_us"] = _latency(ev, r["start"], r["end"])
+        r["client_max_ms"] = _client_max(intervals, p.name)
+        r["categories"] = cats.get(p.name, {})
+        rows.append(r)
+    df = pd.DataFrame(rows, columns=["name", "start", "end", *NUMERIC, "latency_us",
+                                     "client_max_ms", "categories"])
+    return df.astype({c: "float64" for c in NUMERIC})
+
+
+def _categories(run, ph: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Share of on-CPU samples per category and phase, when the run has a profile."""
+    try:
+        from . import stacks
+        return stacks.run_category_shares(run, ph)
+    except Exception:  # noqa: BLE001 - no profile, or the stacks module lacks it
+        return {}
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return None
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    return v
+
+
+def phase_json(run) -> dict:
+    t = phase_table(run)
+    out = []
+    for rec in t.to_dict(orient="records"):
+        rec = {k: _clean(v) for k, v in rec.items()}
+        rec["latency_us"] = {c: {k: v for k, v in d.items() if k != "count"}
+                             for c, d in rec["latency_us"].items()}
+        out.append(rec)
+    return {"phases": out}
+
+
+def render(t: pd.DataFrame) -> str:
+    """Shell tables (< 80 columns): throughput, system per operation, latency."""
+    def num(v, fmt):
+        return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
+
+    lines = [f"{'phase':14s} {'ipsAvg':>8s} {'ipsP95':>8s} {'qpsAvg':>8s} {'qpsP95':>8s}"
+             f" {'rss_mb':>7s}"]
+    for r in t.itertuples():
+        lines.append(f"{r.name[:14]:14s} {num(r.ips_avg, '8.0f')} {num(r.ips_p95, '8.0f')} "
+                     f"{num(r.qps_avg, '8.0f')} {num(r.qps_p95, '8.0f')} {num(r.rss_mb, '7.1f')}")
+    lines += ["", f"{'phase':14s} {'r/s':>6s} {'rMB/s':>6s} {'wMB/s':>6s} {'r/o':>6s} "
+                  f"{'rKB/o':>6s} {'wKB/o':>6s} {'cs/o':>6s} {'us+sy':>6s} {'cpuus/o':>8s}"]
+    for r in t.itertuples():
+        lines.append(f"{r.name[:14]:14s} {num(r.r_s, '6.0f')} {num(r.rmb_s, '6.1f')} "
+                     f"{num(r.wmb_s, '6.1f')} {num(r.r_per_op, '6.2f')} "
+                     f"{num(r.rkb_per_op, '6.1f')} {num(r.wkb_per_op, '6.1f')} "
+                     f"{num(r.cs_per_op, '6.1f')} {num(r.us_sy, '6.1f')} "
+                     f"{num(r.cpu_us_per_op, '8.0f')}")
+    lines += ["", f"{'phase':14s} {'command':12s} {'count':>7s} {'p50us':>8s} {'p95us':>8s} "
+                  f"{'p99us':>8s} {'maxus':>9s}"]
+    for r in t.itertuples():
+        for cmd, d in sorted(r.latency_us.items(), key=lambda kv: -kv[1]["count"]):
+            lines.append(f"{r.name[:14]:14s} {cmd[:12]:12s} {d['count']:7d} {d['p50']:8.0f} "
+                         f"{d['p95']:8.0f} {d['p99']:8.0f} {d['max']:9.0f}")
+    return "\n".join(lines) + "\n"
