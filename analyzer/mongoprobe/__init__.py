@@ -5,3 +5,4 @@ that turns their output into pandas DataFrames, shell tables and reports.
 """
 
 __version__ = "0.1.0"
+from .rundir import load_run

@@ -1,0 +1,389 @@
+"""What ``mongoprobe record`` runs beside the load: probes and system-stat collectors.
+
+Each collector is a child process (in its own session, so a terminal Ctrl-C reaches
+only ``record``, which stops them in order) whose stdout goes to a file in the run
+directory and whose stderr goes to ``NAME.err`` beside it; or, for ``pcap``, the
+packet capture of ``mongoprobe.capture`` when that module is present.
+
+===============  =======================================  ======================  =========
+name             runs                                     output (in RUN/)        ready when
+===============  =======================================  ======================  =========
+latency          bpftrace -f json probes/mongo_snoop.bt   latency.bt.json         banner
+latency_hist     bpftrace -f json probes/mongo_latency.bt latency_hist.bt.json    banner
+                 PID INTERVAL
+profile          bpftrace probes/profile.bt PID           profile.bt.txt          banner
+offcpu           bpftrace probes/offcpu.bt PID            offcpu.bt.txt           banner
+flush            bpftrace probes/flush.bt PID             flush.bt.txt            banner
+syscount         bpftrace probes/syscount.bt PID          syscount.bt.txt         banner
+threads          bpftrace probes/threads.bt PID           threads.bt.txt          banner
+vmstat           vmstat -n -t INTERVAL                    vmstat.txt              1st line
+iostat           iostat -x -t INTERVAL (S_TIME_FORMAT=ISO) iostat.txt             1st line
+pidstat          pidstat -u -d -w -r -h -H -p PID INTERVAL pidstat.txt            1st line
+pcap             mongoprobe.capture.Capture(FILE, port)   capture.pcapng          start()
+===============  =======================================  ======================  =========
+
+The banner is the probe's "Tracing ... Hit Ctrl-C to end." line, printed from
+BEGIN once every probe is attached. ``latency`` writes bpftrace's JSON lines as they
+came: ``printf`` records are mongo_snoop.bt's lines (its ``# clock monotonic_ns=
+elapsed_ns=`` line maps its times to CLOCK_MONOTONIC), and the maps it prints at exit
+hold the request and loss counters. The other bpftrace tools print bpftrace's text
+(the format stack folders read). pidstat's ``-H`` prints epoch seconds; iostat's
+times are ISO 8601; vmstat's last column is the local time (the header names the zone).
+Their first report is the average since boot.
+
+A tool that is missing is skipped with the reason (``status: skipped``); one that
+cannot start or attach is ``failed`` with its error; one that exits before it was
+asked to is ``died`` with the time and its last error line. The run goes on in every
+case and keeps what was written. ``stop()`` sends SIGINT so a probe prints its maps,
+then SIGTERM and SIGKILL if it does not end in time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from . import probes as _probes
+
+DEFAULT = ["latency"]
+READY = re.compile(r"Hit Ctrl-C|Tracing |Sampling |Profiling |Counting ")
+
+
+@dataclass
+class Context:
+    """What a collector needs to know about the run."""
+
+    pid: int
+    run_dir: Path
+    interval: float = 1.0
+    port: int | None = None
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    kind: str                                  # probe | system | capture
+    output: str                                # file name in the run directory
+    argv: Callable[[Context], list[str]]
+    fmt: str                                   # what the output file holds
+    ready: re.Pattern | None = READY           # None: ready at the first line
+    env: dict = field(default_factory=dict)
+    env_default: dict = field(default_factory=dict)   # unless the user set them
+    script: str | None = None                  # a probes/ file it needs
+    tool: str | None = None                    # an executable it needs
+    attach_timeout: float = 120.0
+
+
+# profile.bt and offcpu.bt keep one map key per (second, thread, stacks): bpftrace's
+# default of 4096 keys fills in seconds. 65536 holds about five minutes of 99 Hz
+# samples on 2 CPUs with every sample distinct (the stack map is preallocated:
+# about 64 MB); a full map is seen in the probe's @samples_total. Set
+# BPFTRACE_MAP_KEYS_MAX in the environment for longer runs.
+STACK_KEYS = {"BPFTRACE_MAP_KEYS_MAX": "65536"}
+
+
+def _bt(name: str, script: str, fmt: str, *extra: Callable[[Context], object],
+        env_default: dict | None = None) -> Spec:
+    json_mode = fmt == "bpftrace-json"
+    out = f"{name}.bt.json" if json_mode else f"{name}.bt.txt"
+
+    def argv(ctx: Context) -> list[str]:
+        return (["bpftrace"] + (["-f", "json"] if json_mode else [])
+                + [str(_probes.probes_dir() / script), str(ctx.pid)]
+                + [str(f(ctx)) for f in extra])
+
+    return Spec(name, "probe", out, argv, fmt, READY, dict(_probes.BPFTRACE_ENV),
+                dict(env_default or {}), script=script, tool="bpftrace")
+
+
+def _interval_int(ctx: Context) -> int:
+    return max(1, round(ctx.interval))
+
+
+SPECS: dict[str, Spec] = {s.name: s for s in [
+    _bt("latency", "mongo_snoop.bt", "bpftrace-json"),
+    _bt("latency_hist", "mongo_latency.bt", "bpftrace-json", _interval_int),
+    _bt("profile", "profile.bt", "bpftrace-text", env_default=STACK_KEYS),
+    _bt("offcpu", "offcpu.bt", "bpftrace-text", env_default=STACK_KEYS),
+    _bt("flush", "flush.bt", "bpftrace-text"),
+    _bt("syscount", "syscount.bt", "bpftrace-text"),
+    _bt("threads", "threads.bt", "bpftrace-text"),
+    Spec("vmstat", "system", "vmstat.txt",
+         lambda c: ["vmstat", "-n", "-t", str(_interval_int(c))], "vmstat", None,
+         {"LC_ALL": "C"}, tool="vmstat", attach_timeout=10),
+    Spec("iostat", "system", "iostat.txt",
+         lambda c: ["iostat", "-x", "-t", str(_interval_int(c))], "iostat", None,
+         {"LC_ALL": "C", "S_TIME_FORMAT": "ISO"}, tool="iostat", attach_timeout=10),
+    Spec("pidstat", "system", "pidstat.txt",
+         lambda c: ["pidstat", "-u", "-d", "-w", "-r", "-h", "-H", "-p", str(c.pid),
+                    str(_interval_int(c))], "pidstat", None, {"LC_ALL": "C"},
+         tool="pidstat", attach_timeout=10),
+    Spec("pcap", "capture", "capture.pcapng", lambda c: [], "pcapng", None,
+         tool="tshark"),
+]}
+
+
+def parse_list(text: str) -> list[str]:
+    """``latency,vmstat`` -> names; ``all`` means every known collector."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if names == ["all"]:
+        return list(SPECS)
+    bad = [n for n in names if n not in SPECS]
+    if bad:
+        raise ValueError(f"unknown probe or collector {', '.join(bad)} "
+                         f"(known: {', '.join(SPECS)})")
+    return list(dict.fromkeys(names))
+
+
+def why_skip(spec: Spec) -> str | None:
+    """Why this collector cannot run here, or None."""
+    if spec.kind == "probe":
+        why = _probes.why_cannot_trace()
+        if why:
+            return why
+        path = _probes.probes_dir() / spec.script
+        if not path.exists():
+            return f"{path} does not exist in this checkout"
+    if spec.kind == "capture":
+        try:
+            from . import capture
+        except ModuleNotFoundError as e:
+            if e.name != "mongoprobe.capture":
+                raise
+            return "mongoprobe.capture is not in this checkout"
+        why = getattr(capture, "why_cannot_capture", lambda: None)()
+        if why:
+            return why
+    if spec.tool and not shutil.which(spec.tool):
+        return f"{spec.tool} is not installed (run scripts/setup.sh)"
+    return None
+
+
+def _now() -> float:
+    return round(time.time(), 6)
+
+
+class Collector:
+    """One collector of a run; ``info`` is its manifest entry."""
+
+    def __init__(self, spec: Spec, ctx: Context):
+        self.spec, self.ctx = spec, ctx
+        self.info: dict = {"kind": spec.kind, "output": spec.output, "format": spec.fmt,
+                           "status": "pending", "argv": None, "stderr": None,
+                           "started": None, "ready": None, "stopped": None, "died_at": None,
+                           "returncode": None, "error": None, "note": None}
+        self.proc: subprocess.Popen | None = None
+        self._stopping = False
+        self._ready = threading.Event()
+        self._eof = threading.Event()
+        self._err_tail: list[str] = []
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    # --- start ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start it and wait until it is attached (or failed); never raises."""
+        why = why_skip(self.spec)
+        if why:
+            self.info.update(status="skipped", note=why)
+            return
+        try:
+            if self.spec.kind == "capture":
+                self._start_capture()
+            else:
+                self._start_process()
+        except Exception as e:  # noqa: BLE001 - recorded, the run goes on
+            self.info.update(status="failed", error=f"{type(e).__name__}: {e}")
+            self._kill()
+
+    def _start_process(self) -> None:
+        spec, ctx = self.spec, self.ctx
+        argv = spec.argv(ctx)
+        self.info["argv"] = argv
+        out = open(ctx.run_dir / spec.output, "w")
+        err_name = f"{spec.name}.err"
+        err = open(ctx.run_dir / err_name, "w")
+        self.info["stderr"] = err_name
+
+        self.info["started"] = _now()
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, bufsize=1, env={**spec.env_default, **os.environ, **spec.env},
+            start_new_session=True)
+        self.info["pid"] = self.proc.pid
+        threading.Thread(target=self._pump, args=(self.proc.stdout, out, True),
+                         daemon=True).start()
+        threading.Thread(target=self._pump, args=(self.proc.stderr, err, False),
+                         daemon=True).start()
+        deadline = time.monotonic() + spec.attach_timeout
+        while not self._ready.wait(0.05):
+            if self.proc.poll() is not None:
+                self._eof.wait(2)
+                self.info.update(status="failed", returncode=self.proc.returncode,
+                                 stopped=_now(),
+                                 error=f"exited before it was ready: {self.error_line()}")
+                return
+            if time.monotonic() > deadline:
+                self.info.update(status="running",
+                                 note=f"no ready line after {spec.attach_timeout:.0f}s; "
+                                      "kept running")
+                return
+        self.info.update(status="running", ready=_now())
+
+    def _pump(self, stream, fh, is_stdout: bool) -> None:
+        ready = self.spec.ready
+        try:
+            for line in stream:
+                fh.write(line)
+                if is_stdout:
+                    fh.flush()
+                else:
+                    self._err_tail = (self._err_tail + [line.rstrip("\n")])[-20:]
+                if not self._ready.is_set() and (ready is None and is_stdout
+                                                 or ready is not None and ready.search(line)):
+                    self._ready.set()
+        finally:
+            fh.close()
+            if is_stdout:
+                self._eof.set()
+
+    def _start_capture(self) -> None:
+        from .capture import Capture
+
+        if self.ctx.port is None:
+            raise RuntimeError("the target's port is unknown (give --port)")
+        path = self.ctx.run_dir / self.spec.output
+        self.capture = Capture(str(path), port=self.ctx.port)
+        self.info["argv"] = getattr(self.capture, "command", lambda: None)() or \
+            ["mongoprobe.capture.Capture", str(path), f"port={self.ctx.port}"]
+        self.info["started"] = _now()
+        self.capture.start()
+        self.info.update(status="running", ready=_now())
+
+    # --- while running -------------------------------------------------------------
+
+    def error_line(self) -> str:
+        keep = [ln for ln in self._err_tail if ln.strip() and "RLIMIT_MEMLOCK" not in ln]
+        errs = [ln for ln in keep if "rror" in ln or "Traceback" in ln]
+        return (errs[-1] if errs else keep[-1] if keep else
+                f"exit status {self.proc.returncode if self.proc else '?'}").strip()
+
+    def check(self, target_gone: bool = False) -> str | None:
+        """If it died since the last check, record that and return a one-line note.
+
+        With ``target_gone``, a collector of the target pid that ended (pidstat does
+        when its pid exits) is ``stopped``, not ``died``."""
+        if self.info["status"] != "running" or self._stopping:
+            return None
+        if self.spec.kind == "capture":
+            if self.capture.running:
+                return None
+            res = self.capture.stop()
+            died = _now()
+            self.info.update(status="died", died_at=died, stopped=died,
+                             returncode=res.returncode, packets=res.packets,
+                             dropped=res.dropped,
+                             error=f"tshark exited: {res.stderr.strip().splitlines()[-1:]}")
+            return f"{self.name} died"
+        if self.proc is None:
+            return None
+        rc = self.proc.poll()
+        if rc is None:
+            return None
+        self._eof.wait(2)
+        died = _now()
+        how = f"signal {-rc}" if rc < 0 else f"status {rc}"
+        if target_gone and (self.spec.kind == "probe" or self.spec.name == "pidstat"):
+            self.info.update(status="stopped", stopped=died, returncode=rc,
+                             note=f"ended with the target ({how})")
+            return f"{self.name} ended with the target"
+        self.info.update(status="died", died_at=died, stopped=died, returncode=rc,
+                         error=f"exited with {how}: {self.error_line()}")
+        return f"{self.name} died ({how})"
+
+    # --- stop ----------------------------------------------------------------------
+
+    def stop(self, timeout: float = 60.0) -> None:
+        if self.info["status"] != "running":
+            return
+        self._stopping = True
+        if self.spec.kind == "capture":
+            try:
+                res = self.capture.stop(timeout)
+                self.info.update(status="stopped", stopped=_now(), returncode=res.returncode,
+                                 packets=res.packets, dropped=res.dropped)
+            except Exception as e:  # noqa: BLE001
+                self.info.update(status="failed", stopped=_now(),
+                                 error=f"stop: {type(e).__name__}: {e}")
+            return
+        rc = self.proc.poll()
+        if rc is not None:     # it ended on its own just now
+            self._stopping = False
+            self.check()
+            return
+        self._signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.info["note"] = f"did not end {timeout:.0f}s after SIGINT; killed"
+            self._kill()
+        self._eof.wait(10)
+        self.info.update(status="stopped", stopped=_now(), returncode=self.proc.returncode)
+
+    def _signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _kill(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            self._signal(sig)
+            try:
+                self.proc.wait(5)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+
+def unlimited_memlock() -> None:
+    """Raise RLIMIT_MEMLOCK for us and the children: bpftrace warns otherwise (DESIGN)."""
+    try:
+        resource.setrlimit(resource.RLIMIT_MEMLOCK,
+                           (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    except (ValueError, OSError):
+        pass
+
+
+def start_all(names: list[str], ctx: Context) -> list[Collector]:
+    """Start the collectors side by side (bpftrace compiles take seconds each)."""
+    unlimited_memlock()
+    cols = [Collector(SPECS[n], ctx) for n in names]
+    threads = [threading.Thread(target=c.start, daemon=True) for c in cols]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return cols
+
+
+def stop_all(cols: list[Collector], timeout: float = 60.0) -> None:
+    threads = [threading.Thread(target=c.stop, args=(timeout,), daemon=True) for c in cols]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()

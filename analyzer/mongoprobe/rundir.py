@@ -1,0 +1,373 @@
+"""The run directory ``mongoprobe record`` writes, and ``load_run`` that reads it.
+
+Layout of RUN/ (every file is the tool's own output, kept as it came)::
+
+    manifest.json        what ran, where, when; versions; clocks; collector status
+    load.out             the command's stdout and stderr, one line per line it printed:
+                         ``EPOCH<TAB>STREAM<TAB>TEXT`` (EPOCH: wall seconds when record
+                         received the line, 6 decimals; STREAM: stdout | stderr)
+    load.stdout          the command's stdout exactly as printed (for foreign parsers)
+    latency.bt.json      mongo_snoop.bt under ``bpftrace -f json``: one event per request
+    latency_hist.bt.json mongo_latency.bt histograms every INTERVAL (when chosen)
+    profile.bt.txt ...   the other bpftrace probes' text output (profile, offcpu, flush,
+                         syscount, threads)
+    vmstat.txt           vmstat -n -t INTERVAL
+    iostat.txt           iostat -x -t INTERVAL, ISO times
+    pidstat.txt          pidstat -u -d -w -r -h -H -p PID INTERVAL, epoch times
+    capture.pcapng       packet capture of the target's port (mongoprobe.capture)
+    NAME.err             each collector's stderr
+    metrics.before.txt   FerretDB /debug/metrics before the collectors started and
+    metrics.after.txt    after they stopped (when the target's metrics URL is known)
+    target.log           the embedded FerretDB's log (--target embedded)
+
+manifest.json keys::
+
+    format, version      "mongoprobe-run", 1
+    status               running | complete (written at start, rewritten at the end)
+    record_argv          mongoprobe record's own command line
+    command              {argv, pid, env (what record added), start, end, returncode}
+    ended_by             command | interrupt | target_exit
+    start, end           wall clock, epoch seconds
+    clock                {start: {realtime_ns, monotonic_ns, offset_ns},
+                          end: {...}, drift_ns}: wall_ns = monotonic_ns + offset_ns
+                         (bpftrace's nsecs is CLOCK_MONOTONIC)
+    interval             seconds between collector samples
+    host                 {hostname, cpus, cpu_model, mem_total_kb, os}
+    kernel               {release, version, machine}
+    tools                {bpftrace, perf, tshark, vmstat, sysstat, python, pandas,
+                          pymongo, mongoprobe, ferretdb} (None when absent)
+    target               {kind: embedded | pid, pid, exe, cmdline, uri, metrics_url,
+                          port, version, exited_at}
+    probes_requested     the --probes list
+    collectors           {NAME: {kind, output, format, status (running | stopped |
+                          skipped | failed | died), argv, pid, stderr, started, ready,
+                          stopped, died_at, returncode, error, note}}
+    metrics              {url, before, after}: FerretDB's request counts,
+                          [{opcode, command, count}]
+    notes                [{time, what}]: what happened during the run, in order
+    files                {key: file name} for every file above that exists
+
+``load_run(path)`` returns a :class:`Run`; its tables are parsed on first use.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+from pathlib import Path
+
+# pandas is imported where a table is built: ``import mongoprobe`` (every CLI call)
+# imports this module for load_run.
+
+MANIFEST = "manifest.json"
+LOAD_OUT = "load.out"
+LOAD_STDOUT = "load.stdout"
+PHASE_COLUMNS = ["name", "start", "end"]
+
+
+def write_manifest(run_dir: Path, manifest: dict) -> None:
+    """Atomically (a reader never sees half a file)."""
+    tmp = Path(run_dir) / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+    os.replace(tmp, Path(run_dir) / MANIFEST)
+
+
+def read_load_out(lines) -> pd.DataFrame:
+    """``load.out`` lines -> DataFrame: time (float64), stream (str), text (str)."""
+    import pandas as pd
+    rows = []
+    for line in lines:
+        line = line.rstrip("\n")
+        parts = line.split("\t", 2)
+        if len(parts) == 3:
+            try:
+                rows.append((float(parts[0]), parts[1], parts[2]))
+                continue
+            except ValueError:
+                pass
+        if rows:   # a stray line without a stamp continues the previous one
+            t, s, text = rows[-1]
+            rows[-1] = (t, s, text + "\n" + line)
+    return pd.DataFrame(rows, columns=["time", "stream", "text"]).astype(
+        {"time": "float64", "stream": str, "text": str})
+
+
+class Run:
+    """A recorded run. Attributes (tables parsed lazily, on first use):
+
+    path            Path of the run directory
+    manifest        dict (manifest.json)
+    files           {key: Path} of every raw output present (collector names, load_out,
+                    load_stdout, metrics_before, metrics_after, target_log, NAME_err)
+    offset_ns       CLOCK_REALTIME - CLOCK_MONOTONIC at the start (int)
+    events          wire_events table of the latency probe, ``time`` in wall seconds
+    latency_output  the latency probe's BpftraceOutput (printf lines, final counters)
+    latency_hist_output  mongo_latency.bt's interval snapshots (probe latency_hist)
+    latency_counts  {command: requests} as the latency probe counted them in-kernel
+    load_lines      the command's output: time (receive, wall s), stream, text
+    load            mongoprobe_load.LoadOutput when the command was ``mongoprobe load``
+                    (else None)
+    load_intervals  the load's interval table (empty when not mongoprobe load)
+    load_summary    the load's summary dict (None when absent)
+    phases          name, start, end (wall seconds) and, for mongoprobe load, the
+                    phase numbers of formats/mongoprobe_load.py
+    metrics_delta   {command: requests} FerretDB counted during the run (or None)
+    vmstat, iostat, pidstat   the collectors' tables (formats/<name>.py, raw: the
+                    first sample is since boot)
+    ycsb, ycsb_summary        YCSB's status lines and summary, when it was the command
+    (LookupError when the run or this checkout lacks the output or the parser;
+                    FormatError when the output is not that format)
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        mpath = self.path / MANIFEST
+        try:
+            self.manifest: dict = json.loads(mpath.read_text())
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{mpath}: no manifest (not a mongoprobe run directory)")
+        except ValueError as e:
+            raise ValueError(f"{mpath}: not JSON: {e}")
+
+    def __repr__(self) -> str:
+        return f"Run({str(self.path)!r}, status={self.manifest.get('status')!r})"
+
+    # --- files and clocks ----------------------------------------------------------
+
+    @functools.cached_property
+    def files(self) -> dict[str, Path]:
+        out: dict[str, Path] = {}
+        for key, name in self.manifest.get("files", {}).items():
+            if name and (self.path / name).exists():
+                out[key] = self.path / name
+        for name, c in self.manifest.get("collectors", {}).items():
+            for key, fname in ((name, c.get("output")), (f"{name}_err", c.get("stderr"))):
+                if fname and (self.path / fname).exists():
+                    out.setdefault(key, self.path / fname)
+        return out
+
+    def file(self, key: str) -> Path | None:
+        return self.files.get(key)
+
+    @property
+    def offset_ns(self) -> int:
+        return int(self.manifest["clock"]["start"]["offset_ns"])
+
+    def wall(self, monotonic_ns: float) -> float:
+        """CLOCK_MONOTONIC nanoseconds (bpftrace nsecs) -> wall seconds."""
+        return (monotonic_ns + self.offset_ns) / 1e9
+
+    # --- the latency probe ---------------------------------------------------------
+
+    @functools.cached_property
+    def latency_output(self):
+        from .formats.bpftrace_json import BpftraceOutput, parse_bpftrace_json
+
+        p = self.file("latency")
+        if p is None:
+            return BpftraceOutput()
+        with open(p) as fh:
+            return parse_bpftrace_json(_complete_lines(fh), str(p))
+
+    @functools.cached_property
+    def events(self) -> pd.DataFrame:
+        import pandas as pd
+        from .formats import wire_events
+
+        out = self.latency_output
+        rows = [r for r in map(wire_events.parse_snoop_line, out.printf) if r]
+        if not rows:
+            return wire_events.empty()
+        df = wire_events.typed(pd.DataFrame(rows, columns=wire_events.COLUMNS))
+        if out.clock:
+            mono0, elapsed0 = out.clock
+            df["time"] = (mono0 - elapsed0 + df["elapsed_s"] * 1e9 + self.offset_ns) / 1e9
+        return df
+
+    @functools.cached_property
+    def latency_hist_output(self):
+        """mongo_latency.bt's snapshots (``latency_hist``): one per interval, then the
+        final maps; ``mongoprobe.latency.from_snapshot`` turns one into a summary."""
+        from .formats.bpftrace_json import BpftraceOutput, parse_bpftrace_json
+
+        p = self.file("latency_hist")
+        if p is None:
+            return BpftraceOutput()
+        with open(p) as fh:
+            return parse_bpftrace_json(_complete_lines(fh), str(p))
+
+    @property
+    def latency_counts(self) -> dict[str, int]:
+        snap = self.latency_output.final
+        return {k: int(v) for k, v in snap.keyed("@requests_by_command").items()}
+
+    # --- the load ------------------------------------------------------------------
+
+    @functools.cached_property
+    def load_lines(self) -> pd.DataFrame:
+        p = self.file("load_out")
+        if p is None:
+            return read_load_out([])
+        with open(p) as fh:
+            return read_load_out(fh)
+
+    def _stdout_lines(self) -> list[str]:
+        ll = self.load_lines
+        return list(ll.loc[ll["stream"] == "stdout", "text"])
+
+    @functools.cached_property
+    def load(self):
+        from .formats import mongoprobe_load
+
+        p = self.file("load_out")
+        if p is None:
+            return None
+        text = p.read_text()
+        if not mongoprobe_load.is_mongoprobe_load(text):
+            return None
+        return mongoprobe_load.parse_mongoprobe_load(text.splitlines(), str(p))
+
+    @property
+    def load_intervals(self) -> pd.DataFrame:
+        import pandas as pd
+        from .formats import mongoprobe_load
+
+        if self.load is None:
+            return pd.DataFrame(columns=mongoprobe_load.INTERVAL_COLUMNS)
+        return self.load.intervals
+
+    @property
+    def load_summary(self) -> dict | None:
+        return self.load.summary if self.load is not None else None
+
+    @functools.cached_property
+    def phases(self) -> pd.DataFrame:
+        """Phases from the load's ``### phase start|end`` markers (any tool may print
+        them; formats/phase_markers.py reads them, taking the receive time for a
+        marker without ``time=``); without markers, one phase ``run`` spanning the
+        command. A phase never ended ends with the command."""
+        import pandas as pd
+
+        cmd = self.manifest.get("command") or {}
+        cmd_end = cmd.get("end") or self.manifest.get("end")
+        if self.load is not None and len(self.load.phases):
+            df = self.load.phases.copy()
+        else:
+            df = self._marker_phases()
+            if df.empty:
+                start = cmd.get("start") or self.manifest.get("start")
+                df = pd.DataFrame([("run", start, cmd_end)], columns=PHASE_COLUMNS)
+        if cmd_end is not None:
+            df["end"] = df["end"].fillna(float(cmd_end))
+        return df.astype({"name": str, "start": "float64", "end": "float64"})
+
+    def _marker_phases(self) -> pd.DataFrame:
+        out = self.load_lines[self.load_lines["stream"] == "stdout"]
+        try:
+            from .formats.phase_markers import parse_phase_markers
+        except ModuleNotFoundError as e:
+            if e.name != "mongoprobe.formats.phase_markers":
+                raise
+            from .formats.mongoprobe_load import parse_markers
+            return _pair_markers(parse_markers(out["text"]))
+        return parse_phase_markers(list(out["text"]), str(self.file("load_out")),
+                                   receive_times=list(out["time"]))
+
+    # --- FerretDB's own counts ------------------------------------------------------
+
+    @property
+    def metrics_delta(self) -> dict[str, int] | None:
+        m = self.manifest.get("metrics") or {}
+        if m.get("before") is None or m.get("after") is None:
+            return None
+        before = {(r["opcode"], r["command"]): r["count"] for r in m["before"]}
+        out: dict[str, int] = {}
+        for r in m["after"]:
+            d = r["count"] - before.get((r["opcode"], r["command"]), 0)
+            if d:
+                out[r["command"]] = out.get(r["command"], 0) + d
+        return out
+
+    # --- foreign formats ----------------------------------------------------------
+
+    def _foreign(self, fmt: str, src) -> pd.DataFrame:
+        """Parse ``src`` (a path, or an open text) with another module's parser: the
+        format registry when present, else ``mongoprobe.formats.<fmt>.parse_<fmt>``.
+        LookupError when this run or this checkout has no such thing."""
+        import importlib
+        import io
+
+        if src is None:
+            raise LookupError(f"{self.path}: no {fmt} output in this run")
+        source = str(src) if isinstance(src, Path) else f"{self.path}/load.out"
+        arg = str(src) if isinstance(src, Path) else io.StringIO(src)
+        try:
+            from .formats import registry
+        except ModuleNotFoundError as e:
+            if e.name != "mongoprobe.formats.registry":
+                raise
+        else:
+            return registry.parse(fmt, arg, source)
+        module = fmt.split("-")[0]
+        try:
+            mod = importlib.import_module(f"mongoprobe.formats.{module}")
+        except ModuleNotFoundError as e:
+            if e.name != f"mongoprobe.formats.{module}":
+                raise
+            raise LookupError(f"mongoprobe.formats.{module} is not in this checkout: "
+                              f"{source} is kept raw") from None
+        fn = getattr(mod, f"parse_{fmt.replace('-', '_')}", None)
+        if fn is None:
+            raise LookupError(f"mongoprobe.formats.{module} has no parse_{fmt}()")
+        return fn(arg, source)
+
+    @functools.cached_property
+    def vmstat(self) -> pd.DataFrame:
+        return self._foreign("vmstat", self.file("vmstat"))
+
+    @functools.cached_property
+    def iostat(self) -> pd.DataFrame:
+        return self._foreign("iostat", self.file("iostat"))
+
+    @functools.cached_property
+    def pidstat(self) -> pd.DataFrame:
+        return self._foreign("pidstat", self.file("pidstat"))
+
+    def _all_output(self) -> str | None:
+        # YCSB prints its status lines on stderr and its summary on stdout.
+        if self.file("load_out") is None:
+            return None
+        return "".join(t + "\n" for t in self.load_lines["text"])
+
+    @functools.cached_property
+    def ycsb(self) -> pd.DataFrame:
+        """YCSB's status lines (formats/ycsb.py) when the command was YCSB."""
+        return self._foreign("ycsb", self._all_output())
+
+    @functools.cached_property
+    def ycsb_summary(self) -> pd.DataFrame:
+        return self._foreign("ycsb-summary", self._all_output())
+
+
+def _complete_lines(fh):
+    """Lines of a file a killed writer may have cut mid-line: the cut line is dropped."""
+    for line in fh:
+        if line.endswith("\n"):
+            yield line
+
+
+def _pair_markers(mk: pd.DataFrame) -> pd.DataFrame:
+    import pandas as pd
+    rows = []
+    for name in dict.fromkeys(mk.loc[mk["event"] == "start", "name"]):
+        start = mk[(mk["name"] == name) & (mk["event"] == "start")]["time"].iloc[0]
+        ends = mk[(mk["name"] == name) & (mk["event"] == "end")]["time"]
+        rows.append((name, start, float(ends.iloc[0]) if len(ends) else math.nan))
+    return pd.DataFrame(rows, columns=PHASE_COLUMNS)
+
+
+def load_run(path: str | os.PathLike) -> Run:
+    """The run recorded in ``path`` (see the module doc for what it holds)."""
+    return Run(path)

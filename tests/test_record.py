@@ -1,0 +1,311 @@
+"""mongoprobe record and load_run, for real: the embedded target, the latency probe,
+vmstat killed mid-run, a target pid that exits mid-run, and the committed sample run.
+
+The end-to-end run is recorded once per module and checked from several sides: the
+manifest is complete, the probe's per-request events agree with its own in-kernel
+counters, with FerretDB's /debug/metrics and with what the load's command monitoring
+saw — over the whole run and phase by phase.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import mongoprobe
+from mongoprobe import probes, target
+
+SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "load" / "run-ferretdb"
+SPEC = "2i.1q:2s,1i@50.2q:2s,0i.2q:2s"
+LOAD = [sys.executable, "-m", "mongoprobe", "load"]
+LOAD_COMMANDS = ("insert", "find", "drop", "createIndexes", "endSessions")
+
+
+def mp(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mongoprobe", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _need_tracing_and_target() -> None:
+    why = probes.why_cannot_trace()
+    if why:
+        pytest.skip(why)
+    if not target.ferretdb_binary().exists():
+        pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
+
+
+def _wait_for(pred, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _manifest(run: Path) -> dict:
+    try:
+        return json.loads((run / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _load_text(run: Path) -> str:
+    try:
+        return (run / "load.out").read_text()
+    except OSError:
+        return ""
+
+
+# --- one recorded run, looked at from every side ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    _need_tracing_and_target()
+    run = tmp_path_factory.mktemp("record") / "RUN"
+    t0 = time.time()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mongoprobe", "record", "--target", "embedded", "-o", str(run),
+         "--probes", "latency,vmstat", "--", *LOAD, "--phases", SPEC],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killed = {}
+
+    def kill_vmstat_mid_run() -> None:
+        # When the second phase starts, kill vmstat (a collector dying mid-run).
+        try:
+            _wait_for(lambda: "### phase start name=1i@50.2q" in _load_text(run), 90,
+                      "the second phase")
+            pid = _manifest(run)["collectors"]["vmstat"]["pid"]
+            os.kill(pid, signal.SIGKILL)
+            killed.update(pid=pid, at=time.time())
+        except Exception as e:  # noqa: BLE001 - reported by the test
+            killed["error"] = repr(e)
+
+    killer = threading.Thread(target=kill_vmstat_mid_run, daemon=True)
+    killer.start()
+    out, err = proc.communicate(timeout=180)
+    killer.join(5)
+    return SimpleNamespace(path=run, rc=proc.returncode, stdout=out, stderr=err,
+                           t0=t0, t1=time.time(), killed=killed, run=mongoprobe.load_run(run))
+
+
+def test_record_completes_with_a_full_manifest(recorded):
+    assert recorded.rc == 0, recorded.stderr
+    m = recorded.run.manifest
+    assert m["status"] == "complete" and m["ended_by"] == "command"
+    assert m["format"] == "mongoprobe-run" and m["version"] == 1
+    assert m["record_argv"][:2] == ["mongoprobe", "record"]
+    assert m["command"]["argv"][-2:] == ["--phases", SPEC]
+    assert m["command"]["returncode"] == 0
+    assert m["command"]["env"]["MONGOPROBE_URI"] == m["target"]["uri"]
+    assert recorded.t0 < m["start"] < m["command"]["start"] < m["command"]["end"] \
+        < m["end"] < recorded.t1
+
+    t = m["target"]
+    assert t["kind"] == "embedded" and t["exe"].endswith("/ferretdb")
+    assert t["version"] == target.FERRETDB_VERSION and t["exited_at"] is None
+    assert t["metrics_url"].startswith("http://127.0.0.1:")
+    assert not os.path.exists(f"/proc/{t['pid']}") or \
+        open(f"/proc/{t['pid']}/stat").read().split(")")[1].split()[0] == "Z"
+
+    for k in ("bpftrace", "perf", "tshark", "vmstat", "sysstat", "python", "pandas",
+              "pymongo", "mongoprobe", "ferretdb"):
+        assert m["tools"][k], k
+    assert m["tools"]["bpftrace"].startswith("bpftrace v")
+    assert m["kernel"]["release"] == os.uname().release
+    assert m["host"]["cpus"] == os.cpu_count() and m["host"]["hostname"]
+
+    # The monotonic -> wall mapping, measured at both ends.
+    c = m["clock"]
+    for end in ("start", "end"):
+        assert c[end]["offset_ns"] == c[end]["realtime_ns"] - c[end]["monotonic_ns"]
+        assert c[end]["uncertainty_ns"] < 1_000_000
+    assert abs(c["drift_ns"]) < 50_000_000
+
+    lat = m["collectors"]["latency"]
+    assert lat["status"] == "stopped" and lat["returncode"] == 0
+    assert lat["started"] < lat["ready"] <= m["command"]["start"]
+    assert lat["argv"][:3] == ["bpftrace", "-f", "json"] and lat["argv"][-1] == str(t["pid"])
+    assert m["metrics"]["before"] is not None and m["metrics"]["after"] is not None
+    files = recorded.run.files
+    for key in ("latency", "vmstat", "load_out", "load_stdout", "metrics_before",
+                "metrics_after", "target_log"):
+        assert key in files and files[key].exists(), key
+
+
+def test_a_collector_killed_mid_run_is_recorded_and_the_run_completes(recorded):
+    assert "error" not in recorded.killed, recorded.killed
+    m = recorded.run.manifest
+    vm = m["collectors"]["vmstat"]
+    assert vm["status"] == "died" and vm["returncode"] == -signal.SIGKILL
+    assert "signal 9" in vm["error"]
+    assert recorded.killed["at"] <= vm["died_at"] < m["command"]["end"]
+    assert any(n["what"].startswith("vmstat died") for n in m["notes"])
+    assert "vmstat died" in recorded.stderr
+    # Partial output kept; the probe and the load went on to the end.
+    assert "procs" in (recorded.path / "vmstat.txt").read_text()
+    assert m["collectors"]["latency"]["status"] == "stopped"
+    assert list(recorded.run.phases["name"]) == ["2i.1q", "1i@50.2q", "0i.2q"]
+
+
+def test_probe_counts_equal_load_and_ferretdb_counts(recorded):
+    r = recorded.run
+    ev = r.events
+    assert len(ev) > 100
+    m = r.manifest
+    assert (ev["time"] > m["command"]["start"]).all() and (ev["time"] < m["end"]).all()
+    assert (ev["latency_ns"] > 0).all()
+    probe = ev["command"].value_counts().to_dict()
+
+    # Nothing lost; events == the probe's in-kernel counters == FerretDB's counts.
+    final = r.latency_output.final
+    for k in ("@lost_unmatched_replies", "@lost_requests_without_reply", "@lost_malformed"):
+        assert final.scalar(k) == 0, k
+    assert r.latency_output.lost == 0
+    assert probe == r.latency_counts
+    assert probe == r.metrics_delta          # handshakes (ismaster) included
+
+    # ...== what the load's command monitoring saw, for every command it sent.
+    total = r.load_summary["commands"]["total"]
+    for cmd in LOAD_COMMANDS:
+        assert probe[cmd] == total[cmd], cmd
+    assert set(probe) - set(total) <= {"ismaster", "hello", "isMaster"}
+
+    # Phase by phase: the events inside each phase's markers are its commands.
+    for p in r.load_summary["phases"]:
+        ph = r.phases.set_index("name").loc[p["name"]]
+        inside = ev[(ev["time"] >= ph["start"]) & (ev["time"] <= ph["end"])]
+        got = inside["command"].value_counts().to_dict()
+        for cmd in ("insert", "find"):
+            assert got.get(cmd, 0) == p["commands"].get(cmd, 0), (p["name"], cmd)
+    assert r.phases.set_index("name").loc["0i.2q", "inserts"] == 0
+
+
+def test_load_run_tables(recorded):
+    r = recorded.run
+    iv = r.load_intervals
+    assert set(iv["phase"]) == {"2i.1q", "1i@50.2q", "0i.2q"}
+    assert list(r.phases.columns[:3]) == ["name", "start", "end"]
+    assert (r.phases["start"] < r.phases["end"]).all()
+    ll = r.load_lines
+    assert set(ll["stream"]) <= {"stdout", "stderr"}
+    assert ll["time"].is_monotonic_increasing
+    markers = ll[ll["text"].str.startswith("### phase ")]
+    assert len(markers) == 6
+    assert r.wall(r.manifest["clock"]["start"]["monotonic_ns"]) == \
+        pytest.approx(r.manifest["clock"]["start"]["realtime_ns"] / 1e9)
+
+
+# --- the target exits mid-run ---------------------------------------------------------
+
+
+def test_a_target_that_exits_ends_the_run_cleanly(tmp_path):
+    _need_tracing_and_target()
+    state = tmp_path / "ferretdb"
+    info = target.start(state)
+    run = tmp_path / "RUN"
+    try:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mongoprobe", "record", "-p", str(info.pid), "--uri", info.uri,
+             "--metrics-url", info.metrics_url, "-o", str(run), "--probes", "latency,pidstat",
+             "--", *LOAD, "--phases", "1i.1q:60s"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _wait_for(lambda: "### phase start" in _load_text(run), 90, "the load to start")
+        time.sleep(1)
+        target.stop(state)
+        gone = time.time()
+        _, err = proc.communicate(timeout=90)
+        took = time.monotonic() - t0
+    finally:
+        target.stop(state)
+    assert proc.returncode == 0, err
+    assert took < 45
+    r = mongoprobe.load_run(run)
+    m = r.manifest
+    assert m["status"] == "complete" and m["ended_by"] == "target_exit"
+    assert m["target"]["kind"] == "pid" and m["target"]["pid"] == info.pid
+    assert gone - 0.5 < m["target"]["exited_at"] < gone + 5
+    assert m["command"]["returncode"] is not None and m["command"]["end"] < m["end"]
+    assert m["collectors"]["latency"]["status"] == "stopped"
+    # pidstat ends by itself when its pid is gone: that is not a death.
+    assert m["collectors"]["pidstat"]["status"] == "stopped"
+    assert "target pid" in err and "exited" in err
+    # What was recorded before the exit is there.
+    assert (r.events["command"] == "insert").sum() > 0
+    assert len(r.phases) == 1 and r.phases["end"].iloc[0] <= m["command"]["end"]
+
+
+# --- clear errors ------------------------------------------------------------------------
+
+
+def test_record_errors_are_one_line(tmp_path):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    r = mp("record", "-p", str(os.getpid()), "-o", str(tmp_path / "full"), "--", "true")
+    assert r.returncode == 1
+    assert r.stderr.strip() == f"mongoprobe: {tmp_path / 'full'} exists and is not an empty directory"
+    r = mp("record", "-p", "999999", "-o", str(tmp_path / "a"), "--", "true")
+    assert r.returncode == 1 and r.stderr.strip() == "mongoprobe: no process with pid 999999"
+    assert not (tmp_path / "a").exists()
+    r = mp("record", "-p", "1", "-o", str(tmp_path / "b"))
+    assert r.returncode == 2 and "needs a command after --" in r.stderr
+    r = mp("record", "-p", "1", "-o", str(tmp_path / "b"), "--probes", "latency,nope", "--", "true")
+    assert r.returncode == 2 and "unknown probe or collector nope" in r.stderr
+
+
+def test_missing_collectors_are_skipped_with_a_note(tmp_path):
+    """A probe file this checkout lacks is skipped, noted, and the run goes on."""
+    if os.geteuid() != 0:
+        pytest.skip("tracing needs root")
+    probes_dir = tmp_path / "probes"
+    probes_dir.mkdir()      # an empty probes folder: every bpftrace probe is missing
+    run = tmp_path / "RUN"
+    r = subprocess.run(
+        [sys.executable, "-m", "mongoprobe", "record", "-p", str(os.getpid()), "-o", str(run),
+         "--probes", "profile,vmstat", "--", sys.executable, "-c", "print('hello')"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "MONGOPROBE_PROBES": str(probes_dir)})
+    assert r.returncode == 0, r.stderr
+    m = mongoprobe.load_run(run).manifest
+    prof = m["collectors"]["profile"]
+    assert prof["status"] == "skipped" and "profile.bt does not exist" in prof["note"]
+    assert m["collectors"]["vmstat"]["status"] == "stopped"
+    assert "profile: skipped" in r.stderr
+    assert (run / "load.stdout").read_text() == "hello\n"
+    run_ = mongoprobe.load_run(run)
+    assert list(run_.phases["name"]) == ["run"]         # no markers: one phase
+    assert run_.load is None and run_.events.empty
+
+
+# --- the committed sample run (no root needed) ------------------------------------------
+
+
+def test_sample_run_reads_back():
+    r = mongoprobe.load_run(SAMPLE)
+    assert r.manifest["status"] == "complete"
+    ev = r.events
+    probe = ev["command"].value_counts().to_dict()
+    assert probe == r.latency_counts == r.metrics_delta
+    total = r.load_summary["commands"]["total"]
+    for cmd in LOAD_COMMANDS:
+        assert probe[cmd] == total[cmd], cmd
+    for p in r.load_summary["phases"]:
+        ph = r.phases.set_index("name").loc[p["name"]]
+        inside = ev[(ev["time"] >= ph["start"]) & (ev["time"] <= ph["end"])]
+        for cmd in ("insert", "find"):
+            assert (inside["command"] == cmd).sum() == p["commands"].get(cmd, 0)
+    assert set(r.files) >= {"latency", "vmstat", "iostat", "pidstat", "load_out"}
+    with pytest.raises(FileNotFoundError, match="no manifest"):
+        mongoprobe.load_run(SAMPLE.parent)
