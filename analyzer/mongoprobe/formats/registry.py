@@ -1,0 +1,169 @@
+"""Every foreign format by name: its parser, its "is this my format?" check, ``detect``.
+
+    from mongoprobe.formats import registry
+    registry.names()                       # ('ycsb', 'ycsb-summary', 'vmstat', ...)
+    registry.detect(text)                  # 'iostat', or None
+    df = registry.parse("auto", "samples/sysstat/iostat-x-1-3.txt")
+    df = registry.parse("mpstat", path, tz="UTC")
+
+Importing this module is cheap (no pandas): parser modules are imported when first used,
+so the command line can list the names without paying for them.
+
+``detect`` tries the checks in the order of ``FORMATS`` -- the most specific first -- and
+answers the first that accepts the text (its first 64 KiB). Formats marked ``auto=False``
+(views derived from another format, such as ``iostat-totals``) are never detected.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import io
+import os
+from dataclasses import dataclass
+from typing import IO, Any, Callable
+
+
+@dataclass(frozen=True)
+class FormatSpec:
+    name: str
+    module: str  # under mongoprobe.formats (or mongoprobe.)
+    parse: str  # function name: (text_or_path, source=None, [tz=None]) -> DataFrame
+    check: str  # function name: (text) -> bool
+    what: str  # one line for --help
+    auto: bool = True  # answered by detect()
+    post: str | None = None  # "module:function" applied to the parsed frame
+    latency: tuple[str, ...] = ()  # columns `mongoprobe quantize` renders by default
+    by: str | None = None  # column it groups histograms by by default
+
+    def _fn(self, ref: str) -> Callable:
+        mod, _, fn = ref.rpartition(":") if ":" in ref else (self.module, "", ref)
+        return getattr(importlib.import_module(f"mongoprobe.formats.{mod}"), fn)
+
+    def is_format(self, text: str) -> bool:
+        return bool(self._fn(self.check)(text))
+
+    def parse_text(self, text_or_path: Any, source: str | None = None, **kw: Any):
+        fn = self._fn(self.parse)
+        params = inspect.signature(fn).parameters
+        kw = {k: v for k, v in kw.items() if k in params and v is not None}
+        df = fn(text_or_path, source, **kw)
+        return self._fn(self.post)(df) if self.post else df
+
+
+FORMATS: tuple[FormatSpec, ...] = (
+    FormatSpec("ycsb", "ycsb", "parse_ycsb", "is_ycsb",
+               "YCSB status lines: one row per interval per operation",
+               latency=("p99_us", "avg_us"), by="op"),
+    FormatSpec("ycsb-summary", "ycsb", "parse_ycsb_summary", "is_ycsb_summary",
+               "YCSB final summary: [SECTION], METRIC, VALUE", latency=("value_us",),
+               by="section"),
+    FormatSpec("iostat", "iostat", "parse_iostat", "is_iostat",
+               "sysstat iostat (-x) device rows"),
+    FormatSpec("iostat-totals", "iostat", "parse_iostat", "is_iostat",
+               "iostat summed over devices, one row per report", auto=False,
+               post="iostat:iostat_totals"),
+    FormatSpec("iostat-cpu", "iostat", "parse_iostat_cpu", "is_iostat",
+               "iostat avg-cpu lines", auto=False),
+    FormatSpec("mpstat", "mpstat", "parse_mpstat", "is_mpstat",
+               "sysstat mpstat CPU utilisation (-P ALL)"),
+    FormatSpec("pidstat", "pidstat", "parse_pidstat", "is_pidstat",
+               "sysstat pidstat (-u -d -w -r, -t), tables joined per interval"),
+    FormatSpec("vmstat", "vmstat", "parse_vmstat", "is_vmstat",
+               "vmstat (Linux procps, -t, -w; SmartOS)"),
+    FormatSpec("insert-benchmark-hist", "insert_benchmark", "parse_insert_benchmark_hist",
+               "is_insert_benchmark_hist", "iibench response-time histogram rows"),
+    FormatSpec("insert-benchmark", "insert_benchmark", "parse_insert_benchmark",
+               "is_insert_benchmark", "insert-benchmark result tables (long form)"),
+    FormatSpec("quantize", "quantize", "parse_quantize", "is_quantize",
+               "DTrace quantize / bpftrace hist / bcc log2 histograms"),
+    FormatSpec("quantize-scalars", "quantize", "parse_scalars", "is_quantize",
+               "scalar lines and probe footer next to printed histograms", auto=False),
+    FormatSpec("events", "registry", "_parse_events", "_is_events",
+               "per-request events: mongo_snoop.bt text or --events JSON lines",
+               latency=("latency_ns",), by="command"),
+    FormatSpec("prometheus", "registry", "_parse_prometheus", "_is_prometheus",
+               "Prometheus text exposition (FerretDB /debug/metrics)"),
+    FormatSpec("phase-markers", "phase_markers", "parse_phase_markers", "is_phase_markers",
+               "### phase start|end name=NAME time=EPOCH_SECONDS"),
+)
+_BY_NAME = {f.name: f for f in FORMATS}
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_BY_NAME)
+
+
+def get(name: str) -> FormatSpec:
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"unknown format {name!r}; known: {', '.join(names())}") from None
+
+
+def detect(text: str) -> str | None:
+    """The name of the first format (in ``FORMATS`` order) whose check accepts ``text``."""
+    head = text[:65536]
+    for f in FORMATS:
+        if f.auto and f.is_format(head):
+            return f.name
+    return None
+
+
+def read_text(text_or_path: str | os.PathLike[str] | IO[str], source: str | None = None):
+    """(text, source) as every parser reads its input: text, path (one-line str) or file."""
+    from .quantize import _read
+
+    return _read(text_or_path, source)
+
+
+def parse(name: str, text_or_path: str | os.PathLike[str] | IO[str],
+          source: str | None = None, **kw: Any):
+    """Parse with the named format (``"auto"``: ``detect`` it). Keyword options a parser
+    does not take (``tz`` for YCSB summaries) are dropped. Raises ``FormatError`` when
+    ``auto`` recognises nothing, or on damaged input."""
+    text, src = read_text(text_or_path, source)
+    if name == "auto":
+        found = detect(text)
+        if found is None:
+            from .errors import FormatError
+
+            raise FormatError(src, 1, "a known format (" + ", ".join(
+                f.name for f in FORMATS if f.auto) + "); none recognised")
+        name = found
+    # the text goes on as a file: a one-line text must not be taken for a path
+    return get(name).parse_text(io.StringIO(text), src, **kw)
+
+
+# --- formats whose modules predate this registry ----------------------------------------
+
+
+def _is_events(text: str) -> bool:
+    for s in text[:65536].splitlines():
+        s = s.strip()
+        if s.startswith("{"):
+            return '"latency_ns"' in s and '"request_id"' in s
+        if s.startswith("TIME(s)") and "LAT(us)" in s:
+            return True
+    return False
+
+
+def _parse_events(text_or_path: Any, source: str | None = None):
+    from .wire_events import parse_events_json, parse_snoop
+
+    text, src = read_text(text_or_path, source)
+    lines = text.splitlines()
+    first = next((s.strip() for s in lines if s.strip()), "")
+    return (parse_events_json if first.startswith("{") else parse_snoop)(lines, src)
+
+
+def _is_prometheus(text: str) -> bool:
+    from .prometheus import is_prometheus
+
+    return is_prometheus(text)
+
+
+def _parse_prometheus(text_or_path: Any, source: str | None = None):
+    from .prometheus import parse_prometheus
+
+    return parse_prometheus(*read_text(text_or_path, source))
