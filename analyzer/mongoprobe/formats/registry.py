@@ -86,6 +86,8 @@ FORMATS: tuple[FormatSpec, ...] = (
                "Prometheus text exposition (FerretDB /debug/metrics)"),
     FormatSpec("phase-markers", "phase_markers", "parse_phase_markers", "is_phase_markers",
                "### phase start|end name=NAME time=EPOCH_SECONDS"),
+    FormatSpec("mongoprobe-load", "registry", "_parse_load", "_is_load",
+               "mongoprobe load interval lines (or a run's load.out)"),
 )
 _BY_NAME = {f.name: f for f in FORMATS}
 
@@ -155,6 +157,19 @@ def _parse_events(text_or_path: Any, source: str | None = None):
     lines = text.splitlines()
     first = next((s.strip() for s in lines if s.strip()), "")
     return (parse_events_json if first.startswith("{") else parse_snoop)(lines, src)
+
+
+def _is_load(text: str) -> bool:
+    from .mongoprobe_load import is_mongoprobe_load
+
+    return is_mongoprobe_load(text)
+
+
+def _parse_load(text_or_path: Any, source: str | None = None):
+    from .mongoprobe_load import parse
+
+    text, src = read_text(text_or_path, source)
+    return parse(text.splitlines(), src)
 
 
 def _is_prometheus(text: str) -> bool:
