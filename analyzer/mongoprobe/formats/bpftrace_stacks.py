@@ -1,0 +1,370 @@
+"""bpftrace stack maps (``@[..., kstack, ustack] = count()``) -> stack samples.
+
+What it parses: the maps bpftrace prints at exit (or with ``print(@)``) when their key
+holds stacks, in both of bpftrace's output forms -- text, and ``-f json`` -- such as
+``probes/profile.bt`` and ``probes/offcpu.bt`` write. Produced by, for example::
+
+    BPFTRACE_CACHE_USER_SYMBOLS=1 bpftrace -e 'profile:hz:99 /pid == 4127/
+        { @[elapsed / 1000000000, tid, comm, kstack, ustack] = count(); }'
+
+Example input (``samples/stacks/bpftrace-ferretdb-s.txt``, one entry, trimmed)::
+
+    @[2, 12806, ferretdb,
+        _raw_spin_unlock_irq+17
+        asm_sysvec_apic_timer_interrupt+22
+    ,
+        encoding/json.stateEndValue+141
+        runtime.goexit.abi0+1
+    ]: 1
+
+and its folded line (user stack from its root, then the kernel stack down to the leaf;
+the comm as the root frame)::
+
+    ferretdb;runtime.goexit.abi0;encoding/json.stateEndValue;asm_sysvec_apic_timer_interrupt;_raw_spin_unlock_irq 1
+
+The ``-f json`` form prints the same map as ``{"type": "map", "data": {"@": {"2,12806,
+ferretdb,\\n    _raw_spin...\\n,\\n    encoding/json...\\n": 1}}}``.
+
+Key fields. A stack field is one that spans lines (or is empty where a stack is
+expected); the fields before the first stack are scalars. What each field is comes
+from a ``# keys: NAME,NAME,...`` line the script printed (``printf`` in BEGIN), with
+names ``time_s`` ``time_ms`` ``time_us`` ``time_ns`` ``pid`` ``tid`` ``comm``
+``kstack`` ``ustack`` (anything else is ignored). Without one: integer scalars are
+``tid`` (one), ``time_s, tid`` (two, profile.bt's layout), ``time_s, pid, tid``
+(three); the first other scalar is ``comm``; two stacks are ``kstack, ustack``, one
+is ``ustack``. ``pid`` also comes from a ``# TOOL pid=N ...`` line when the key has
+none (profile.bt and offcpu.bt print one).
+
+Per-sample time: bpftrace prints aggregated maps, not samples, so ``time`` is the time
+key at the key's resolution (seconds for ``time_s``: every sample of that second is
+placed at its start), in the script's time base: seconds since bpftrace started when
+the key is ``elapsed / N`` (the ``# clock monotonic_ns=N elapsed_ns=M`` line maps it to
+CLOCK_MONOTONIC: ``monotonic_ns = N - M + time * 1e9``). For a sub-second heat map,
+key by ``elapsed / 1000000`` and print ``# keys: time_ms,...``. No time key: NaN.
+
+Frames: bpftrace's ``sym+OFFSET`` loses its offset; ``0xADDR`` (unresolved) becomes
+``[unknown]``; ``ustack(perf)`` lines ``ADDR sym+0xOFF (module)`` are read too. Names
+are then cleaned as ``inferno-collapse-perf`` cleans them (``perf_script.tidy_generic``,
+Rust symbols fixed), so one function has one name in perf and bpftrace profiles.
+
+Counts: ``count`` and ``weight`` are the map's value (a sample count for ``count()``;
+for ``sum()`` maps, e.g. offcpu.bt's microseconds -- its ``# offcpu.bt ... unit=us``
+line is kept in ``meta["unit"]`` -- both are that sum). Entries whose stacks are both
+empty (bpftrace could not read them: a stack-map collision) are not folded; their
+value is counted in ``stats["empty"]``. Each printed entry adds: a script printing a
+map several times without ``clear()`` is counted several times.
+
+Scalar maps (``@samples_total: 5120``) are kept in ``meta["scalars"]``; histograms and
+other printed lines are skipped. A map entry that is cut short or whose key cannot be
+split raises :class:`FormatError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import IO, Iterable, Iterator
+
+from .errors import FormatError
+from .perf_script import fix_rust_symbol, tidy_generic
+
+NAME = "bpftrace"
+WHAT = "bpftrace stack maps, text or -f json (@[..., kstack, ustack] = count())"
+
+Sample = tuple  # (time, pid, tid, comm, frames, count, weight)
+
+_ENTRY = re.compile(r"@(\w*)\[")
+_END = re.compile(r"\]: (-?\d+)$")
+_ONE_LINE = re.compile(r"@(\w*)\[(.*)\]: (-?\d+)$")
+_SCALAR = re.compile(r"@(\w*): (-?\d+)$")
+_KEYS = re.compile(r"# keys: *(\S+)")
+_CLOCK = re.compile(r"# clock monotonic_ns=(\d+) elapsed_ns=(\d+)")
+_PIDLINE = re.compile(r"# \S+ .*\bpid=(\d+)")
+_UNIT = re.compile(r"\bunit=(\w+)")
+_INT = re.compile(r"-?\d+$")
+_OFFSET = re.compile(r"\+(?:0x[0-9a-fA-F]+|\d+)$")
+_PERF_FRAME = re.compile(r"([0-9a-fA-F]+) (.*) \((.*)\)$")
+_ADDR = re.compile(r"0x[0-9a-fA-F]+$")
+
+_TIME_UNITS = {"time_s": 1.0, "time_ms": 1e-3, "time_us": 1e-6, "time_ns": 1e-9}
+
+
+def is_format(head: str) -> bool:
+    """A map entry with a multi-line (stack) key, in the text or the JSON form."""
+    s = head.lstrip()
+    if s.startswith('{"type"'):
+        return '"type": "map"' in head and "\\n    " in head
+    return bool(re.search(r"(?m)^@\w*\[", head)) and bool(
+        re.search(r"(?m)^\]: -?\d+$", head))
+
+
+# --- keys ---------------------------------------------------------------------------------
+
+
+def split_key(key: str, sep: str) -> list[str] | None:
+    """The fields of a printed key. Stack fields keep their newlines (``"\\n  f\\n"``);
+    ``sep`` is ``", "`` (text) or ``","`` (JSON). None when it cannot be split."""
+    fields: list[str] = []
+    pos, n = 0, len(key)
+    stack_end = "\n" + sep
+    while pos < n:
+        if key[pos] == "\n":
+            end = key.find(stack_end, pos + 1)
+            if end < 0:
+                fields.append(key[pos:])
+                return fields
+            fields.append(key[pos:end + 1])
+            pos = end + 1 + len(sep)
+            if pos >= n:
+                fields.append("")
+        else:
+            end = key.find(sep, pos)
+            nl = key.find("\n", pos)
+            if nl >= 0 and (end < 0 or nl < end):
+                return None            # a scalar running into a stack without a separator
+            if end < 0:
+                fields.append(key[pos:])
+                return fields
+            fields.append(key[pos:end])
+            pos = end + len(sep)
+            if pos >= n:
+                fields.append("")
+    return fields
+
+
+def _roles(fields: list[str], names: list[str] | None) -> list[str]:
+    if names is not None:
+        return (names + ["-"] * len(fields))[:len(fields)]
+    # Scalars: leading fields that are neither empty nor multi-line.
+    k = 0
+    while k < len(fields) and fields[k] and "\n" not in fields[k]:
+        k += 1
+    scalars, nstacks = fields[:k], len(fields) - k
+    ints = [i for i, f in enumerate(scalars) if _INT.match(f)]
+    int_roles = {1: ["tid"], 2: ["time_s", "tid"], 3: ["time_s", "pid", "tid"]}.get(
+        len(ints), ["time_s", "pid", "tid"] + ["-"] * max(0, len(ints) - 3))
+    roles = ["-"] * len(fields)
+    for i, r in zip(ints, int_roles):
+        roles[i] = r
+    others = [i for i in range(k) if i not in ints]
+    if others:
+        roles[others[0]] = "comm"
+    stack_roles = ["ustack"] if nstacks == 1 else ["kstack", "ustack"]
+    for j in range(k, len(fields)):
+        roles[j] = stack_roles[j - k] if j - k < len(stack_roles) else "-"
+    return roles
+
+
+def frame_name(line: str) -> str | None:
+    """One printed frame -> its cleaned name; None for a blank line."""
+    f = line.strip()
+    if not f:
+        return None
+    m = _PERF_FRAME.match(f)
+    if m:
+        f, module = m.group(2), m.group(3)
+        if f == "[unknown]" and module != "[unknown]":
+            f = "[" + module[module.rfind("/") + 1:] + "]"
+    if _ADDR.match(f):
+        return "[unknown]"
+    f = _OFFSET.sub("", f)
+    return tidy_generic(fix_rust_symbol(f))
+
+
+# --- the parser ---------------------------------------------------------------------------
+
+
+class _Reader:
+    def __init__(self, source: str, stats: dict, meta: dict):
+        self.source, self.stats, self.meta = source, stats, meta
+        self.names: list[str] | None = None
+        self.frame_cache: dict[str, str | None] = {}
+        self.stack_cache: dict[str, list[str]] = {}
+
+    def comment(self, line: str) -> None:
+        m = _KEYS.match(line)
+        if m:
+            self.names = [x.strip() for x in m.group(1).split(",")]
+            self.meta["keys"] = self.names
+            return
+        m = _CLOCK.match(line)
+        if m:
+            self.meta["clock"] = (int(m.group(1)), int(m.group(2)))
+            return
+        m = _PIDLINE.match(line)
+        if m:
+            self.meta.setdefault("pid", int(m.group(1)))
+            u = _UNIT.search(line)
+            if u:
+                self.meta["unit"] = u.group(1)
+
+    def frames(self, field: str, lineno: int, per_line: bool) -> list[str]:
+        """A stack field (leaf first) -> frames root first. ``lineno``: the line the
+        field starts on (its first frame is on the next); ``per_line`` False when the
+        whole field is on one input line (JSON)."""
+        got = self.stack_cache.get(field)
+        if got is not None:
+            return got
+        out = []
+        for i, line in enumerate(field.split("\n")):
+            if line and not line[0].isspace():
+                raise FormatError(self.source, lineno + i * per_line,
+                                  "an indented stack frame", line)
+            name = self.frame_cache.get(line, False)
+            if name is False:
+                name = self.frame_cache[line] = frame_name(line)
+            if name is not None:
+                out.append(name)
+        out.reverse()
+        if len(self.stack_cache) > 100_000:
+            self.stack_cache.clear()
+        self.stack_cache[field] = out
+        return out
+
+    def entry(self, mapname: str, key: str, value: int, sep: str, lineno: int
+              ) -> Sample | None:
+        per_line = sep == ", "
+        fields = split_key(key, sep)
+        if fields is None:
+            raise FormatError(self.source, lineno, "a map key 'SCALAR, ..., STACK'", key)
+        roles = _roles(fields, self.names)
+        t = math.nan
+        pid, tid, comm = self.meta.get("pid", -1), -1, ""
+        kstack: list[str] = []
+        ustack: list[str] = []
+        line = lineno
+        for f, r in zip(fields, roles):
+            if r in _TIME_UNITS:
+                if not _INT.match(f):
+                    raise FormatError(self.source, lineno, f"an integer {r} key", f)
+                t = int(f) * _TIME_UNITS[r]
+            elif r in ("pid", "tid"):
+                if not _INT.match(f):
+                    raise FormatError(self.source, lineno, f"an integer {r} key", f)
+                if r == "pid":
+                    pid = int(f)
+                else:
+                    tid = int(f)
+            elif r == "comm":
+                comm = f
+            elif r == "kstack":
+                kstack = self.frames(f, line, per_line) if f else []
+            elif r == "ustack":
+                ustack = self.frames(f, line, per_line) if f else []
+            if per_line:
+                line += f.count("\n")
+        self.meta.setdefault("maps", [])
+        if mapname not in self.meta["maps"]:
+            self.meta["maps"].append(mapname)
+        if not kstack and not ustack:
+            self.stats["empty"] += value
+            return None
+        self.stats["entries"] += 1
+        self.stats["samples"] += value
+        return (t, pid, tid, comm, ";".join(ustack + kstack), value, value)
+
+    # -- text ----------------------------------------------------------------------
+    def text(self, lines: Iterable[str]) -> Iterator[Sample]:
+        entry: list[str] | None = None
+        mapname, start, skip_block = "", 0, False
+        n = 0
+        for n, raw in enumerate(lines, 1):
+            line = raw.rstrip("\r\n")
+            if entry is not None:
+                m = _END.match(line)
+                if m:
+                    key = "\n".join(entry) + "\n"
+                    s = self.entry(mapname, key, int(m.group(1)), ", ", start)
+                    entry = None
+                    if s is not None:
+                        yield s
+                elif line.startswith("@"):
+                    raise FormatError(self.source, n, "the end of the map entry begun on "
+                                      f"line {start} (']: COUNT')", line)
+                else:
+                    # Tools that strip trailing blanks leave "," for the ", " separator.
+                    entry.append(", " if line == "," else line)
+                continue
+            if skip_block:
+                skip_block = bool(line.strip())
+                continue
+            if line.startswith("#"):
+                self.comment(line)
+                continue
+            if not line.startswith("@"):
+                continue
+            m = _ONE_LINE.match(line)
+            if m:
+                s = self.entry(m.group(1), m.group(2), int(m.group(3)), ", ", n)
+                if s is not None:
+                    yield s
+                continue
+            m = _SCALAR.match(line)
+            if m:
+                self.meta.setdefault("scalars", {})[m.group(1)] = int(m.group(2))
+                continue
+            m = _ENTRY.match(line)
+            if m and not line.rstrip().endswith(":"):
+                mapname, start = m.group(1), n
+                first = line[m.end():]
+                entry = [first + " " if first.endswith(",") else first]
+                continue
+            skip_block = True       # a histogram or another map shape: up to a blank line
+        if entry is not None:
+            raise FormatError(self.source, n, f"the end of the map entry begun on line "
+                              f"{start} (']: COUNT'); the input ends inside it")
+
+    # -- JSON ----------------------------------------------------------------------
+    def json_lines(self, lines: Iterable[str]) -> Iterator[Sample]:
+        for n, line in enumerate(lines, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+                kind, data = rec["type"], rec["data"]
+            except (ValueError, KeyError, TypeError):
+                raise FormatError(self.source, n, "a bpftrace -f json record", line)
+            if kind == "printf":
+                for text in str(data).splitlines():
+                    if text.startswith("#"):
+                        self.comment(text)
+            elif kind == "map" and isinstance(data, dict):
+                for name, m in data.items():
+                    mapname = name.lstrip("@")
+                    if not isinstance(m, dict):
+                        self.meta.setdefault("scalars", {})[mapname] = m
+                        continue
+                    for key, value in m.items():
+                        if not isinstance(value, int):
+                            raise FormatError(self.source, n, "an integer map value",
+                                              repr(value))
+                        s = self.entry(mapname, key, value, ",", n)
+                        if s is not None:
+                            yield s
+
+
+def read(fh: IO, source: str = "<bpftrace>", stats: dict | None = None,
+         meta: dict | None = None) -> Iterator[Sample]:
+    """Samples of a bpftrace stack-map output (text or ``-f json``), streamed.
+    ``stats`` gets entries, samples, empty; ``meta`` gets clock, pid, unit, keys,
+    maps, scalars when the output has them."""
+    st = stats if stats is not None else {}
+    st.update({"entries": 0, "samples": 0, "empty": 0})
+    reader = _Reader(source, st, meta if meta is not None else {})
+    lines = _text_lines(fh)
+    first = next(lines, None)
+    if first is None:
+        return
+    import itertools
+    lines = itertools.chain([first], lines)
+    if first.lstrip().startswith('{"type"'):
+        yield from reader.json_lines(lines)
+    else:
+        yield from reader.text(lines)
+
+
+def _text_lines(fh: IO) -> Iterator[str]:
+    for line in fh:
+        yield line.decode("utf-8", "replace") if isinstance(line, bytes) else line

@@ -1,0 +1,143 @@
+"""Sub-second offset heat maps (FlameScope's view) as PNG, for CPU samples and for
+request latency.
+
+The view: x = whole seconds since the first event, y = offset within that second
+(``rows`` bands, 20 ms each by default, 0 at the bottom), colour = what happened in
+that cell. Periodic work (a flush every N seconds, a timer every 100 ms, GC cycles)
+shows up as stripes or repeated spots; a stall shows as a pale column.
+
+* ``cpu_heatmap``: colour = CPU samples in the cell, from per-sample timestamps.
+  ``perf script`` prints one per sample; bpftrace prints aggregated maps, so a
+  bpftrace profile has the resolution of its time key (``time_ms`` keys give a real
+  sub-second view; with one-second keys every sample sits at offset 0 -- see
+  ``mongoprobe.formats.bpftrace_stacks``); DTrace aggregations have no time at all.
+* ``latency_heatmap``: requests from the wire events table (``time``, wall-clock
+  seconds of the first reply, and ``latency_ns``; ``elapsed_s`` when ``time`` is
+  NaN): colour = the slowest request's latency in the cell (``stat="max"``; or
+  ``"count"``, ``"mean"``, ``"sum"``), on a log scale.
+
+Rendered with matplotlib's Agg backend (no display needed) at a fixed size
+(``SIZE_PX``, 1200 x 480 by default) so reports and tests know what they get.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+ROWS = 50                  # bands per second: 20 ms each
+SIZE_PX = (1200, 480)
+DPI = 100
+
+
+def grid(times, values=None, rows: int = ROWS, stat: str = "count"):
+    """(t0, matrix[rows, seconds]) of the values at ``times`` (seconds, any origin).
+    ``stat``: count | sum | max | mean of ``values`` per cell (NaN where empty, for
+    max/mean; count/sum are 0 there). ``t0`` is floor of the first time."""
+    t = np.asarray(times, dtype="float64")
+    v = np.ones_like(t) if values is None else np.asarray(values, dtype="float64")
+    keep = ~np.isnan(t)
+    t, v = t[keep], v[keep]
+    if not len(t):
+        raise ValueError("no timed events to draw (the input has no timestamps)")
+    t0 = math.floor(t.min())
+    col = (np.floor(t) - t0).astype(np.int64)
+    row = np.minimum(((t - np.floor(t)) * rows).astype(np.int64), rows - 1)
+    ncol = int(col.max()) + 1
+    idx = row * ncol + col
+    size = rows * ncol
+    if stat == "count":
+        m = np.bincount(idx, weights=v, minlength=size).astype("float64")
+    elif stat == "sum":
+        m = np.bincount(idx, weights=v, minlength=size)
+    elif stat == "max":
+        m = np.full(size, np.nan)
+        order = np.argsort(v, kind="stable")
+        m[idx[order]] = v[order]                # the last write per cell is the largest
+    elif stat == "mean":
+        s = np.bincount(idx, weights=v, minlength=size)
+        n = np.bincount(idx, minlength=size)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            m = np.where(n > 0, s / n, np.nan)
+    else:
+        raise ValueError(f"unknown stat {stat!r} (count, sum, max, mean)")
+    return t0, m.reshape(rows, ncol)
+
+
+def _plot(t0: float, m, out, title: str, label: str, log: bool, size=SIZE_PX,
+          cmap: str = "YlOrRd") -> Path:
+    import matplotlib
+    matplotlib.use("Agg", force=True)
+    import matplotlib.colors as mcolors
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    rows, ncol = m.shape
+    fig = plt.figure(figsize=(size[0] / DPI, size[1] / DPI), dpi=DPI)
+    ax = fig.add_axes((0.07, 0.12, 0.82, 0.78))
+    cax = fig.add_axes((0.91, 0.12, 0.015, 0.78))
+    data = np.ma.masked_invalid(np.where(m == 0, np.nan, m))     # empty cells: white
+    finite = data.compressed()
+    norm = None
+    if log and len(finite) and finite.min() > 0:
+        norm = mcolors.LogNorm(vmin=finite.min(), vmax=max(finite.max(), finite.min() * 1.0001))
+    cm = matplotlib.colormaps[cmap].with_extremes(bad="white")
+    mesh = ax.pcolormesh(np.arange(ncol + 1), np.linspace(0, 1000, rows + 1), data,
+                         cmap=cm, norm=norm, shading="flat")
+    ax.set_xlim(0, ncol)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(0, 1000)
+    ax.set_xlabel(f"seconds since {_when(t0)}")
+    ax.set_ylabel("offset within the second (ms)")
+    ax.set_title(title, fontsize=11)
+    fig.colorbar(mesh, cax=cax, label=label)
+    out = Path(out)
+    tmp = out.with_name(out.name + ".tmp.png")
+    fig.savefig(tmp, dpi=DPI, format="png")
+    plt.close(fig)
+    os.replace(tmp, out)
+    return out
+
+
+def _when(t0: float) -> str:
+    """An epoch time as UTC; any other time base (perf's clock, bpftrace's elapsed) as
+    its seconds."""
+    if t0 > 1e9:
+        import datetime as dt
+        return dt.datetime.fromtimestamp(t0, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"{t0:.0f} s"
+
+
+def cpu_heatmap(df, out, title: str = "CPU samples", rows: int = ROWS,
+                size=SIZE_PX) -> Path:
+    """PNG of a stack-sample table (``mongoprobe.stacks.load(path, bucket=None)``, one
+    row per sample time): colour = samples per cell."""
+    t0, m = grid(df["time"].to_numpy(), df["count"].to_numpy(), rows, "count")
+    return _plot(t0, m, out, title, "samples", log=False, size=size)
+
+
+def latency_heatmap(events, out, title: str = "request latency", rows: int = ROWS,
+                    stat: str = "max", size=SIZE_PX) -> Path:
+    """PNG of request latency over time (wire events with ``time`` or ``elapsed_s``
+    and ``latency_ns``): colour = ``stat`` of the latency (ms) of the requests whose
+    reply fell in the cell."""
+    t = events["time"].to_numpy(dtype="float64")
+    if np.isnan(t).all() and "elapsed_s" in events:
+        t = events["elapsed_s"].to_numpy(dtype="float64")
+    lat_ms = events["latency_ns"].to_numpy(dtype="float64") / 1e6
+    t0, m = grid(t, lat_ms, rows, stat)
+    label = "requests" if stat == "count" else f"{stat} latency (ms)"
+    return _plot(t0, m, out, title, label, log=stat != "count", size=size, cmap="viridis_r"
+                 if stat != "count" else "YlOrRd")
+
+
+def png_size(path) -> tuple[int, int]:
+    """(width, height) from a PNG's IHDR chunk."""
+    with open(path, "rb") as fh:
+        head = fh.read(24)
+    if head[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError(f"{path}: not a PNG")
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")

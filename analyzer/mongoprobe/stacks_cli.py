@@ -1,0 +1,353 @@
+"""Subcommands over stack profiles: fold, flamegraph, heatmap, categories, top.
+
+``register(subparsers)`` adds them to ``mongoprobe`` (cli.py calls it); one
+``cmd_<name>(args)`` each. Inputs are stacks files (``perf script`` output, bpftrace
+stack maps in text or ``-f json``, DTrace aggregated stacks, or folded stacks; the
+format is detected unless ``--format`` says it) or ``-`` for stdin. Data goes to
+stdout (or ``-o``), diagnostics to stderr; damaged input gives one line naming the
+file and line, and exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+FORMATS = ["perf", "bpftrace", "dtrace", "folded"]
+
+FOLD_EXAMPLES = """examples:
+  mongoprobe fold out.perf > out.folded            # perf script output, detected
+  perf script | mongoprobe fold - > out.folded     # from stdin
+  mongoprobe fold profile.bt.txt --format bpftrace # bpftrace @[..., kstack, ustack] maps
+  mongoprobe fold dtrace-ustack.txt                # DTrace @[ustack()] = count() output
+"""
+
+FLAMEGRAPH_EXAMPLES = """examples:
+  mongoprobe flamegraph out.perf -o cpu.svg
+  mongoprobe flamegraph out.perf --from 3254 --to 3257 -o first3s.svg
+  mongoprobe flamegraph profile.bt.txt --phases phases.json --phase run -o run.svg
+  mongoprobe flamegraph out.perf --diff 3254:3257 3257:3261 -o diff.svg
+  mongoprobe flamegraph profile.bt.txt --phases phases.json --diff load run -o diff.svg
+  FLAMEGRAPH_DIR=~/FlameGraph mongoprobe flamegraph out.perf -o cpu.svg   # flamegraph.pl
+"""
+
+HEATMAP_EXAMPLES = """examples:
+  mongoprobe heatmap out.perf -o cpu.png                      # CPU samples (default)
+  mongoprobe heatmap events.jsonl --what latency -o lat.png   # latency --events output
+  mongoprobe heatmap snoop.txt --what latency --stat count -o reqs.png
+"""
+
+CATEGORIES_EXAMPLES = """examples:
+  mongoprobe categories out.perf                  # share of samples by category
+  mongoprobe categories profile.bt.txt --phases phases.json --json
+  mongoprobe categories out.perf --rules my-categories.toml
+"""
+
+TOP_EXAMPLES = """examples:
+  mongoprobe top out.perf             # the 20 functions with the most self samples
+  mongoprobe top profile.bt.txt -n 50 --json
+"""
+
+
+def _die(msg: str) -> int:
+    print(f"mongoprobe: {msg}", file=sys.stderr)
+    return 1
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    return argparse.RawDescriptionHelpFormatter(prog)
+
+
+def _fmt_error():
+    from .formats.errors import FormatError
+    return FormatError
+
+
+def _report_stats(stats: dict, meta: dict | None = None) -> None:
+    """Samples the fold left out, once on stderr (as inferno's collapsers do)."""
+    notes = []
+    if stats.get("skipped_events"):
+        notes.append(f"{stats['skipped_events']} samples of other events skipped "
+                     "(only the first event type is folded)")
+    if stats.get("empty"):
+        notes.append(f"{stats['empty']} samples without a stack (bpftrace: stack map "
+                     "collisions; perf: all frames dropped)")
+    total = (meta or {}).get("scalars", {}).get("samples_total")
+    if total is not None and stats.get("samples") is not None:
+        lost = total - stats["samples"] - stats.get("empty", 0)
+        if lost > 0:
+            notes.append(f"{lost} samples lost before printing (@samples_total {total}: "
+                         "raise BPFTRACE_MAP_KEYS_MAX)")
+    for n in notes:
+        print(f"mongoprobe: {n}", file=sys.stderr)
+
+
+# --- fold ---------------------------------------------------------------------------------
+
+
+def cmd_fold(args: argparse.Namespace) -> int:
+    from . import stacks
+
+    stats: dict = {}
+    meta: dict = {}
+    try:
+        counts = stacks.fold(args.file, args.format, stats, meta)
+    except (_fmt_error(), ValueError) as e:
+        return _die(str(e))
+    except OSError as e:
+        return _die(f"{args.file}: {e.strerror or e}")
+    if not counts:
+        return _die(f"{args.file}: no stack samples found")
+    stacks.write_folded(counts, sys.stdout)
+    sys.stdout.flush()
+    _report_stats(stats, meta)
+    return 0
+
+
+# --- flamegraph ----------------------------------------------------------------------------
+
+
+def _load(path: str, fmt: str | None, bucket: float | None = 1.0):
+    from . import stacks
+    return stacks.load(path, fmt, bucket=bucket)
+
+
+def _range(spec: str) -> tuple[float, float]:
+    try:
+        a, b = spec.split(":")
+        return float(a), float(b)
+    except ValueError:
+        raise ValueError(f"{spec!r}: expected a phase name (with --phases) or FROM:TO seconds")
+
+
+def _slice_spec(df, spec: str, phases):
+    """A phase name (from --phases) or FROM:TO -> (label, slice)."""
+    from . import stacks
+
+    for p in phases or []:
+        if p.name == spec:
+            return p.name, stacks.slice_phase(df, p)
+    if phases and ":" not in spec:
+        raise ValueError(f"no phase {spec!r} in --phases (have: "
+                         f"{', '.join(p.name for p in phases)})")
+    a, b = _range(spec)
+    return f"{a:g}-{b:g} s", stacks.slice_time(df, a, b)
+
+
+def _pids(df, args) -> str | None:
+    if getattr(args, "pid", None):
+        return str(args.pid)
+    pids = sorted({int(p) for p in df["pid"] if p >= 0})
+    if not pids:
+        pid = df.attrs.get("meta", {}).get("pid")
+        return str(pid) if pid else None
+    return ",".join(map(str, pids[:4])) + ("..." if len(pids) > 4 else "")
+
+
+def cmd_flamegraph(args: argparse.Namespace) -> int:
+    from . import flamegraph, stacks
+
+    try:
+        df = _load(args.input, args.format)
+        phases = stacks.phases_from(args.phases) if args.phases else None
+        run = Path(args.input).stem if args.input != "-" else "stdin"
+        pid = _pids(df, args)
+        unit = df.attrs.get("meta", {}).get("unit")
+        countname = unit or ("samples" if df.attrs.get("format") != "perf" else "period")
+        if args.diff:
+            (la, a), (lb, b) = (_slice_spec(df, s, phases) for s in args.diff)
+            title = args.title or flamegraph.title_for(run, phase=f"{la} -> {lb}", pid=pid,
+                                                       diff=True)
+            flamegraph.render_diff(stacks.folded(a), stacks.folded(b), args.output,
+                                   title=title, countname=countname,
+                                   normalize=not args.no_normalize)
+            what = f"{int(a['count'].sum())} -> {int(b['count'].sum())} {unit or 'samples'}"
+        else:
+            label = None
+            if args.phase:
+                if not phases:
+                    return _die("--phase needs --phases FILE (JSON or CSV: name,start,end)")
+                label, df = _slice_spec(df, args.phase, phases)
+            elif args.start is not None or args.end is not None:
+                df = stacks.slice_time(df, args.start, args.end)
+                label = f"{args.start if args.start is not None else ''}-" \
+                        f"{args.end if args.end is not None else ''} s"
+            title = args.title or flamegraph.title_for(run, phase=label, pid=pid)
+            flamegraph.render(stacks.folded(df), args.output, title=title,
+                              countname=countname, categories=not args.no_categories)
+            what = f"{int(df['count'].sum())} {unit or 'samples'}"
+    except (_fmt_error(), ValueError, flamegraph.RenderError) as e:
+        return _die(str(e))
+    except OSError as e:
+        return _die(f"{e.filename or args.input}: {e.strerror or e}")
+    print(f"mongoprobe: wrote {args.output} ({what})", file=sys.stderr)
+    return 0
+
+
+# --- heatmap -------------------------------------------------------------------------------
+
+
+def _events(path: str):
+    """Wire events: JSON lines (latency --events), mongo_snoop.bt text, or its
+    ``bpftrace -f json`` output (a run's latency.bt.json)."""
+    import pandas as pd
+    from .formats import wire_events
+
+    text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    first = next((x for x in text.splitlines() if x.strip()), "")
+    if first.startswith('{"type"'):
+        from .formats.bpftrace_json import parse_bpftrace_json
+        out = parse_bpftrace_json(text.splitlines(True), path)
+        rows = [r for r in map(wire_events.parse_snoop_line, out.printf) if r]
+        return wire_events.typed(pd.DataFrame(rows, columns=wire_events.COLUMNS)) \
+            if rows else wire_events.empty()
+    if first.startswith("{"):
+        return wire_events.parse_events_json(text.splitlines(), path)
+    return wire_events.parse_snoop(text.splitlines(), path)
+
+
+def cmd_heatmap(args: argparse.Namespace) -> int:
+    from . import heatmap
+
+    run = Path(args.input).stem if args.input != "-" else "stdin"
+    try:
+        if args.what == "latency":
+            ev = _events(args.input)
+            if not len(ev):
+                return _die(f"{args.input}: no request events")
+            title = args.title or f"{run} - request latency ({args.stat}) - " \
+                                  f"{len(ev)} requests"
+            heatmap.latency_heatmap(ev, args.output, title=title, rows=args.rows,
+                                    stat=args.stat)
+        else:
+            df = _load(args.input, args.format, bucket=None)
+            if not len(df):
+                return _die(f"{args.input}: no stack samples found")
+            pid = _pids(df, args)
+            title = args.title or f"{run} - CPU samples" + (f" - pid {pid}" if pid else "")
+            heatmap.cpu_heatmap(df, args.output, title=title, rows=args.rows)
+    except (_fmt_error(), ValueError) as e:
+        return _die(str(e))
+    except OSError as e:
+        return _die(f"{e.filename or args.input}: {e.strerror or e}")
+    print(f"mongoprobe: wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+# --- categories and top -------------------------------------------------------------------
+
+
+def cmd_categories(args: argparse.Namespace) -> int:
+    from . import stacks
+
+    try:
+        df = _load(args.file, args.format)
+        rules = stacks.load_rules(args.rules) if args.rules else None
+        phases = stacks.phases_from(args.phases) if args.phases else None
+        t = stacks.category_table(df, phases, rules)
+    except (_fmt_error(), ValueError) as e:
+        return _die(str(e))
+    except OSError as e:
+        return _die(f"{e.filename or args.file}: {e.strerror or e}")
+    if args.json:
+        print(json.dumps({"rules": str(args.rules or stacks.categories_file()),
+                          "categories": t.to_dict(orient="records")}))
+        return 0
+    print(f"{'PHASE':<12} {'CATEGORY':<16} {'SAMPLES':>9} {'SHARE':>7}")
+    for r in t.itertuples(index=False):
+        print(f"{r.phase[:12]:<12} {r.category[:16]:<16} {r.samples:>9} "
+              f"{100 * r.share:>6.1f}%")
+    return 0
+
+
+def cmd_top(args: argparse.Namespace) -> int:
+    from . import stacks
+
+    try:
+        df = _load(args.file, args.format)
+        t = stacks.top_functions(df, args.n)
+    except (_fmt_error(), ValueError) as e:
+        return _die(str(e))
+    except OSError as e:
+        return _die(f"{e.filename or args.file}: {e.strerror or e}")
+    if args.json:
+        print(json.dumps({"functions": t.to_dict(orient="records")}))
+        return 0
+    print(f"{'SELF%':>6} {'TOTAL%':>6}  FUNCTION")
+    for r in t.itertuples(index=False):
+        name = r.function if len(r.function) <= 64 else "..." + r.function[-61:]
+        print(f"{r.self_pct:>6.2f} {r.total_pct:>6.2f}  {name}")
+    return 0
+
+
+# --- registration -------------------------------------------------------------------------
+
+
+def register(sub) -> None:
+    def fmt(p):
+        p.add_argument("--format", choices=FORMATS,
+                       help="input format (detected when omitted)")
+
+    p = sub.add_parser("fold", help="stacks -> folded lines on stdout",
+                       formatter_class=_formatter, epilog=FOLD_EXAMPLES,
+                       description="Fold perf script, bpftrace or DTrace stacks into "
+                       "'frame;frame;... count' lines (inferno-collapse-perf's output "
+                       "for perf script input).")
+    p.add_argument("file", help="stacks file, or - for stdin")
+    fmt(p)
+    p.set_defaults(func=cmd_fold)
+
+    p = sub.add_parser("flamegraph", help="SVG flame graph (or differential) of stacks",
+                       formatter_class=_formatter, epilog=FLAMEGRAPH_EXAMPLES)
+    p.add_argument("input", help="stacks file (perf script, bpftrace, DTrace, folded) or -")
+    fmt(p)
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--phase", metavar="NAME", help="only the samples of this phase")
+    g.add_argument("--diff", nargs=2, metavar=("A", "B"),
+                   help="differential graph from A to B: phase names or FROM:TO seconds")
+    p.add_argument("--phases", metavar="FILE",
+                   help="phases: JSON ({'phases': [{name, start, end}]}) or CSV")
+    p.add_argument("--from", dest="start", type=float, metavar="S",
+                   help="samples at or after S seconds (the input's time base)")
+    p.add_argument("--to", dest="end", type=float, metavar="S", help="samples before S")
+    p.add_argument("--title", help="title (default: input, phase, pid)")
+    p.add_argument("--pid", type=int, help="pid to name in the title")
+    p.add_argument("--no-categories", action="store_true",
+                   help="hot palette only (no category colours)")
+    p.add_argument("--no-normalize", action="store_true",
+                   help="--diff: do not scale A to B's total")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.svg")
+    p.set_defaults(func=cmd_flamegraph)
+
+    p = sub.add_parser("heatmap", help="sub-second heat map PNG (CPU samples or latency)",
+                       formatter_class=_formatter, epilog=HEATMAP_EXAMPLES)
+    p.add_argument("input", help="stacks file (cpu) or wire events file (latency), or -")
+    p.add_argument("--what", choices=["cpu", "latency"], default="cpu")
+    fmt(p)
+    p.add_argument("--stat", choices=["max", "mean", "count", "sum"], default="max",
+                   help="latency: colour by this per cell (default max)")
+    p.add_argument("--rows", type=int, default=50, help="bands per second (default 50)")
+    p.add_argument("--title")
+    p.add_argument("--pid", type=int, help="pid to name in the title")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.png")
+    p.set_defaults(func=cmd_heatmap)
+
+    p = sub.add_parser("categories", help="share of samples by frame category",
+                       formatter_class=_formatter, epilog=CATEGORIES_EXAMPLES)
+    p.add_argument("file", help="stacks file or -")
+    fmt(p)
+    p.add_argument("--phases", metavar="FILE", help="per phase (JSON or CSV name,start,end)")
+    p.add_argument("--rules", metavar="FILE", help="category rules (default "
+                   "flamegraphs/categories.toml)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_categories)
+
+    p = sub.add_parser("top", help="flat profile: functions by self and total share",
+                       formatter_class=_formatter, epilog=TOP_EXAMPLES)
+    p.add_argument("file", help="stacks file or -")
+    fmt(p)
+    p.add_argument("-n", type=int, default=20, help="how many functions (default 20)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_top)
