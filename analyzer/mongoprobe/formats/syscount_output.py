@@ -1,0 +1,159 @@
+"""``probes/syscount.bt`` (and ``dtrace/syscount.d``) output -> syscalls by name.
+
+What it parses: the maps ``syscount.bt PID`` prints at its end, as bpftrace text
+(``mongoprobe record`` stores ``syscount.bt.txt``) or JSON lines (``bpftrace -f
+json``, what ``mongoprobe syscount`` runs); and ``dtrace/syscount.d``, which prints
+the same lines with names for keys. Real example:
+``samples/profile/ferretdb-syscount.bt.txt`` (FerretDB under mixedload)::
+
+    @calls[202]: 8975
+    @errors[202]: 37
+    @time_ns[202]: 9531846021
+
+Keys are syscall numbers on Linux (x86_64 numbering) and names on DTrace systems
+(``@calls[write]: 12``). ``parse_syscount(text_or_lines, names=None)`` returns one
+row per syscall, most called first:
+
+    nr       int64  syscall number (-1 when the input gave a name)
+    syscall  str    name (from ``names``, default :func:`syscall_names`; ``sys_NR``
+                    when unknown)
+    count    int64  calls entered
+    time_ns  int64  total time of the calls that returned (0 when not measured)
+    avg_ns   int64  time_ns / count (0 for no calls)
+    errors   int64  calls that returned an error
+
+:func:`syscall_names` maps numbers to names from ``ausyscall --dump`` when
+installed (auditd), else from ``asm/unistd_64.h`` in the kernel headers; without
+either it is empty. Damaged input raises :class:`FormatError`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+from typing import Iterable
+
+import pandas as pd
+
+from .errors import FormatError
+
+COLUMNS = ["nr", "syscall", "count", "time_ns", "avg_ns", "errors"]
+MAPS = ("calls", "time_ns", "errors")
+
+UNISTD_HEADERS = {
+    "x86_64": ["/usr/include/x86_64-linux-gnu/asm/unistd_64.h", "/usr/include/asm/unistd_64.h"],
+    "aarch64": ["/usr/include/asm-generic/unistd.h"],
+}
+_DEFINE = re.compile(r"^#define\s+__NR_(\w+)\s+(\d+)\s*$")
+_LINE = re.compile(r"^@(calls|time_ns|errors)\[([^\]]+)\]: (-?\d+)$")
+
+
+@functools.lru_cache(maxsize=1)
+def syscall_names() -> dict[int, str]:
+    """{number: name} for this machine's architecture (see the module docstring)."""
+    if shutil.which("ausyscall"):
+        try:
+            r = subprocess.run(["ausyscall", "--dump"], capture_output=True, text=True,
+                               timeout=10)
+            table = {}
+            for line in r.stdout.splitlines():
+                parts = line.split()
+                if len(parts) == 2 and parts[0].isdigit():
+                    table[int(parts[0])] = parts[1]
+            if table:
+                return table
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    for path in UNISTD_HEADERS.get(platform.machine(), []):
+        if os.path.exists(path):
+            table = {}
+            with open(path) as fh:
+                for line in fh:
+                    m = _DEFINE.match(line)
+                    if m:
+                        table[int(m[2])] = m[1]
+            if table:
+                return table
+    return {}
+
+
+def names_source() -> str:
+    """Where :func:`syscall_names` got its table (for the tools to say)."""
+    if shutil.which("ausyscall"):
+        return "ausyscall --dump"
+    for path in UNISTD_HEADERS.get(platform.machine(), []):
+        if os.path.exists(path):
+            return path
+    return "no syscall table (install auditd or linux-libc-dev)"
+
+
+def _raw(lines: list[str], source: str) -> dict[str, dict[str, int]]:
+    maps: dict[str, dict[str, int]] = {m: {} for m in MAPS}
+    first = next((ln for ln in lines if ln.strip()), "")
+    if first.lstrip().startswith("{"):
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                kind, data = rec["type"], rec["data"]
+            except (ValueError, KeyError, TypeError):
+                raise FormatError(source, n, 'a bpftrace JSON record {"type": ..., "data": ...}',
+                                  line)
+            if kind != "map":
+                continue
+            for name, value in data.items():
+                name = name.lstrip("@")
+                if name in maps:
+                    try:
+                        maps[name].update({str(k): int(v) for k, v in value.items()})
+                    except (ValueError, AttributeError):
+                        raise FormatError(source, n, f"a syscount map @{name}", line)
+        return maps
+    seen = False
+    for n, line in enumerate(lines, 1):
+        s = line.strip()
+        m = _LINE.match(s)
+        if m:
+            maps[m[1]][m[2].strip()] = int(m[3])
+            seen = True
+        elif re.match(r"^@(calls|time_ns|errors)\b", s):
+            raise FormatError(source, n, "a syscount line @calls[NR]: N", s)
+        elif "Counting syscalls of PID" in s:
+            seen = True
+    if not seen:
+        raise FormatError(source, 1, "syscount.bt / syscount.d output (@calls[...] lines)",
+                          first)
+    return maps
+
+
+def parse_syscount(text_or_lines: str | Iterable[str], names: dict[int, str] | None = None,
+                   source: str = "<syscount>") -> pd.DataFrame:
+    """syscount.bt / syscount.d output -> one row per syscall (columns above)."""
+    lines = (text_or_lines.splitlines() if isinstance(text_or_lines, str)
+             else list(text_or_lines))
+    maps = _raw(lines, source)
+    table = syscall_names() if names is None else names
+    rows = []
+    for key in sorted(set(maps["calls"]) | set(maps["time_ns"]) | set(maps["errors"])):
+        if key.lstrip("-").isdigit():
+            nr, name = int(key), table.get(int(key), f"sys_{key}")
+        else:
+            nr, name = -1, key
+        count = maps["calls"].get(key, 0)
+        t = maps["time_ns"].get(key, 0)
+        rows.append((nr, name, count, t, t // count if count else 0, maps["errors"].get(key, 0)))
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    df = df.astype({c: "int64" for c in COLUMNS if c != "syscall"})
+    return df.sort_values(["count", "syscall"], ascending=[False, True],
+                          kind="stable").reset_index(drop=True)
+
+
+def is_syscount_output(text: str) -> bool:
+    head = text[:65536]
+    return "Counting syscalls of PID" in head or bool(re.search(r"^@calls\[", head, re.M))
