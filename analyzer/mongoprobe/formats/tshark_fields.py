@@ -1,0 +1,983 @@
+"""Packet captures (pcap, pcapng) -> one row per MongoDB wire-protocol message, in bulk.
+
+tshark dissects; pandas reads. The capture is read by one ``tshark -T fields`` run with
+the port decoded as MongoDB (``-d tcp.port==N,mongo``; without it tshark dissects
+27017 as TLS) and ``-E occurrence=a`` (every occurrence of a field in a frame, joined
+by ``\\x1f``). Its stdout is read in blocks of a few MB, each block parsed by
+``pandas.read_csv`` and turned into message rows with column operations: no Python
+object per packet, and memory bounded by the block, not by the capture.
+
+    tshark -r FILE -n -d tcp.port==N,mongo -o ... (SPEED_PREFS)
+           -Y "tcp.len > 0 or tcp.analysis.lost_segment" -T fields -e frame.number -e frame.time_epoch -e tcp.stream -e tcp.srcport
+           -e tcp.dstport -e tcp.len -e tcp.segment -e tcp.analysis.lost_segment -e _ws.malformed
+           -e mongo.message_length -e mongo.request_id -e mongo.response_to
+           -e mongo.opcode -e mongo.msg.flags -e mongo.msg.sections.section.kind
+           -e mongo.compression.original_opcode -e mongo.compression.compressor
+           -e mongo.full_collection_name -e mongo.element.name -e mongo.element.type
+           -e mongo.element.value.string -E occurrence=a -E aggregator=0x1f
+
+(field names as ``tshark -G fields`` lists them for Wireshark 4.0, Debian 12).
+
+How messages come out of frames:
+
+* tshark's TCP reassembly joins a message spanning segments; its fields appear on the
+  frame that completes it, with ``tcp.segment`` listing the frames it came from (the
+  first of them gives ``first_time``).
+* A frame completing several messages repeats the per-message fields: header fields
+  once per message (aligned by position), ``mongo.msg.flags`` once per OP_MSG, the
+  compression fields once per OP_COMPRESSED, ``full_collection_name`` once per
+  legacy message, so each is given to the k-th message of its kind.
+* The command name is the first element of the OP_MSG body (when the body is the
+  first section), of the OP_QUERY query on ``db.$cmd`` (inside ``$query`` when
+  wrapped; any other namespace is ``find``), or the legacy opcode's name (insert,
+  update, delete, getMore, killCursors). ``database`` is the OP_MSG's ``$db`` (the
+  first string element of that name) or the namespace's database part;
+  ``collection`` is the command's string value (``{find: "coll"}``; ``getMore``'s
+  ``collection`` field) or the namespace's collection part.
+* tshark decompresses OP_COMPRESSED (zlib, snappy here; not zstd) and dissects the
+  message inside; the row keeps the wire opcode (2012) with ``compressed`` and
+  ``original_opcode``.
+
+When tshark's fields cannot name a request — several messages completed in one frame
+(their element lists run together), an OP_MSG whose first section is a document
+sequence, a body tshark did not decompress (zstd), a frame tshark marks malformed,
+or an element list that does not split cleanly — the message is decoded by
+mongoprobe's own ``wire.py`` from the frame's bytes, read in a second, filtered
+tshark pass (``-e tcp.reassembled.data -e tcp.payload`` for those frames only), the
+message found by its header (all four header fields are known from the first pass).
+``decoded_by`` says which decoder named it; one that neither can name keeps its row,
+with ``command`` None and the reason in ``note``: nothing is silently lost.
+
+A capture that starts inside a message (a ring-buffer file, a capture begun while a
+large message was in flight) makes tshark read the message's tail as a header; with a
+huge "length" it waits for that message to the end of the file and frames nothing
+more in that direction. Such directions are found (payload left unframed at the end,
+``Decode.unframed``) and decoded again by wire.py's ``StreamDecoder`` from their raw
+payload, which skips to the next plausible header (:func:`resync`; a warning line
+says how many bytes were skipped).
+
+Columns (one row per message, in capture order):
+
+    frame            int64    frame that completed the message (tshark's frame.number)
+    msg_in_frame     int64    position among the messages that frame completed (0, 1...)
+    time             float64  wall clock of that frame, seconds since the epoch
+    time_ns          int64    the same, integer nanoseconds (exact)
+    first_time_ns    int64    wall clock of the message's first segment (== time_ns
+                              unless reassembled from several segments)
+    stream           int64    tshark's TCP stream index (one per connection)
+    client_port      int64    the client's TCP port
+    direction        str      "request" (to the server port) or "reply" (from it)
+    length           int64    messageLength
+    request_id       int64    requestID (unsigned 32-bit, as tshark shows it)
+    response_to      int64    responseTo
+    opcode           int64    opcode on the wire (2013 OP_MSG, 2012 OP_COMPRESSED...)
+    flags            Int64    OP_MSG flagBits (<NA> for other opcodes)
+    more_to_come     bool     OP_MSG moreToCome (bit 1)
+    exhaust_allowed  bool     OP_MSG exhaustAllowed (bit 16)
+    command          object   requests: the command name as on the wire; replies: None
+    database         object   requests: $db or the namespace's database; replies: None
+    collection       object   requests: the command's collection when it names one
+    compressed       bool     the message was OP_COMPRESSED
+    original_opcode  Int64    the wrapped opcode of an OP_COMPRESSED message, else <NA>
+    compressor       object   noop, snappy, zlib, zstd (compressed messages), else None
+    decoded_by       str      "tshark", or "wire.py" when the fallback named it
+    note             object   why a request has no command (None when it has one)
+
+Strings are as tshark prints them: a tab or newline inside a name shows as ``\\t``,
+``\\n``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import queue
+import re
+import shutil
+import struct
+import subprocess
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+
+from .. import wire
+
+AGG = "\x1f"        # joins a field's occurrences in one frame; rare in names and strings
+SERVER_PORT_DEFAULT = 27017
+
+# (column, tshark field): the order of -e options and of read_csv's columns.
+FIELDS: list[tuple[str, str]] = [
+    ("frame", "frame.number"),
+    ("time_epoch", "frame.time_epoch"),
+    ("stream", "tcp.stream"),
+    ("srcport", "tcp.srcport"),
+    ("dstport", "tcp.dstport"),
+    ("tcp_len", "tcp.len"),
+    ("segments", "tcp.segment"),
+    ("lost", "tcp.analysis.lost_segment"),
+    ("malformed", "_ws.malformed"),
+    ("length", "mongo.message_length"),
+    ("request_id", "mongo.request_id"),
+    ("response_to", "mongo.response_to"),
+    ("opcode", "mongo.opcode"),
+    ("flags", "mongo.msg.flags"),
+    ("kinds", "mongo.msg.sections.section.kind"),
+    ("original_opcode", "mongo.compression.original_opcode"),
+    ("compressor", "mongo.compression.compressor"),
+    ("namespace", "mongo.full_collection_name"),
+    ("names", "mongo.element.name"),
+    ("types", "mongo.element.type"),
+    ("strings", "mongo.element.value.string"),
+]
+# Work tshark does for its own display that the fields never show (about 5% of its
+# time here; the fields come out byte for byte the same).
+SPEED_PREFS = ["-o", "tcp.summary_in_tree:FALSE", "-o", "ip.summary_in_tree:FALSE",
+               "-o", "tcp.calculate_timestamps:FALSE", "-o", "tcp.track_bytes_in_flight:FALSE",
+               "-o", "ip.use_geoip:FALSE", "-o", "ip.decode_tos_as_diffserv:FALSE",
+               "-o", "frame.generate_bits_field:FALSE"]
+# Frames with TCP payload carry (parts of) messages; lost_segment marks a capture gap.
+DISPLAY_FILTER = "tcp.len > 0 or tcp.analysis.lost_segment"
+
+COLUMNS = ["frame", "msg_in_frame", "time", "time_ns", "first_time_ns", "stream",
+           "client_port", "direction", "length", "request_id", "response_to", "opcode",
+           "flags", "more_to_come", "exhaust_allowed", "command", "database", "collection",
+           "compressed", "original_opcode", "compressor", "decoded_by", "note"]
+_INT = ["frame", "msg_in_frame", "time_ns", "first_time_ns", "stream", "client_port",
+        "length", "request_id", "response_to", "opcode"]
+
+_MSG_OPS = {wire.OP_MSG}
+_NS_OPS = {wire.OP_QUERY, wire.OP_INSERT, wire.OP_UPDATE, wire.OP_DELETE, wire.OP_GET_MORE}
+_LEGACY_COMMAND = {wire.OP_INSERT: "insert", wire.OP_UPDATE: "update",
+                   wire.OP_DELETE: "delete", wire.OP_GET_MORE: "getMore",
+                   wire.OP_KILL_CURSORS: "killCursors"}
+# BSON element types whose value tshark shows as mongo.element.value.string (string,
+# DBPointer, JavaScript code, symbol, code with scope): the k-th string belongs to
+# the k-th element of one of these types.
+_STRING_TYPES = {"0x02", "0x0c", "0x0d", "0x0e", "0x0f"}
+_HEADER = struct.Struct("<iIIi")
+
+CUT_SHORT = "cut short in the middle of a packet"
+
+
+class PcapError(ValueError):
+    """A capture tshark cannot read at all, or tshark missing; one line, names the file."""
+
+
+def empty() -> pd.DataFrame:
+    return _typed(pd.DataFrame({c: [] for c in COLUMNS}))
+
+
+def _typed(df: pd.DataFrame) -> pd.DataFrame:
+    for c in _INT:
+        df[c] = df[c].astype("int64")
+    df["time"] = df["time"].astype("float64")
+    for c in ("flags", "original_opcode"):
+        df[c] = df[c].astype("Int64")
+    for c in ("more_to_come", "exhaust_allowed", "compressed"):
+        df[c] = df[c].astype(bool)
+    for c in ("command", "database", "collection", "compressor", "note", "direction",
+              "decoded_by"):
+        col = df[c].astype(object)
+        df[c] = col.where(col.notna(), None)
+    return df[COLUMNS]
+
+
+# --- the decode and what it saw -------------------------------------------------------
+
+
+@dataclass
+class Decode:
+    """One decode of one capture: counters filled while its messages are read.
+
+    ``lost_segments``: frames tshark flags as following a gap in the capture (a segment
+    the capture missed; its messages cannot be decoded); ``malformed_frames``: frames
+    tshark marks malformed; ``fallback``: messages sent to wire.py, ``unnamed`` the
+    requests neither decoder could name. ``cut_short``: tshark's message when the file
+    ends inside a packet; ``error``: any other tshark error line.
+    """
+
+    path: str
+    port: int
+    frames: int = 0                  # frames with TCP payload (or a gap) read
+    messages: int = 0
+    lost_segments: int = 0
+    malformed_frames: int = 0
+    first_segment_unknown: int = 0   # first_time_ns fell back to the completing frame
+    fallback: int = 0
+    unnamed: int = 0
+    port_frames: int = 0             # frames with payload to or from the port
+    other_ports: Counter = field(default_factory=Counter)   # TCP ports seen (wrong --port?)
+    hint_port: int | None = None     # the server port detect_port() found (wrong --port)
+    # (stream, source port) -> (first frame, bytes) of payload tshark never framed
+    unframed: dict = field(default_factory=dict)
+    resynced: int = 0                # messages wire.py recovered from those bytes
+    warnings: list = field(default_factory=list)   # one-line notes (not failures)
+    last_frame: int = 0
+    cut_short: str | None = None
+    error: str | None = None
+    returncode: int | None = None
+    _need: list = field(default_factory=list, repr=False)  # frames for the wire.py pass
+
+    @property
+    def problem(self) -> str | None:
+        """The one-line diagnostic for this capture, or None when it read cleanly."""
+        if self.cut_short:
+            return f"{self.path}: {self.cut_short}; decoded {self.messages} messages before it"
+        if self.error:
+            return f"{self.path}: {self.error}"
+        if self.messages == 0:
+            if self.port_frames:
+                return (f"{self.path}: no MongoDB messages on TCP port {self.port}: its "
+                        f"{self.port_frames} frames with payload do not decode as the "
+                        "MongoDB wire protocol")
+            if self.other_ports:
+                hint = f"; its connections go to port {self.hint_port}: try --port " \
+                    f"{self.hint_port}" if self.hint_port else \
+                    " (TCP ports in it: " + ", ".join(
+                        str(p) for p, _ in self.other_ports.most_common(5)) + ")"
+                return f"{self.path}: no traffic on TCP port {self.port}{hint}"
+            return f"{self.path}: no TCP payload at all, so no MongoDB messages"
+        return None
+
+
+def tshark_command(path: str, port: int, fields: list[tuple[str, str]] = FIELDS,
+                   display_filter: str = DISPLAY_FILTER) -> list[str]:
+    cmd = ["tshark", "-r", path, "-n", "-d", f"tcp.port=={int(port)},mongo", *SPEED_PREFS]
+    if display_filter:
+        cmd += ["-Y", display_filter]
+    cmd += ["-T", "fields"]
+    for _, f in fields:
+        cmd += ["-e", f]
+    return cmd + ["-E", "occurrence=a", "-E", f"aggregator={AGG}", "-E", "separator=/t",
+                  "-E", "quote=n", "-E", "header=n"]
+
+
+def _check_tshark() -> None:
+    if shutil.which("tshark") is None:
+        raise PcapError("tshark is not installed (Debian: apt-get install tshark; "
+                        "scripts/setup.sh does it)")
+
+
+class _Tshark:
+    """tshark as a subprocess: stdout read by the caller, stderr collected in a thread."""
+
+    def __init__(self, cmd: list[str]) -> None:
+        _check_tshark()
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+        self.stderr: list[str] = []
+        self._t = threading.Thread(target=self._drain, daemon=True)
+        self._t.start()
+
+    def _drain(self) -> None:
+        for line in self.proc.stderr:
+            self.stderr.append(line.decode("utf-8", "replace"))
+
+    def blocks(self, size: int) -> Iterator[bytes]:
+        """stdout in blocks of whole lines, about ``size`` bytes each."""
+        rest = b""
+        while True:
+            data = self.proc.stdout.read(size)
+            if not data:
+                break
+            data = rest + data
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                rest = data
+                continue
+            rest = data[cut:]
+            yield data[:cut]
+        if rest.strip():
+            yield rest + b"\n"
+
+    def close(self) -> int:
+        self.proc.stdout.close()
+        rc = self.proc.wait()
+        self._t.join(10)
+        return rc
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.close()
+
+    def error_lines(self) -> list[str]:
+        skip = ("Running as user", "dangerous")
+        return [s.strip() for s in self.stderr if s.strip() and not any(k in s for k in skip)]
+
+
+def _finish(ts: _Tshark, dec: Decode) -> None:
+    dec.returncode = ts.close()
+    for line in ts.error_lines():
+        if CUT_SHORT in line or "appears to be damaged or corrupt" in line:
+            what = "cut short in the middle of a packet" if CUT_SHORT in line else \
+                "damaged or corrupt"
+            dec.cut_short = f"capture {what} after frame {dec.last_frame}"
+            return
+    lines = ts.error_lines()
+    if dec.returncode not in (0, None) and lines:
+        msg = re.sub(r"^tshark:\s*", "", lines[0])
+        dec.error = f"tshark: {msg}"
+
+
+# --- parsing helpers (whole columns at a time) --------------------------------------------
+
+
+def _epoch_ns(s: pd.Series) -> np.ndarray:
+    """'1795343538.929295683' -> int64 ns, exactly (a float64 would round to ~0.2 us)."""
+    a = np.asarray(s.to_numpy(dtype=object), dtype="U")
+    if a.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    parts = np.char.partition(a, ".")
+    frac = np.char.ljust(parts[:, 2], 9, "0").astype("U9")   # casting truncates to 9 digits
+    return parts[:, 0].astype(np.int64) * 1_000_000_000 + frac.astype(np.int64)
+
+
+def _hex(values) -> np.ndarray:
+    """'0x0000002a' strings (tshark's BASE_HEX) -> int64."""
+    a = np.asarray(values, dtype="S")
+    if a.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if a.dtype.itemsize == 10:
+        d = a.view(np.uint8).reshape(-1, 10)[:, 2:].astype(np.int64)
+        d = np.where(d >= 97, d - 87, np.where(d >= 65, d - 55, d - 48))
+        return (d << np.arange(28, -1, -4, dtype=np.int64)).sum(axis=1)
+    return np.asarray([int(v, 16) for v in a.tolist()], dtype=np.int64)
+
+
+def _first(s: pd.Series) -> pd.Series:
+    return s.str.partition(AGG)[0]
+
+
+# --- one block of tshark lines -> message rows ---------------------------------------------
+
+
+class _Blocks:
+    """Turns blocks of tshark lines into message rows; keeps what spans blocks (the frame
+    times of the previous block, for messages reassembled from earlier frames)."""
+
+    def __init__(self, dec: Decode) -> None:
+        self.dec = dec
+        self.prev_frames = np.zeros(0, dtype=np.int64)
+        self.prev_times = np.zeros(0, dtype=np.int64)
+        self.trail: dict[str, list[int]] = {}   # direction -> [first frame, bytes] unframed
+
+    def read(self, block: bytes) -> pd.DataFrame:
+        names = [c for c, _ in FIELDS]
+        df = pd.read_csv(io.BytesIO(block), sep="\t", header=None, names=names, dtype=str,
+                         quoting=3, na_filter=False, keep_default_na=False,
+                         encoding="utf-8", encoding_errors="replace", engine="c")
+        return self.messages(df)
+
+    def messages(self, df: pd.DataFrame) -> pd.DataFrame:
+        dec = self.dec
+        if df.empty:
+            return empty()
+        frames = df["frame"].astype(np.int64).to_numpy()
+        times = _epoch_ns(df["time_epoch"])
+        dec.frames += len(df)
+        dec.last_frame = int(frames[-1])
+        dec.lost_segments += int((df["lost"] != "").sum())
+        dec.malformed_frames += int((df["malformed"] != "").sum())
+        tcp = df["stream"] != ""
+        ps = str(dec.port)
+        on = tcp & ((df["srcport"] == ps) | (df["dstport"] == ps))
+        dec.port_frames += int(on.sum())
+        self._track_unframed(df[on])
+        m = df[tcp & (df["length"] != "")]
+        port = dec.port
+        # direction by the server port; frames of other ports are counted, not decoded
+        src = pd.to_numeric(m["srcport"]).to_numpy(np.int64)
+        dst = pd.to_numeric(m["dstport"]).to_numpy(np.int64)
+        ours = (src == port) | (dst == port)
+        if not ours.all() or m.empty:
+            other = df[tcp & (df["srcport"] != str(port)) & (df["dstport"] != str(port))]
+            seen = pd.concat([other["srcport"], other["dstport"]]).value_counts()
+            dec.other_ports.update({int(p): int(n) for p, n in seen.items()})
+        m = m.assign(sport=src, dport=dst)[ours]
+        if m.empty:
+            out = empty()
+        else:
+            out = self._rows(m, frames, times)
+        self.prev_frames, self.prev_times = frames, times
+        dec.messages += len(out)
+        return out
+
+    def _track_unframed(self, pay: pd.DataFrame) -> None:
+        """Per direction (stream, source port), the payload frames after the last one that
+        completed a message: in a healthy stream none are left at the end. A capture that
+        starts inside a message (a ring-buffer file, a capture begun mid-run) can leave
+        tshark waiting for a "message" of garbage length that swallows the direction."""
+        if pay.empty:
+            return
+        g = pd.DataFrame({"key": (pay["stream"] + ":" + pay["srcport"]).to_numpy(object),
+                          "frame": pay["frame"].astype(np.int64).to_numpy(),
+                          "msg": (pay["length"] != "").to_numpy(),
+                          "bytes": pd.to_numeric(pay["tcp_len"]).to_numpy(np.int64)})
+        last = g[g["msg"]].groupby("key")["frame"].max()
+        for k in last.index:
+            self.trail.pop(k, None)
+        after = g["frame"].to_numpy() > g["key"].map(last).fillna(-1).to_numpy()
+        t = g[after & ~g["msg"].to_numpy()]
+        if len(t):
+            agg = t.groupby("key").agg(first=("frame", "min"), bytes=("bytes", "sum"))
+            for k, first, nbytes in zip(agg.index, agg["first"], agg["bytes"]):
+                if k in self.trail:
+                    self.trail[k][1] += int(nbytes)
+                else:
+                    self.trail[k] = [int(first), int(nbytes)]
+
+    def unframed(self) -> dict[tuple[int, int], tuple[int, int]]:
+        out = {}
+        for k, (first, nbytes) in self.trail.items():
+            if nbytes > 0:
+                stream, _, sport = k.partition(":")
+                out[(int(stream), int(sport))] = (first, nbytes)
+        return out
+
+    def _rows(self, m: pd.DataFrame, frames: np.ndarray, times: np.ndarray) -> pd.DataFrame:
+        count = m["length"].str.count(AGG) + 1
+        single = m[count == 1]
+        parts = [self._single(single, frames, times)] if len(single) else []
+        multi = m[count > 1]
+        if len(multi):
+            parts.append(self._multi(multi, frames, times))
+        out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+        out = out.sort_values(["frame", "msg_in_frame"], kind="stable", ignore_index=True)
+        return _typed(out)
+
+    def _time_of(self, frame_numbers: np.ndarray, frames: np.ndarray, times: np.ndarray,
+                 fallback: np.ndarray) -> np.ndarray:
+        """Times of earlier frames (first segments): this block's or the previous one's."""
+        allf = np.concatenate([self.prev_frames, frames])
+        allt = np.concatenate([self.prev_times, times])
+        i = np.searchsorted(allf, frame_numbers)
+        i = np.minimum(i, len(allf) - 1)
+        found = allf[i] == frame_numbers
+        self.dec.first_segment_unknown += int((~found).sum())
+        return np.where(found, allt[i], fallback)
+
+    def _single(self, s: pd.DataFrame, frames: np.ndarray, times: np.ndarray) -> pd.DataFrame:
+        n = len(s)
+        fr = s["frame"].astype(np.int64).to_numpy()
+        t_ns = times[np.searchsorted(frames, fr)]
+        first_ns = t_ns.copy()
+        seg = s["segments"].to_numpy(dtype=object) != ""
+        if seg.any():
+            firsts = _first(s["segments"][seg]).astype(np.int64).to_numpy()
+            first_ns[seg] = self._time_of(firsts, frames, times, t_ns[seg])
+        opcode = s["opcode"].astype(np.int64).to_numpy()
+        orig = np.where(s["original_opcode"] != "", s["original_opcode"], "-1").astype(np.int64)
+        eff = np.where(opcode == wire.OP_COMPRESSED, orig, opcode)
+        has_flags = (s["flags"] != "").to_numpy()
+        flags = np.zeros(n, dtype=np.int64)
+        if has_flags.any():
+            flags[has_flags] = _hex(s["flags"][has_flags].tolist())
+        has_orig = orig >= 0
+        request = s["dport"].to_numpy() == self.dec.port
+        comp = s["compressor"].to_numpy(dtype=object)
+        out = pd.DataFrame({
+            "frame": fr, "msg_in_frame": np.zeros(n, dtype=np.int64),
+            "time": t_ns / 1e9, "time_ns": t_ns, "first_time_ns": first_ns,
+            "stream": s["stream"].astype(np.int64).to_numpy(),
+            "client_port": np.where(request, s["sport"], s["dport"]),
+            "direction": np.where(request, "request", "reply").astype(object),
+            "length": s["length"].astype(np.int64).to_numpy(),
+            "request_id": _hex(s["request_id"].tolist()),
+            "response_to": _hex(s["response_to"].tolist()),
+            "opcode": opcode,
+            "flags": pd.arrays.IntegerArray(flags, ~has_flags),
+            "more_to_come": (flags & wire.MORE_TO_COME) != 0,
+            "exhaust_allowed": (flags & wire.EXHAUST_ALLOWED) != 0,
+            "compressed": opcode == wire.OP_COMPRESSED,
+            "original_opcode": pd.arrays.IntegerArray(np.where(has_orig, orig, 0), ~has_orig),
+            "compressor": [wire.COMPRESSORS.get(int(c)) if c else None for c in comp],
+            "decoded_by": "tshark",
+        })
+        # requests: name them from the element lists
+        named = [(None, None, None, None)] * n
+        idx = np.flatnonzero(request)
+        if len(idx):
+            cols = [eff[idx], s["kinds"].to_numpy(dtype=object)[idx],
+                    s["namespace"].to_numpy(dtype=object)[idx],
+                    s["names"].to_numpy(dtype=object)[idx],
+                    s["types"].to_numpy(dtype=object)[idx],
+                    s["strings"].to_numpy(dtype=object)[idx],
+                    s["malformed"].to_numpy(dtype=object)[idx],
+                    has_flags[idx]]
+            named = list(named)
+            for i, r in zip(idx.tolist(), map(_name_request, *cols)):
+                named[i] = r
+        out["command"] = [r[0] for r in named]
+        out["database"] = [r[1] for r in named]
+        out["collection"] = [r[2] for r in named]
+        out["note"] = [r[3] for r in named]
+        self._queue_fallback(out)
+        return out
+
+    def _multi(self, s: pd.DataFrame, frames: np.ndarray, times: np.ndarray) -> pd.DataFrame:
+        """Frames completing several messages: rare, so one Python step per message."""
+        rows = []
+        for r in s.itertuples(index=False):
+            split = {c: getattr(r, c).split(AGG) if getattr(r, c) else []
+                     for c in ("length", "request_id", "response_to", "opcode", "flags",
+                               "original_opcode", "compressor", "namespace")}
+            k = len(split["length"])
+            frame = int(r.frame)
+            t_ns = int(times[np.searchsorted(frames, frame)])
+            first_ns = t_ns
+            if r.segments:
+                first_ns = int(self._time_of(np.array([int(r.segments.split(AGG)[0])]),
+                                             frames, times, np.array([t_ns]))[0])
+            ops = [int(x) for x in split["opcode"]]
+            aligned = all(len(split[c]) == k for c in ("request_id", "response_to", "opcode"))
+            comp_i = [i for i, op in enumerate(ops) if op == wire.OP_COMPRESSED]
+            origs = [int(x) for x in split["original_opcode"]]
+            ok_comp = len(origs) == len(comp_i)
+            eff = list(ops)
+            if ok_comp:
+                for i, o in zip(comp_i, origs):
+                    eff[i] = o
+            msg_i = [i for i, op in enumerate(eff) if op in _MSG_OPS]
+            ok_flags = ok_comp and len(split["flags"]) == len(msg_i)
+            ns_i = [i for i, op in enumerate(eff) if op in _NS_OPS]
+            ok_ns = ok_comp and len(split["namespace"]) == len(ns_i)
+            flags = dict(zip(msg_i, (int(x, 16) for x in split["flags"]))) if ok_flags else {}
+            ns_of = {}
+            if ok_ns:
+                for i, ns in zip(ns_i, split["namespace"]):
+                    db, dot, coll = ns.partition(".")
+                    ns_of[i] = (db or None, coll if dot else None)
+            request = r.dport == self.dec.port
+            for i in range(k if aligned else 0):
+                f = flags.get(i)
+                note = None
+                if request and eff[i] not in _LEGACY_COMMAND:
+                    note = "several messages in one frame"
+                elif eff[i] in _MSG_OPS and f is None:
+                    note = "flags not aligned with messages"
+                rows.append({
+                    "frame": frame, "msg_in_frame": i, "time": t_ns / 1e9, "time_ns": t_ns,
+                    "first_time_ns": first_ns if i == 0 else t_ns,
+                    "stream": int(r.stream),
+                    "client_port": int(r.sport if request else r.dport),
+                    "direction": "request" if request else "reply",
+                    "length": int(split["length"][i]),
+                    "request_id": int(split["request_id"][i], 16),
+                    "response_to": int(split["response_to"][i], 16),
+                    "opcode": ops[i], "flags": f if f is not None else pd.NA,
+                    "more_to_come": bool(f and f & wire.MORE_TO_COME),
+                    "exhaust_allowed": bool(f and f & wire.EXHAUST_ALLOWED),
+                    "command": _LEGACY_COMMAND.get(eff[i]) if request else None,
+                    "database": ns_of.get(i, (None, None))[0] if request else None,
+                    "collection": ns_of.get(i, (None, None))[1] if request else None,
+                    "compressed": ops[i] == wire.OP_COMPRESSED,
+                    "original_opcode": eff[i] if ops[i] == wire.OP_COMPRESSED and ok_comp
+                    else pd.NA,
+                    "compressor": None, "decoded_by": "tshark", "note": note,
+                })
+            if not aligned:
+                self.dec.error = self.dec.error or \
+                    f"frame {frame}: header fields of {k} messages do not align"
+        out = pd.DataFrame(rows, columns=COLUMNS) if rows else empty()
+        out = _typed(out)
+        self._queue_fallback(out)
+        return out
+
+    def _queue_fallback(self, out: pd.DataFrame) -> None:
+        need = out[out["note"].notna()]
+        if len(need):
+            self.dec.fallback += len(need)
+            self.dec._need.append(need[["frame", "msg_in_frame", "length", "request_id",
+                                        "response_to", "opcode"]].copy())
+
+
+def _name_request(op, kinds, namespace, names, types, strings, malformed, has_flags):
+    """(command, database, collection, note) of one request from tshark's element lists;
+    a note instead of a name when tshark's fields cannot tell (wire.py will)."""
+    if malformed:
+        return None, None, None, "tshark marked the frame malformed"
+    if op == wire.OP_MSG:
+        if not has_flags:
+            return None, None, None, "body not dissected (compressed?)"
+        if not names or not kinds.startswith("0"):
+            return None, None, None, "first section is not the body"
+        nl = names.split(AGG)
+        tl = types.split(AGG)
+        sl = strings.split(AGG) if strings else []
+        if len(nl) != len(tl) or sum(t in _STRING_TYPES for t in tl) != len(sl):
+            return None, None, None, "element lists do not split cleanly"
+        command = nl[0]
+        collection = sl[0] if tl[0] == "0x02" else None
+        database = None
+        rank = 0
+        for n, t in zip(nl, tl):
+            if n == "$db" and t == "0x02":
+                database = sl[rank]
+                break
+            if command == "getMore" and n == "collection" and t == "0x02" and collection is None:
+                collection = sl[rank]
+            rank += t in _STRING_TYPES
+        return command, database, collection, None
+    if op in _LEGACY_COMMAND or op == wire.OP_QUERY:
+        db, dot, coll = (namespace or "").partition(".")
+        if op != wire.OP_QUERY:
+            return _LEGACY_COMMAND[op], db or None, coll if dot else None, None
+        if coll != "$cmd":
+            return "find", db, coll if dot else None, None
+        nl = names.split(AGG) if names else []
+        tl = types.split(AGG) if types else []
+        if not nl:
+            return None, db, None, "empty query document"
+        if nl[0] == "$query" and tl[:1] == ["0x03"] and len(nl) > 1:
+            nl, tl = nl[1:], tl[1:]
+        return nl[0], db, None, None
+    if op == wire.OP_REPLY:
+        return None, None, None, "OP_REPLY sent to the server port"
+    return None, None, None, f"opcode {op} not dissected"
+
+
+# --- the wire.py fallback ------------------------------------------------------------------
+
+
+def _frame_set(frames: list[int]) -> str:
+    """'frame.number in {1..3, 7}' for a sorted list of frame numbers."""
+    out, start, prev = [], None, None
+    for f in frames:
+        if start is None:
+            start = prev = f
+        elif f == prev + 1:
+            prev = f
+        else:
+            out.append(f"{start}..{prev}" if prev > start else str(start))
+            start = prev = f
+    if start is not None:
+        out.append(f"{start}..{prev}" if prev > start else str(start))
+    return "frame.number in {" + ", ".join(out) + "}"
+
+
+_FALLBACK_FIELDS = [("frame", "frame.number"), ("reassembled", "tcp.reassembled.data"),
+                    ("payload", "tcp.payload")]
+_MAX_FILTER = 100_000   # characters of -Y; more frames than that: read all mongo frames
+
+
+def resolve_fallback(dec: Decode, need: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Decode the queued messages with wire.py from their frames' bytes.
+
+    Returns one row per queued message: frame, msg_in_frame, command, database,
+    collection, flags, more_to_come, exhaust_allowed, compressed, original_opcode,
+    compressor, note (None when decoded).
+    """
+    if need is None:
+        need = pd.concat(dec._need, ignore_index=True) if dec._need else None
+    cols = ["frame", "msg_in_frame", "command", "database", "collection", "flags",
+            "more_to_come", "exhaust_allowed", "compressed", "original_opcode",
+            "compressor", "note"]
+    if need is None or need.empty:
+        return pd.DataFrame({c: [] for c in cols})
+    wanted = sorted(set(need["frame"].tolist()))
+    flt = _frame_set(wanted)
+    if len(flt) > _MAX_FILTER:
+        flt = "mongo"
+    by_frame: dict[int, list] = {}
+    for r in need.itertuples(index=False):
+        by_frame.setdefault(int(r.frame), []).append(r)
+    results = []
+    ts = _Tshark(tshark_command(dec.path, dec.port, _FALLBACK_FIELDS, flt))
+    try:
+        for block in ts.blocks(8 << 20):
+            for line in block.decode("ascii", "replace").splitlines():
+                frame, reassembled, payload = (line.split("\t") + ["", ""])[:3]
+                msgs = by_frame.pop(int(frame), None) if frame else None
+                if msgs:
+                    results += _decode_frame(msgs, reassembled.split(AGG)[0],
+                                             payload.split(AGG)[0])
+    finally:
+        ts.close()
+    for msgs in by_frame.values():      # frames the second pass did not return
+        results += [_fail(r, "frame bytes not available") for r in msgs]
+    out = pd.DataFrame(results, columns=cols)
+    return out
+
+
+def _fail(r, note: str) -> dict:
+    return {"frame": int(r.frame), "msg_in_frame": int(r.msg_in_frame), "command": None,
+            "database": None, "collection": None, "flags": pd.NA, "more_to_come": False,
+            "exhaust_allowed": False, "compressed": int(r.opcode) == wire.OP_COMPRESSED,
+            "original_opcode": pd.NA, "compressor": None, "note": note}
+
+
+def _decode_frame(msgs: list, reassembled_hex: str, payload_hex: str) -> list[dict]:
+    try:
+        reassembled = bytes.fromhex(reassembled_hex)
+        payload = bytes.fromhex(payload_hex)
+    except ValueError:
+        return [_fail(r, "frame bytes unreadable") for r in msgs]
+    out = []
+    for r in msgs:
+        header = _HEADER.pack(int(r.length), int(r.request_id), int(r.response_to), int(r.opcode))
+        data = None
+        if reassembled.startswith(header) and len(reassembled) >= r.length:
+            data = reassembled[: r.length]
+        else:
+            at = payload.find(header)
+            if at >= 0 and len(payload) - at >= r.length:
+                data = payload[at: at + r.length]
+        if data is None:
+            out.append(_fail(r, "message bytes not found in its frame"))
+            continue
+        try:
+            msg = wire.decode_message(data)
+        except wire.WireError as e:
+            out.append(_fail(r, f"wire.py: {e}"))
+            continue
+        out.append({
+            "frame": int(r.frame), "msg_in_frame": int(r.msg_in_frame), "command": msg.command,
+            "database": msg.database, "collection": msg.collection,
+            "flags": msg.flags if msg.opcode == wire.OP_MSG else pd.NA,
+            "more_to_come": msg.more_to_come, "exhaust_allowed": msg.exhaust_allowed,
+            "compressed": msg.compressed, "original_opcode": msg.original_opcode
+            if msg.compressed else pd.NA, "compressor": msg.compressor,
+            "note": None if msg.command else (msg.note or "no command name"),
+        })
+    return out
+
+
+def apply_fallback(messages: pd.DataFrame, resolved: pd.DataFrame) -> pd.DataFrame:
+    """Put wire.py's answers into the message rows they belong to."""
+    if resolved.empty:
+        return messages
+    key = ["frame", "msg_in_frame"]
+    res = resolved.set_index(key)
+    idx = pd.MultiIndex.from_frame(messages[key])
+    hit = idx.isin(res.index)
+    r = res.loc[idx[hit]]
+    m = messages.copy()
+    for c in ("command", "database", "collection", "note", "compressor"):
+        m.loc[hit, c] = r[c].to_numpy(dtype=object)
+    for c in ("more_to_come", "exhaust_allowed", "compressed"):
+        m.loc[hit, c] = r[c].to_numpy(dtype=bool)
+    for c in ("flags", "original_opcode"):
+        m.loc[hit, c] = pd.array(r[c].to_numpy(dtype=object), dtype="Int64")
+    named = hit & m["note"].isna().to_numpy()
+    m.loc[named, "decoded_by"] = "wire.py"
+    return _typed(m)
+
+
+# --- entry points ----------------------------------------------------------------------------
+
+
+def sniff(path: str) -> bool:
+    """Is this a capture file (pcap in either byte order or resolution, or pcapng)?"""
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(4)
+    except OSError:
+        return False
+    return magic in (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1",
+                     b"\xa1\xb2\x3c\x4d", b"\x0a\x0d\x0d\x0a")
+
+
+def _check_file(path: str) -> None:
+    if not os.path.exists(path):
+        raise PcapError(f"{path}: no such file")
+    if not sniff(path):
+        raise PcapError(f"{path}: not a pcap or pcapng capture (unknown magic number)")
+
+
+def detect_port(path: str, limit: int = 200_000) -> tuple[int | None, str]:
+    """The server port of a capture and why: the destination of most connection
+    openings (SYN) in the first ``limit`` frames, else the port common to most TCP
+    streams. (None, reason) when there is no TCP at all."""
+    _check_file(path)
+    ts = _Tshark(["tshark", "-r", path, "-n", "-c", str(limit), "-Y", "tcp", "-T", "fields",
+                  "-e", "tcp.stream", "-e", "tcp.srcport", "-e", "tcp.dstport",
+                  "-e", "tcp.flags.syn", "-e", "tcp.flags.ack"])
+    syn, streams = Counter(), {}
+    try:
+        for block in ts.blocks(4 << 20):
+            for line in block.decode("ascii", "replace").splitlines():
+                p = line.split("\t")
+                if len(p) < 5 or not p[0]:
+                    continue
+                if p[3] in ("1", "True") and p[4] in ("0", "False"):
+                    syn[int(p[2])] += 1
+                for port in (p[1], p[2]):
+                    streams.setdefault(int(port), set()).add(p[0])
+    finally:
+        ts.close()
+    if syn:
+        port, n = syn.most_common(1)[0]
+        return port, f"destination of {n} connection opening(s)"
+    if streams:
+        port = max(streams, key=lambda p: (len(streams[p]), p == SERVER_PORT_DEFAULT, -p))
+        return port, f"common to {len(streams[port])} TCP stream(s)"
+    return None, "no TCP traffic"
+
+
+def _stream_filter(only: set[int] | None, skip: set[int] | None) -> str:
+    flt = DISPLAY_FILTER
+    if only is not None:
+        flt = f"({flt}) and tcp.stream in {{{', '.join(map(str, sorted(only)))}}}"
+    if skip:
+        flt = f"({flt}) and not tcp.stream in {{{', '.join(map(str, sorted(skip)))}}}"
+    return flt
+
+
+def iter_messages(path: str, port: int, dec: Decode | None = None,
+                  block_bytes: int = 8 << 20, only_streams: set[int] | None = None,
+                  skip_streams: set[int] | None = None) -> Iterator[pd.DataFrame]:
+    """Message rows, one DataFrame per block of tshark output (about ``block_bytes``).
+
+    Requests tshark could not name come with ``note`` set and are queued in ``dec``
+    for :func:`resolve_fallback` (``messages`` does both). Never raises on a damaged
+    capture: what tshark decoded is yielded and ``dec.problem`` says what went wrong.
+    ``only_streams``/``skip_streams``: TCP streams to read or leave out. At the end,
+    ``dec.unframed`` lists the stream directions with payload tshark never framed
+    (:func:`resync` recovers their messages).
+    """
+    _check_file(path)
+    dec = dec if dec is not None else Decode(path, int(port))
+    conv = _Blocks(dec)
+    ts = _Tshark(tshark_command(path, port, FIELDS, _stream_filter(only_streams, skip_streams)))
+    # A reader thread keeps tshark writing while pandas parses the previous block (the
+    # two use different cores); the queue holds two blocks, so memory stays bounded.
+    q: queue.Queue = queue.Queue(maxsize=2)
+
+    def reader() -> None:
+        try:
+            for block in ts.blocks(block_bytes):
+                q.put(block)
+        except (OSError, ValueError):      # stdout closed under us: the consumer quit
+            pass
+        finally:
+            q.put(None)
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    finished = False
+    try:
+        while (block := q.get()) is not None:
+            yield conv.read(block)
+        finished = True
+    finally:
+        if not finished:                   # the caller stopped early, or an error
+            if ts.proc.poll() is None:
+                ts.proc.kill()
+            while t.is_alive():            # unblock the reader
+                try:
+                    q.get(timeout=0.1)
+                except queue.Empty:
+                    pass
+            ts.close()
+    t.join()
+    _finish(ts, dec)
+    dec.unframed = conv.unframed()
+
+
+_RESYNC_FIELDS = [("frame", "frame.number"), ("time_epoch", "frame.time_epoch"),
+                  ("stream", "tcp.stream"), ("srcport", "tcp.srcport"),
+                  ("dstport", "tcp.dstport"), ("payload", "tcp.payload")]
+
+
+def resync(dec: Decode, directions: dict | None = None) -> pd.DataFrame:
+    """Messages of the stream directions tshark could not frame (``dec.unframed``),
+    decoded by wire.py's StreamDecoder from their raw TCP payload, from the first frame
+    tshark left unframed: it skips bytes until a plausible header starts a message that
+    decodes (the tail of a message cut by the capture's start, for instance). Rows have
+    ``decoded_by`` "wire.py"; ``dec.resynced`` counts them and ``dec.warnings`` says
+    what was skipped."""
+    import bisect
+
+    directions = dec.unframed if directions is None else directions
+    if not directions:
+        return empty()
+    flt = " or ".join(f"(tcp.stream == {st} and tcp.srcport == {sp} and frame.number >= {f})"
+                      for (st, sp), (f, _) in sorted(directions.items()))
+    ts = _Tshark(tshark_command(dec.path, dec.port, _RESYNC_FIELDS, f"tcp.len > 0 and ({flt})"))
+    states: dict = {}
+    rows = []
+    try:
+        for block in ts.blocks(8 << 20):
+            for line in block.decode("ascii", "replace").splitlines():
+                f = line.split("\t")
+                if len(f) < 6 or not f[5]:
+                    continue
+                frame, stream, sport, dport = int(f[0]), int(f[2]), int(f[3]), int(f[4])
+                sec, _, frac = f[1].partition(".")
+                t_ns = int(sec) * 1_000_000_000 + int((frac + "000000000")[:9])
+                data = bytes.fromhex(f[5].split(AGG)[0])
+                st = states.setdefault((stream, sport), {"sd": wire.StreamDecoder(), "fed": 0,
+                                                         "starts": [], "times": []})
+                st["starts"].append(st["fed"])
+                st["times"].append(t_ns)
+                msgs = st["sd"].feed(data)
+                st["fed"] += len(data)
+                end = st["fed"] - st["sd"].pending
+                ends = []
+                for m in reversed(msgs):
+                    ends.append(end)
+                    end -= m.length
+                request = dport == dec.port
+                for k, (m, e) in enumerate(zip(msgs, reversed(ends))):
+                    i = bisect.bisect_right(st["starts"], e - m.length) - 1
+                    first_ns = st["times"][max(i, 0)]
+                    wire_op = wire.OP_COMPRESSED if m.compressed else m.opcode
+                    rows.append({
+                        "frame": frame, "msg_in_frame": k, "time": t_ns / 1e9,
+                        "time_ns": t_ns, "first_time_ns": first_ns, "stream": stream,
+                        "client_port": sport if request else dport,
+                        "direction": "request" if request else "reply",
+                        "length": m.length, "request_id": m.request_id & 0xFFFFFFFF,
+                        "response_to": m.response_to & 0xFFFFFFFF, "opcode": wire_op,
+                        "flags": m.flags if m.opcode == wire.OP_MSG else pd.NA,
+                        "more_to_come": m.more_to_come, "exhaust_allowed": m.exhaust_allowed,
+                        "command": m.command if request else None,
+                        "database": m.database if request else None,
+                        "collection": m.collection if request else None,
+                        "compressed": m.compressed,
+                        "original_opcode": m.original_opcode if m.compressed else pd.NA,
+                        "compressor": m.compressor, "decoded_by": "wire.py",
+                        "note": None if m.command or not request else "no command name"})
+    finally:
+        ts.close()
+    skipped = sum(st["sd"].skipped_bytes + st["sd"].close() for st in states.values())
+    dec.resynced += len(rows)
+    dec.messages += len(rows)
+    total = sum(b for _, b in directions.values())
+    dec.warnings.append(
+        f"{total} bytes in {len(directions)} stream direction(s) were not framed by tshark "
+        f"(capture started inside a message?): wire.py recovered {len(rows)} messages, "
+        f"skipping {skipped} bytes")
+    out = pd.DataFrame(rows, columns=COLUMNS) if rows else empty()
+    return _typed(out)
+
+
+def messages(path: str, port: int | None = None, dec: Decode | None = None) -> pd.DataFrame:
+    """The whole capture as one message table (see the module docstring for columns),
+    requests tshark could not name decoded by wire.py. ``port``: the server port
+    (detected when None)."""
+    if port is None:
+        port, _ = detect_port(path)
+        if port is None:
+            port = SERVER_PORT_DEFAULT
+    dec = dec if dec is not None else Decode(path, int(port))
+    parts = list(iter_messages(path, port, dec))
+    if dec.unframed:
+        parts.append(resync(dec))
+    parts = [p for p in parts if len(p)]
+    df = pd.concat(parts, ignore_index=True) if parts else empty()
+    df = df.sort_values(["frame", "msg_in_frame"], kind="stable", ignore_index=True)
+    if dec._need:
+        df = apply_fallback(df, resolve_fallback(dec))
+        dec.unnamed = int((df["direction"].eq("request") & df["command"].isna()).sum())
+    return df
+
+
+def parse(path: str, port: int | None = None) -> pd.DataFrame:
+    """The parser entry point (``mongoprobe parse pcap FILE``): :func:`messages`."""
+    return messages(path, port)

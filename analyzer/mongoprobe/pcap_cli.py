@@ -1,0 +1,207 @@
+"""``mongoprobe capture`` and ``mongoprobe pcap``: record a port with tshark, and read
+client-visible latency back from a capture.
+
+cli.py imports this module and calls ``register(subparsers)``; each subcommand is one
+``cmd_<name>(args)``. Data goes to stdout, diagnostics (one line each) to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+
+CAPTURE_EXAMPLES = """examples:
+  mongoprobe capture -o run.pcapng --port 27017          # until Ctrl-C
+  mongoprobe capture -o run.pcapng --port 27017 -d 60    # one minute
+  mongoprobe capture -o ring.pcapng --port 27017 --ring-mb 100 --ring-files 10
+                                      # long runs: keep the last 10 files of 100 MB
+"""
+
+PCAP_EXAMPLES = """examples:
+  mongoprobe pcap run.pcapng --port 27017          # latency per command (quantize)
+  mongoprobe pcap run.pcapng                       # server port found from the SYNs
+  mongoprobe pcap run.pcapng --by op --unit us     # per opcode, in microseconds
+  mongoprobe pcap run.pcapng --by stream           # per TCP connection
+  mongoprobe pcap run.pcapng --json                # the keys of latency --json
+"""
+
+UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000}
+
+
+def _die(msg: str, code: int = 1) -> int:
+    print(f"mongoprobe: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+# --- capture -----------------------------------------------------------------------------
+
+
+def cmd_capture(args: argparse.Namespace) -> int:
+    from .capture import Capture, CaptureError, why_cannot_capture
+
+    why = why_cannot_capture()
+    if why:
+        _die(why)
+    if args.ring_files and not args.ring_mb:
+        _die("--ring-files needs --ring-mb (the size of each file)")
+    cap = Capture(args.output, args.port, iface=args.interface, ring_mb=args.ring_mb,
+                  ring_files=args.ring_files)
+    try:
+        cap.start()
+    except CaptureError as e:
+        _die(str(e))
+    print(f"Capturing TCP port {args.port} on {args.interface} into {args.output}... "
+          "Hit Ctrl-C to end.", file=sys.stderr, flush=True)
+    end = time.monotonic() + args.duration if args.duration else None
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)      # stop cleanly: flush, then end tshark
+    try:
+        while cap.running and (end is None or time.monotonic() < end):
+            time.sleep(0.1)
+    except KeyboardInterrupt:
+        pass
+    for sig in (signal.SIGINT, signal.SIGTERM):     # a second ^C must not orphan tshark
+        signal.signal(sig, signal.SIG_IGN)
+    res = cap.stop()
+    if res.returncode not in (0, None) and not res.files:
+        _die(f"tshark failed: {cap._diagnostic()}")
+    dropped = f", {res.dropped} dropped" if res.dropped else ""
+    print(f"{res.packets if res.packets is not None else '?'} packets captured{dropped}",
+          file=sys.stderr)
+    if cap.flushed is False:
+        print("mongoprobe: tshark did not confirm its last packets were written; the "
+              "capture may miss the final milliseconds", file=sys.stderr)
+    for f in res.files:
+        print(f)
+    return 0
+
+
+# --- pcap --------------------------------------------------------------------------------
+
+
+def render(summary, by: str = "command", unit: str = "ns") -> str:
+    """Quantize histograms per command, opcode or TCP stream, then the loss lines."""
+    from . import histogram, latency
+
+    groups = {"command": summary.by_command, "op": summary.by_op,
+              "stream": summary.by_conn}[by]
+    scale = UNITS[unit]
+    out = []
+    for key, g in sorted(groups.items(), key=lambda kv: (-kv[1].count, kv[0])):
+        d = g.to_json()
+        h = latency._rescale(g.hist, scale) if scale != 1 else g.hist
+        avg = f"{d['avg_ns'] / scale:,.0f}" if d["avg_ns"] is not None else "?"
+        p99 = f"{d['p99_ns'] / scale:,.0f}" if d["p99_ns"] is not None else "?"
+        mx = f"{d['max_ns'] / scale:,.0f}" if d["max_ns"] is not None else "?"
+        if by == "stream":
+            stream, _, port = key.partition(", ")
+            label = f"stream {stream} (client port {port})"
+        else:
+            label = f"{by} = {key}"
+        out.append(f"{label}  count {d['count']}  avg {avg}  p99 {p99}  max {mx} {unit}")
+        out.append(histogram.render_quantize(h, title="", unit=unit).rstrip("\n"))
+        out.append("")
+    out.append(footer(summary.counts, summary.lost))
+    return "\n".join(out) + "\n"
+
+
+def footer(counts: dict, lost: dict) -> str:
+    """latency's two count lines, worded to fit 80 columns: ``dropped`` counts frames
+    after a gap in the capture (segments tshark never saw)."""
+    return (f"requests: {counts['requests']}  replies: {counts['replies']}  "
+            f"stream replies: {counts['stream_replies']}  "
+            f"no-reply (moreToCome): {counts['no_reply']}\n"
+            f"lost: unmatched replies {lost['unmatched_replies']}, requests without reply "
+            f"{lost['requests_without_reply']}, malformed {lost['malformed']}, "
+            f"dropped {lost['dropped']}")
+
+
+def cmd_pcap(args: argparse.Namespace) -> int:
+    from . import pcap
+    from .formats import tshark_fields
+
+    try:
+        port = args.port
+        if port is None:
+            port, why = tshark_fields.detect_port(args.file)
+            if port is None:
+                _die(f"{args.file}: {why}: nothing to decode")
+            print(f"server port {port} ({why}); --port to choose", file=sys.stderr)
+        result = pcap.summarize(args.file, port)
+    except tshark_fields.PcapError as e:
+        _die(str(e))
+    except KeyboardInterrupt:
+        _die("interrupted", 130)
+    dec = result.decode
+    if not dec.messages and dec.other_ports and not dec.port_frames:
+        try:
+            dec.hint_port = tshark_fields.detect_port(args.file)[0]
+        except tshark_fields.PcapError:
+            pass
+    if dec.messages:
+        if args.json:
+            print(json.dumps(result.to_json()))
+        else:
+            print(f"Client-visible latency: {dec.messages} messages on TCP port {port}\n")
+            print(render(result.summary, by=args.by, unit=args.unit), end="")
+    if dec.fallback and not args.json:
+        print(f"{dec.fallback - dec.unnamed} messages named by wire.py (tshark's fields "
+              f"could not), {dec.unnamed} unnamed", file=sys.stderr)
+    for w in dec.warnings:
+        print(f"mongoprobe: {args.file}: {w}", file=sys.stderr)
+    if dec.problem:
+        print(f"mongoprobe: {dec.problem}", file=sys.stderr)
+    return 0 if dec.messages else 1
+
+
+# --- registration ----------------------------------------------------------------------------
+
+
+def _port(text: str) -> int:
+    p = int(text)
+    if not 0 < p < 65536:
+        raise argparse.ArgumentTypeError(f"{text} is not a TCP port")
+    return p
+
+
+def _positive(text: str) -> int:
+    v = int(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return v
+
+
+def register(sub) -> None:
+    raw = argparse.RawDescriptionHelpFormatter
+    c = sub.add_parser("capture", help="record a port's traffic with tshark",
+                       formatter_class=raw, epilog=CAPTURE_EXAMPLES,
+                       description="Capture TCP port N with tshark (filter 'tcp port N'), "
+                       "until Ctrl-C or -d; prints the files written.")
+    c.add_argument("-o", "--output", required=True, metavar="FILE", help="pcapng file")
+    c.add_argument("--port", type=_port, required=True, help="the server's TCP port")
+    c.add_argument("-d", "--duration", type=float, metavar="SEC", help="stop after SEC")
+    c.add_argument("-i", "--interface", default="lo", metavar="IFACE",
+                   help="interface (default: lo)")
+    c.add_argument("--ring-mb", type=_positive, metavar="N",
+                   help="ring buffer: start a new file every N MB")
+    c.add_argument("--ring-files", type=_positive, metavar="K",
+                   help="ring buffer: keep the last K files")
+    c.set_defaults(func=cmd_capture)
+
+    p = sub.add_parser("pcap", help="client-visible latency from a capture",
+                       formatter_class=raw, epilog=PCAP_EXAMPLES,
+                       description="Decode a capture with tshark (in bulk), pair replies "
+                       "with requests per TCP stream, print latency histograms.")
+    p.add_argument("file", metavar="FILE", help="pcap or pcapng capture")
+    p.add_argument("--port", type=_port, help="the server's TCP port (default: found "
+                   "from the connection openings)")
+    p.add_argument("--json", action="store_true", help="the keys of latency --json")
+    p.add_argument("--by", choices=["command", "op", "stream"], default="command")
+    p.add_argument("--unit", choices=["ns", "us", "ms"], default="us")
+    p.set_defaults(func=cmd_pcap)
