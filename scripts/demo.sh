@@ -16,4 +16,4 @@ $mp record --target embedded -o "$run" --probes latency,profile,flush,vmstat,ios
 echo
 $mp phases "$run"
 echo
-$mp report "$run" -o "$run/report.html"
+$mp report "$run" -o "$run/report.html" --diff 4i.1q 4i.0q

@@ -596,3 +596,15 @@ if __name__ == "__main__":
         raise SystemExit(bless())
     print(__doc__)
     raise SystemExit(2)
+
+
+def test_bpftrace_entry_with_an_empty_user_stack():
+    # Real profile.bt output (a `mongoprobe record` run): a failed user-stack lookup
+    # prints the key as "kstack, ]: N". The kernel frames are still a sample.
+    from mongoprobe import stacks
+
+    path = SAMPLES / "bpftrace-profile-empty-ustack.txt"
+    df = stacks.load(path)
+    assert int(df["count"].sum()) == 3
+    kernel_only = df[df["frames"].str.endswith("try_to_wake_up;_raw_spin_unlock_irqrestore")]
+    assert int(kernel_only["count"].sum()) == 1

@@ -76,6 +76,8 @@ Sample = tuple  # (time, pid, tid, comm, frames, count, weight)
 
 _ENTRY = re.compile(r"@(\w*)\[")
 _END = re.compile(r"\]: (-?\d+)$")
+# The last stack of the key came back empty (a failed stack lookup): ", ]: N".
+_END_EMPTY = re.compile(r", \]: (-?\d+)$")
 _ONE_LINE = re.compile(r"@(\w*)\[(.*)\]: (-?\d+)$")
 _SCALAR = re.compile(r"@(\w*): (-?\d+)$")
 _KEYS = re.compile(r"# keys: *(\S+)")
@@ -273,6 +275,10 @@ class _Reader:
             line = raw.rstrip("\r\n")
             if entry is not None:
                 m = _END.match(line)
+                if not m:
+                    m = _END_EMPTY.match(line)
+                    if m:
+                        entry.append(", ")
                 if m:
                     key = "\n".join(entry) + "\n"
                     s = self.entry(mapname, key, int(m.group(1)), ", ", start)
