@@ -175,6 +175,8 @@ def build(run, diff: tuple[str, str] | None = None, top_commands: int = 3) -> st
     if svgs:
         parts.append("<h2>Flame graphs</h2>")
         for title, svg in svgs:
+            # inline in HTML: drop the XML prolog and DOCTYPE a standalone SVG carries
+            svg = svg[svg.find("<svg"):] if "<svg" in svg else svg
             parts.append(f"<h3>{html.escape(title)}</h3><div>{svg}</div>")
     prog.step("flame graphs")
     prog.done()

@@ -1,0 +1,80 @@
+"""Issue 4's end-to-end check: record a short 3-phase built-in load on the real
+target with the latency probe, a profile and vmstat/iostat, then read it back
+with `mongoprobe phases` and `mongoprobe report`."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from mongoprobe import probes, target
+
+SPEC = "2i.1q:3s,0i.2q:3s,2i.0q:3s"
+
+
+def mp(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "mongoprobe", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    why = probes.why_cannot_trace()
+    if why:
+        pytest.skip(why)
+    if not target.ferretdb_binary().exists():
+        pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
+    path = tmp_path_factory.mktemp("e2e") / "RUN"
+    r = mp("record", "--target", "embedded", "-o", str(path),
+           "--probes", "latency,profile,vmstat,iostat", "--",
+           sys.executable, "-m", "mongoprobe", "load", "--phases", SPEC)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return path
+
+
+def test_phase_table_zero_inserts_and_zero_queries(run):
+    r = mp("phases", str(run), "--json")
+    assert r.returncode == 0, r.stderr
+    ph = {p["name"]: p for p in json.loads(r.stdout)["phases"]}
+    assert list(ph) == ["2i.1q", "0i.2q", "2i.0q"]
+    assert ph["0i.2q"]["ips_avg"] == 0 and ph["0i.2q"]["qps_avg"] > 0
+    assert ph["2i.0q"]["qps_avg"] == 0 and ph["2i.0q"]["ips_avg"] > 0
+    assert "insert" not in ph["0i.2q"]["latency_us"]
+    assert "find" not in ph["2i.0q"]["latency_us"]
+    for p in ph.values():
+        assert p["cs_per_op"] is not None and p["cs_per_op"] > 0
+        assert p["cpu_us_per_op"] is not None and p["cpu_us_per_op"] > 0
+
+
+def test_probe_counts_equal_the_load_and_ferretdb(run):
+    import mongoprobe
+
+    r = mongoprobe.load_run(run)
+    probe = r.events["command"].value_counts().to_dict()
+    assert probe == r.latency_counts == r.metrics_delta
+    load_total = r.load_summary["commands"]["total"]
+    for cmd in ("insert", "find"):
+        assert probe[cmd] == load_total[cmd], cmd
+    # ... and phase by phase, for what the load sent in each phase
+    for p in r.load_summary["phases"]:
+        ev = r.events[(r.events["time"] >= p["start"]) & (r.events["time"] < p["end"])]
+        got = ev["command"].value_counts().to_dict()
+        for cmd, n in p["commands"].items():
+            assert got.get(cmd, 0) == n, (p["name"], cmd)
+
+
+def test_report_renders_with_profile(run, tmp_path):
+    out = tmp_path / "report.html"
+    r = mp("report", str(run), "-o", str(out), "--diff", "2i.1q", "2i.0q")
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert len(re.findall(r'<img alt="[^"]*" src="data:image/png;base64,', text)) >= 5
+    # per-phase flame graphs and the diff, with FerretDB's own frames in them
+    assert len(re.findall(r"<h3>RUN - phase [^<]+ - pid \d+</h3><div><svg", text)) == 3
+    assert len(re.findall(r"<h3>Differential: RUN - phase 2i.1q -&gt; 2i.0q", text)) == 1
+    assert "github.com/FerretDB/FerretDB" in text
+    assert "On-CPU samples by category" in text
