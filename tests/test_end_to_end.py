@@ -78,3 +78,20 @@ def test_report_renders_with_profile(run, tmp_path):
     assert len(re.findall(r"<h3>Differential: RUN - phase 2i.1q -&gt; 2i.0q", text)) == 1
     assert "github.com/FerretDB/FerretDB" in text
     assert "On-CPU samples by category" in text
+
+
+def test_flamegraph_and_heatmap_take_the_run_directory(run, tmp_path):
+    from matplotlib import image
+
+    svg = tmp_path / "p.svg"
+    r = mp("flamegraph", str(run), "--phase", "2i.0q", "-o", str(svg))
+    assert r.returncode == 0, r.stderr
+    text = svg.read_text()
+    assert "RUN - phase 2i.0q" in text and "github.com/FerretDB/FerretDB" in text
+    r = mp("flamegraph", str(run), "--diff", "2i.1q", "2i.0q", "-o", str(tmp_path / "d.svg"))
+    assert r.returncode == 0, r.stderr
+    for what in ("latency", "cpu"):
+        png = tmp_path / f"{what}.png"
+        r = mp("heatmap", str(run), "--what", what, "-o", str(png))
+        assert r.returncode == 0, r.stderr
+        assert image.imread(str(png)).shape[:2] == (480, 1200)

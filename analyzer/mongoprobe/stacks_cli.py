@@ -109,9 +109,32 @@ def cmd_fold(args: argparse.Namespace) -> int:
 # --- flamegraph ----------------------------------------------------------------------------
 
 
+def _run_dir(path: str):
+    """A recorded run (a RUN directory with manifest.json), or None for a file."""
+    if path != "-" and (Path(path) / "manifest.json").is_file():
+        from .rundir import load_run
+        return load_run(path)
+    return None
+
+
 def _load(path: str, fmt: str | None, bucket: float | None = 1.0):
     from . import stacks
+    run = _run_dir(path)
+    if run is not None:
+        # the run's on-CPU profile, on the wall clock its phases use
+        return stacks.run_stacks(run, "offcpu" if fmt == "offcpu" else "profile", bucket)
     return stacks.load(path, fmt, bucket=bucket)
+
+
+def _phases_of(args):
+    """--phases FILE, else the phases of a RUN directory given as input."""
+    from . import stacks
+    if args.phases:
+        return stacks.phases_from(args.phases)
+    run = _run_dir(args.input)
+    if run is not None and len(run.phases):
+        return stacks.phases_from(run.phases[["name", "start", "end"]])
+    return None
 
 
 def _range(spec: str) -> tuple[float, float]:
@@ -151,8 +174,8 @@ def cmd_flamegraph(args: argparse.Namespace) -> int:
 
     try:
         df = _load(args.input, args.format)
-        phases = stacks.phases_from(args.phases) if args.phases else None
-        run = Path(args.input).stem if args.input != "-" else "stdin"
+        phases = _phases_of(args)
+        run = Path(args.input).name if args.input != "-" else "stdin"
         pid = _pids(df, args)
         unit = df.attrs.get("meta", {}).get("unit")
         countname = unit or ("samples" if df.attrs.get("format") != "perf" else "period")
@@ -168,7 +191,8 @@ def cmd_flamegraph(args: argparse.Namespace) -> int:
             label = None
             if args.phase:
                 if not phases:
-                    return _die("--phase needs --phases FILE (JSON or CSV: name,start,end)")
+                    return _die("--phase needs a RUN directory or --phases FILE "
+                                "(JSON or CSV: name,start,end)")
                 label, df = _slice_spec(df, args.phase, phases)
             elif args.start is not None or args.end is not None:
                 df = stacks.slice_time(df, args.start, args.end)
@@ -178,7 +202,7 @@ def cmd_flamegraph(args: argparse.Namespace) -> int:
             flamegraph.render(stacks.folded(df), args.output, title=title,
                               countname=countname, categories=not args.no_categories)
             what = f"{int(df['count'].sum())} {unit or 'samples'}"
-    except (_fmt_error(), ValueError, flamegraph.RenderError) as e:
+    except (_fmt_error(), ValueError, LookupError, flamegraph.RenderError) as e:
         return _die(str(e))
     except OSError as e:
         return _die(f"{e.filename or args.input}: {e.strerror or e}")
@@ -195,6 +219,9 @@ def _events(path: str):
     import pandas as pd
     from .formats import wire_events
 
+    run = _run_dir(path)
+    if run is not None:
+        return run.events
     text = sys.stdin.read() if path == "-" else Path(path).read_text()
     first = next((x for x in text.splitlines() if x.strip()), "")
     if first.startswith('{"type"'):
@@ -228,7 +255,7 @@ def cmd_heatmap(args: argparse.Namespace) -> int:
             pid = _pids(df, args)
             title = args.title or f"{run} - CPU samples" + (f" - pid {pid}" if pid else "")
             heatmap.cpu_heatmap(df, args.output, title=title, rows=args.rows)
-    except (_fmt_error(), ValueError) as e:
+    except (_fmt_error(), ValueError, LookupError) as e:
         return _die(str(e))
     except OSError as e:
         return _die(f"{e.filename or args.input}: {e.strerror or e}")
