@@ -126,6 +126,12 @@ def _load(path: str, fmt: str | None, bucket: float | None = 1.0):
     return stacks.load(path, fmt, bucket=bucket)
 
 
+def _run_name(path: str) -> str:
+    if path == "-":
+        return "stdin"
+    return Path(path).name if Path(path).is_dir() else Path(path).stem
+
+
 def _phases_of(args):
     """--phases FILE, else the phases of a RUN directory given as input."""
     from . import stacks
@@ -175,7 +181,7 @@ def cmd_flamegraph(args: argparse.Namespace) -> int:
     try:
         df = _load(args.input, args.format)
         phases = _phases_of(args)
-        run = Path(args.input).name if args.input != "-" else "stdin"
+        run = _run_name(args.input)
         pid = _pids(df, args)
         unit = df.attrs.get("meta", {}).get("unit")
         countname = unit or ("samples" if df.attrs.get("format") != "perf" else "period")
@@ -238,7 +244,7 @@ def _events(path: str):
 def cmd_heatmap(args: argparse.Namespace) -> int:
     from . import heatmap
 
-    run = Path(args.input).stem if args.input != "-" else "stdin"
+    run = _run_name(args.input)
     try:
         if args.what == "latency":
             ev = _events(args.input)
