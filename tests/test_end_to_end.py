@@ -1,5 +1,5 @@
 """Issue 4's end-to-end check: record a short 3-phase built-in load on the real
-target with the latency probe, a profile and vmstat/iostat, then read it back
+target with the latency probe, a profile, vmstat/iostat and a packet capture, then read it back
 with `mongoprobe phases` and `mongoprobe report`."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def run(tmp_path_factory):
         pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
     path = tmp_path_factory.mktemp("e2e") / "RUN"
     r = mp("record", "--target", "embedded", "-o", str(path),
-           "--probes", "latency,profile,vmstat,iostat", "--",
+           "--probes", "latency,profile,vmstat,iostat,pcap", "--",
            sys.executable, "-m", "mongoprobe", "load", "--phases", SPEC)
     assert r.returncode == 0, r.stderr[-2000:]
     return path
@@ -95,3 +95,12 @@ def test_flamegraph_and_heatmap_take_the_run_directory(run, tmp_path):
         r = mp("heatmap", str(run), "--what", what, "-o", str(png))
         assert r.returncode == 0, r.stderr
         assert image.imread(str(png)).shape[:2] == (480, 1200)
+
+
+def test_network_vs_server_latency_per_phase(run):
+    r = mp("phases", str(run), "--json")
+    for p in json.loads(r.stdout)["phases"]:
+        n = p["network_us"]
+        assert n["matched"] > 0, p["name"]
+        # the wire and the kernel add time: the network side is never the faster
+        assert n["transport_p50"] >= 0 and n["network_p50"] >= n["server_p50"]

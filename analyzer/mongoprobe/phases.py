@@ -19,6 +19,11 @@ Latency (server side, from the probe's per-request events in the phase):
     latency_us                {command: {"count", "p50", "p95", "p99", "max"}} in µs
 Client (the load's own response-time histograms, insert and query):
     client_max_ms             {"insert": max, "query": max} over the phase's intervals
+Network (when the run has a packet capture beside the latency probe):
+    network_us                {"matched", "network_p50", "network_p99", "server_p50",
+                               "server_p99", "transport_p50", "transport_p99"} in µs:
+                              the capture's request-to-reply time, the probe's, and
+                              their difference (transport + queueing), per request
 Profile (when the run has on-CPU stacks and mongoprobe.stacks can read them):
     categories                {category: share of samples}
 """
@@ -93,6 +98,7 @@ def phase_table(run) -> pd.DataFrame:
     intervals = _safe(lambda: run.load_intervals)
     ncpu = (run.manifest.get("host") or {}).get("cpus")
     cats = _categories(run, ph)
+    joined = _joined(run, ev)
     rows = []
     for p in ph.itertuples(index=False):
         r: dict[str, Any] = {"name": p.name, "start": float(p.start), "end": float(p.end)}
@@ -111,10 +117,39 @@ def phase_table(run) -> pd.DataFrame:
         r["latency_us"] = _latency(ev, r["start"], r["end"])
         r["client_max_ms"] = _client_max(intervals, p.name)
         r["categories"] = cats.get(p.name, {})
+        r["network_us"] = _network(joined, r["start"], r["end"])
         rows.append(r)
     df = pd.DataFrame(rows, columns=["name", "start", "end", *NUMERIC, "latency_us",
-                                     "client_max_ms", "categories"])
+                                     "client_max_ms", "network_us", "categories"])
     return df.astype({c: "float64" for c in NUMERIC})
+
+
+def _joined(run, events: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The probe's events joined with the capture's request/reply pairs, if both exist."""
+    path = run.file("pcap") if hasattr(run, "file") else None
+    if path is None or events is None:
+        return None
+    try:
+        from . import pcap
+        port = (run.manifest.get("target") or {}).get("port")
+        j = pcap.join_with_probe(pcap.pairs(pcap.messages(str(path), port)), events)
+    except Exception:  # noqa: BLE001 - an unreadable capture leaves the columns out
+        return None
+    return j[j["matched"]]
+
+
+def _network(joined: pd.DataFrame | None, start: float, end: float) -> dict:
+    if joined is None:
+        return {}
+    j = joined[(joined["time"] >= start) & (joined["time"] < end)]
+    if not len(j):
+        return {}
+    out = {"matched": int(len(j))}
+    for name in ("network", "server", "transport"):
+        v = j[f"{name}_ns"].to_numpy() / 1e3
+        out[f"{name}_p50"] = float(np.percentile(v, 50))
+        out[f"{name}_p99"] = float(np.percentile(v, 99))
+    return out
 
 
 def _categories(run, ph: pd.DataFrame) -> dict[str, dict[str, float]]:

@@ -134,6 +134,12 @@ def build(run, diff: tuple[str, str] | None = None, top_commands: int = 3) -> st
                      + _table(pd.DataFrame(lat_rows), {"p50 µs": ".0f", "p95 µs": ".0f",
                                                        "p99 µs": ".0f", "max µs": ".0f"},
                               left={"phase", "command"}))
+    net = [{"phase": r.name, **r.network_us} for r in t.itertuples() if r.network_us]
+    if net:
+        parts.append("<h3>Network-side vs server-side latency (capture joined with probe, µs)"
+                     "</h3><p>transport = network - server: the wire, the kernel and "
+                     "queueing before the server read the request.</p>"
+                     + _table(pd.DataFrame(net), {"matched": "d"}, left={"phase"}))
     cats = [{"phase": r.name, **{k: v * 100 for k, v in r.categories.items()}}
             for r in t.itertuples() if r.categories]
     if cats:
