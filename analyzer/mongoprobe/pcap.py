@@ -454,16 +454,32 @@ def explore(path: str, port: int, n: int = 20, display_filter: str = "mongo") ->
     packets (``pkt.mongo.opcode``, ``pkt.mongo.get_field("element_name")``...), for a
     notebook. One Python object per packet through tshark's PDML: slow (see
     bench/pcap_decode.py), for looking at a few packets, never for a whole capture."""
+    import asyncio
+    import concurrent.futures
+
     import pyshark
 
-    cap = pyshark.FileCapture(path, decode_as={f"tcp.port=={int(port)}": "mongo"},
-                              display_filter=display_filter, keep_packets=False)
-    out = []
-    try:
-        for pkt in cap:
-            out.append(pkt)
-            if len(out) >= n:
-                break
-    finally:
-        cap.close()
-    return out
+    def read() -> list:
+        # pyshark drives tshark from an asyncio loop of its own; in a notebook a loop
+        # is already running in this thread, so read from a fresh thread and loop.
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        cap = pyshark.FileCapture(path, decode_as={f"tcp.port=={int(port)}": "mongo"},
+                                  display_filter=display_filter, keep_packets=False)
+        out = []
+        try:
+            for pkt in cap:
+                out.append(pkt)
+                if len(out) >= n:
+                    break
+        finally:
+            cap.close()
+            del cap
+            import gc
+            gc.collect()                        # let tshark's transports close on this loop
+            loop.run_until_complete(asyncio.sleep(0))
+            loop.close()
+        return out
+
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        return ex.submit(read).result()
