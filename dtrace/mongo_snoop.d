@@ -76,6 +76,7 @@
  *
  * Copyright the mongoprobe authors. Licensed under the Apache License, Version 2.0.
  * Derived from mongo_snoop.d by Max Bruning (Joyent, 2014).
+ * Generated from mongo_wire.d.in by probes/mkbt.py: edit the template, not this file.
  */
 
 #pragma D option quiet

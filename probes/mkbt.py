@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""mkbt.py - generate the bpftrace wire-protocol tools from one template.
+"""mkbt.py - generate the wire-protocol tools (bpftrace and D) from their templates.
 
 USAGE: probes/mkbt.py [--check]
 
 mongo_latency.bt and mongo_snoop.bt share their per-connection state machine
-(probes/README.md). bpftrace has no functions or includes, so the shared parts
-live once in mongo_wire.bt.in and this script expands them:
+(probes/README.md), and so do dtrace/mongo_time.d and dtrace/mongo_snoop.d.
+Neither language has functions or includes a standalone script can rely on, so
+the shared parts live once in probes/mongo_wire.bt.in and dtrace/mongo_wire.d.in
+and this script expands them:
 
     %%define NAME      ...lines...      %%end      define a block
     %%NAME%%                                        expand a block (indented as the use)
@@ -22,7 +24,13 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-TOOLS = ("latency", "snoop")
+# template -> the tools made from it (a tool's name selects its %%if blocks)
+TARGETS = {
+    HERE / "mongo_wire.bt.in": {"latency": HERE / "mongo_latency.bt",
+                                "snoop": HERE / "mongo_snoop.bt"},
+    HERE.parent / "dtrace" / "mongo_wire.d.in": {"time": HERE.parent / "dtrace" / "mongo_time.d",
+                                                 "snoop": HERE.parent / "dtrace" / "mongo_snoop.d"},
+}
 USE = re.compile(r"^(\s*)%%([A-Z_]+)%%\s*$")
 
 
@@ -78,17 +86,17 @@ def filter_tool(lines: list[str], tool: str) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    template = (HERE / "mongo_wire.bt.in").read_text()
     stale = []
-    for tool in TOOLS:
-        path = HERE / f"mongo_{tool}.bt"
-        text = expand(template, tool)
-        if "--check" in argv:
-            if not path.exists() or path.read_text() != text:
-                stale.append(path.name)
-        else:
-            path.write_text(text)
-            path.chmod(0o755)
+    for tpl, tools in TARGETS.items():
+        template = tpl.read_text()
+        for tool, path in tools.items():
+            text = expand(template, tool)
+            if "--check" in argv:
+                if not path.exists() or path.read_text() != text:
+                    stale.append(path.name)
+            else:
+                path.write_text(text)
+                path.chmod(0o755)
     if stale:
         print(f"mkbt: {', '.join(stale)} out of date: run probes/mkbt.py", file=sys.stderr)
         return 1

@@ -1,4 +1,4 @@
-"""The generated bpftrace tools match their template."""
+"""The generated bpftrace and D wire tools match their templates."""
 
 import subprocess
 import sys
