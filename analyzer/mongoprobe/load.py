@@ -308,6 +308,21 @@ def _doc(rng: random.Random, key: int, pad: int) -> dict:
             "data": rng.randbytes((pad + 1) // 2).hex()[:pad]}
 
 
+def _db_size(run: _Run) -> int | None:
+    """The database's size at phase end (dbStats totalSize: data + indexes), as the
+    insert benchmark reports dbSize. Counted under its own label, after the phase's
+    end marker, so it is not one of the phase's operations."""
+    run.counter.label("dbstats")
+    try:
+        st = run.coll.database.command("dbStats")
+        size = st.get("totalSize", st.get("storageSize", 0) + st.get("indexSize", 0))
+        return int(size)
+    except Exception:  # noqa: BLE001 - a server without dbStats has no size to report
+        return None
+    finally:
+        run.counter.label("setup")
+
+
 def _insert_worker(run: _Run, phase: Phase, stats: Stats, seed: int) -> None:
     run.counter.label(phase.name)
     rng = random.Random(seed)
@@ -435,6 +450,7 @@ def _run_phase(run: _Run, phase: Phase, seeds: random.Random) -> dict:
     report(time.monotonic())
     end = time.time()
     _out(f"### phase end name={phase.name} time={end:.6f}")
+    db_size = _db_size(run)
 
     seconds = end - start
     full = [(ln, ni, nq) for ln, _, ni, nq in rows if ln >= opts.interval / 2]
@@ -459,6 +475,7 @@ def _run_phase(run: _Run, phase: Phase, seeds: random.Random) -> dict:
                      "max_s": round(s.total_max_s, 6)} for s in ins + qry],
         "interrupted": run.interrupted,
         "commands": run.counter.of(phase.name),
+        "db_size_bytes": db_size,
     }
     _out(f"# phase {phase.name}: {seconds:.1f} s, {result['inserts']:,} inserts "
          f"({result['ips_avg']:.1f}/s, p95 {result['ips_p95']:.1f}/s), "
@@ -535,6 +552,7 @@ def run(opts: Options) -> tuple[int, dict]:
         "buckets": list(BUCKETS),
         "phases": results,
         "commands": {"setup": counter.of("setup"), "teardown": counter.of("teardown"),
+                     "dbstats": counter.of("dbstats"),
                      "other": counter.of("other"), "total": dict(sorted(totals.items()))},
     }
     _out("### summary " + json.dumps(summary, separators=(",", ":")))

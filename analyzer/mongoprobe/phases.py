@@ -15,6 +15,7 @@ System (vmstat, iostat summed over devices; means of the samples inside the phas
     cpu_us_per_op             CPU microseconds per operation (us+sy over all CPUs)
 Server (pidstat of the target; the last sample of the phase):
     rss_mb                    resident set size at phase end
+    db_mb                     database size at phase end (the load's dbStats totalSize)
 Latency (server side, from the probe's per-request events in the phase):
     latency_us                {command: {"count", "p50", "p95", "p99", "max"}} in µs
 Client (the load's own response-time histograms, insert and query):
@@ -40,7 +41,7 @@ from . import normalize
 
 NUMERIC = ["ips_avg", "ips_p95", "qps_avg", "qps_p95", "ops_avg", "r_s", "rmb_s", "wmb_s",
            "cs", "us", "sy", "us_sy", "r_per_op", "rkb_per_op", "wkb_per_op", "cs_per_op",
-           "cpu_per_op", "cpu_us_per_op", "rss_mb"]
+           "cpu_per_op", "cpu_us_per_op", "rss_mb", "db_mb"]
 
 
 def _safe(getter):
@@ -114,6 +115,8 @@ def phase_table(run) -> pd.DataFrame:
                   "cs_per_op": m["cs/o"], "cpu_per_op": m["(us+sy)/o"],
                   "cpu_us_per_op": m["cpu_us/o"]})
         r["rss_mb"] = _rss_mb(pid, r["start"], r["end"])
+        db = getattr(p, "db_size_bytes", math.nan)
+        r["db_mb"] = float(db) / 2**20 if db is not None else math.nan
         r["latency_us"] = _latency(ev, r["start"], r["end"])
         r["client_max_ms"] = _client_max(intervals, p.name)
         r["categories"] = cats.get(p.name, {})
@@ -186,10 +189,11 @@ def render(t: pd.DataFrame) -> str:
         return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
 
     lines = [f"{'phase':14s} {'ipsAvg':>8s} {'ipsP95':>8s} {'qpsAvg':>8s} {'qpsP95':>8s}"
-             f" {'rss_mb':>7s}"]
+             f" {'dbSize':>7s} {'rssSize':>7s}"]
     for r in t.itertuples():
         lines.append(f"{r.name[:14]:14s} {num(r.ips_avg, '8.0f')} {num(r.ips_p95, '8.0f')} "
-                     f"{num(r.qps_avg, '8.0f')} {num(r.qps_p95, '8.0f')} {num(r.rss_mb, '7.1f')}")
+                     f"{num(r.qps_avg, '8.0f')} {num(r.qps_p95, '8.0f')} "
+                     f"{num(r.db_mb, '5.1f')}MB {num(r.rss_mb, '5.1f')}MB")
     lines += ["", f"{'phase':14s} {'r/s':>6s} {'rMB/s':>6s} {'wMB/s':>6s} {'r/o':>6s} "
                   f"{'rKB/o':>6s} {'wKB/o':>6s} {'cs/o':>6s} {'us+sy':>6s} {'cpuus/o':>8s}"]
     for r in t.itertuples():

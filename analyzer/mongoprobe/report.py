@@ -115,7 +115,7 @@ def build(run, diff: tuple[str, str] | None = None, top_commands: int = 3) -> st
         parts.append('<p class="note">' + "<br>".join(html.escape(x) for x in trouble) + "</p>")
     prog.step("tables")
 
-    thr = t[["name", "ips_avg", "ips_p95", "qps_avg", "qps_p95", "rss_mb"]].rename(
+    thr = t[["name", "ips_avg", "ips_p95", "qps_avg", "qps_p95", "db_mb", "rss_mb"]].rename(
         columns={"name": "phase"})
     sysm = t[["name", "r_s", "rmb_s", "wmb_s", "r_per_op", "rkb_per_op", "wkb_per_op", "cs",
               "us", "sy", "cs_per_op", "cpu_per_op", "cpu_us_per_op"]].rename(
@@ -126,7 +126,7 @@ def build(run, diff: tuple[str, str] | None = None, top_commands: int = 3) -> st
                  "p95 µs": d["p95"], "p99 µs": d["p99"], "max µs": d["max"]}
                 for r in t.itertuples() for c, d in r.latency_us.items()]
     parts.append("<h2>Phases</h2>"
-                 + _table(thr, {"rss_mb": ".1f"}, left={"phase"})
+                 + _table(thr, {"rss_mb": ".1f", "db_mb": ".1f"}, left={"phase"})
                  + _table(sysm, {"r/s": ".1f", "cs": ".0f", "CPU µs/op": ".0f",
                                  "(us+sy)/o": ".4f"}, left={"phase"}))
     if lat_rows:

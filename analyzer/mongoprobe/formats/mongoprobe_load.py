@@ -33,7 +33,8 @@ ones are read)::
     name, start, end (wall epoch seconds, from the markers; end NaN if never ended),
     seconds, insert_threads, query_threads, rate (docs/s per insert thread, NaN = none),
     inserts, queries (int64), ips_avg, qps_avg, ips_p95, qps_p95, insert_max_s,
-    query_max_s (float64), interrupted (bool)
+    query_max_s (float64), interrupted (bool), db_size_bytes (float64: dbStats
+    totalSize at the phase's end, NaN when the output or the server has none)
 
 The phase numbers come from the summary line when there is one, else from the
 interval lines (output cut short: the phase's last cumulative counts); ``ips_p95``
@@ -73,7 +74,7 @@ INTERVAL_COLUMNS = (["time", "phase", "elapsed_s", "length_s", "ips", "qps", "in
                     + [f"query_{b}" for b in BUCKETS] + ["query_max_s"])
 PHASE_COLUMNS = ["name", "start", "end", "seconds", "insert_threads", "query_threads", "rate",
                  "inserts", "queries", "ips_avg", "qps_avg", "ips_p95", "qps_p95",
-                 "insert_max_s", "query_max_s", "interrupted"]
+                 "insert_max_s", "query_max_s", "interrupted", "db_size_bytes"]
 COMMAND_COLUMNS = ["phase", "command", "count"]
 MARKER_COLUMNS = ["event", "name", "time", "received"]
 
@@ -205,7 +206,8 @@ def _phases(mk: pd.DataFrame, iv: pd.DataFrame, summary: dict | None,
             rows.append([name, start, end, p["seconds"], p["insert_threads"], p["query_threads"],
                          math.nan if p["rate"] is None else p["rate"], p["inserts"],
                          p["queries"], p["ips_avg"], p["qps_avg"], p["ips_p95"], p["qps_p95"],
-                         p["insert_max_s"], p["query_max_s"], bool(p["interrupted"])])
+                         p["insert_max_s"], p["query_max_s"], bool(p["interrupted"]),
+                         math.nan if p.get("db_size_bytes") is None else p["db_size_bytes"]])
             continue
         sub = iv[iv["phase"] == name]
         ins, qry, rate = _spec_of(name)
@@ -220,14 +222,14 @@ def _phases(mk: pd.DataFrame, iv: pd.DataFrame, summary: dict | None,
                      p95_rate(list(full["ips"])), p95_rate(list(full["qps"])),
                      float(sub["insert_max_s"].max()) if len(sub) else 0.0,
                      float(sub["query_max_s"].max()) if len(sub) else 0.0,
-                     math.isnan(end)])
+                     math.isnan(end), math.nan])
     df = pd.DataFrame(rows, columns=PHASE_COLUMNS)
     return df.astype({"name": str, "start": "float64", "end": "float64", "seconds": "float64",
                       "insert_threads": "int64", "query_threads": "int64", "rate": "float64",
                       "inserts": "int64", "queries": "int64", "ips_avg": "float64",
                       "qps_avg": "float64", "ips_p95": "float64", "qps_p95": "float64",
                       "insert_max_s": "float64", "query_max_s": "float64",
-                      "interrupted": bool})
+                      "interrupted": bool, "db_size_bytes": "float64"})
 
 
 def _commands(summary: dict | None) -> pd.DataFrame:
