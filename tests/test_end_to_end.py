@@ -45,6 +45,10 @@ def test_phase_table_zero_inserts_and_zero_queries(run):
     assert ph["2i.0q"]["qps_avg"] == 0 and ph["2i.0q"]["ips_avg"] > 0
     assert "insert" not in ph["0i.2q"]["latency_us"]
     assert "find" not in ph["2i.0q"]["latency_us"]
+    # the load's own client-side latency: only for the operations a phase ran
+    assert set(ph["2i.1q"]["client_ms"]) == {"insert", "query"}
+    assert set(ph["0i.2q"]["client_ms"]) == {"query"}
+    assert set(ph["2i.0q"]["client_ms"]) == {"insert"}
     # the database grows with the inserts, and its size is known at each phase end
     assert 0 < ph["2i.1q"]["db_mb"] <= ph["0i.2q"]["db_mb"] < ph["2i.0q"]["db_mb"]
     for p in ph.values():

@@ -19,7 +19,8 @@ Server (pidstat of the target; the last sample of the phase):
 Latency (server side, from the probe's per-request events in the phase):
     latency_us                {command: {"count", "p50", "p95", "p99", "max"}} in µs
 Client (the load's own response-time histograms, insert and query):
-    client_max_ms             {"insert": max, "query": max} over the phase's intervals
+    client_ms                 {"insert"|"query": {"count", "p95_le_ms", "max_ms"}}: the
+                              bucket bound 95% of operations stayed under, and the max
 Network (when the run has a packet capture beside the latency probe):
     network_us                {"matched", "network_p50", "network_p99", "server_p50",
                                "server_p99", "transport_p50", "transport_p99"} in µs:
@@ -77,12 +78,30 @@ def _rss_mb(pidstat: pd.DataFrame | None, start: float, end: float) -> float:
     return float(p["RSS"].iloc[-1]) / 1024.0     # pidstat prints kB
 
 
-def _client_max(intervals: pd.DataFrame | None, name: str) -> dict:
+# The load's response-time buckets (upper bounds, ms), as the insert benchmark prints them.
+_BUCKETS_MS = {"256us": 0.256, "1ms": 1, "4ms": 4, "16ms": 16, "64ms": 64, "256ms": 256,
+               "1s": 1000, "4s": 4000, "16s": 16000, "gt": math.inf}
+
+
+def _client(intervals: pd.DataFrame | None, name: str) -> dict:
+    """{"insert"|"query": {"count", "p95_le_ms", "max_ms"}} from the load's histograms:
+    p95_le_ms is the bucket bound 95% of the phase's operations stayed under."""
     if intervals is None or "phase" not in intervals.columns:
         return {}
     part = intervals[intervals["phase"] == name]
-    return {k: float(part[f"{k}_max_s"].max() * 1e3) for k in ("insert", "query")
-            if f"{k}_max_s" in part and len(part)}
+    out = {}
+    for k in ("insert", "query"):
+        cols = [f"{k}_{b}" for b in _BUCKETS_MS]
+        if not len(part) or not all(c in part for c in cols):
+            continue
+        counts = part[cols].sum().to_numpy()
+        n = int(counts.sum())
+        if not n:
+            continue
+        i = int(np.searchsorted(np.cumsum(counts), 0.95 * n))
+        out[k] = {"count": n, "p95_le_ms": list(_BUCKETS_MS.values())[i],
+                  "max_ms": float(part[f"{k}_max_s"].max() * 1e3)}
+    return out
 
 
 def _phases(run) -> pd.DataFrame:
@@ -118,12 +137,12 @@ def phase_table(run) -> pd.DataFrame:
         db = getattr(p, "db_size_bytes", math.nan)
         r["db_mb"] = float(db) / 2**20 if db is not None else math.nan
         r["latency_us"] = _latency(ev, r["start"], r["end"])
-        r["client_max_ms"] = _client_max(intervals, p.name)
+        r["client_ms"] = _client(intervals, p.name)
         r["categories"] = cats.get(p.name, {})
         r["network_us"] = _network(joined, r["start"], r["end"])
         rows.append(r)
     df = pd.DataFrame(rows, columns=["name", "start", "end", *NUMERIC, "latency_us",
-                                     "client_max_ms", "network_us", "categories"])
+                                     "client_ms", "network_us", "categories"])
     return df.astype({c: "float64" for c in NUMERIC})
 
 

@@ -129,6 +129,13 @@ def build(run, diff: tuple[str, str] | None = None, top_commands: int = 3) -> st
                  + _table(thr, {"rss_mb": ".1f", "db_mb": ".1f"}, left={"phase"})
                  + _table(sysm, {"r/s": ".1f", "cs": ".0f", "CPU µs/op": ".0f",
                                  "(us+sy)/o": ".4f"}, left={"phase"}))
+    cli_rows = [{"phase": r.name, "operation": k, "count": d["count"],
+                 "p95 ≤ ms": d["p95_le_ms"], "max ms": d["max_ms"]}
+                for r in t.itertuples() for k, d in r.client_ms.items()]
+    if cli_rows:
+        parts.append("<h3>Client-side latency (the load's own histograms)</h3>"
+                     + _table(pd.DataFrame(cli_rows), {"p95 ≤ ms": "g", "max ms": ".1f"},
+                              left={"phase", "operation"}))
     if lat_rows:
         parts.append("<h3>Server-side latency per command (probe)</h3>"
                      + _table(pd.DataFrame(lat_rows), {"p50 µs": ".0f", "p95 µs": ".0f",
