@@ -369,8 +369,22 @@ static __always_inline void mw_decode(struct mw_conn *c, u64 src, u32 r, u32 pos
             return;
         goto unknown;
     }
-    if (mw_name_from_pfx(c, off, more))
-        c->rx_need = 0;
+    if (!mw_name_from_pfx(c, off, more))
+        return;
+    if (c->rx_op == OP_QUERY && c->rx_cmd[0] == '$' && c->rx_cmd[1] == 'q' &&
+        c->rx_cmd[2] == 'u' && c->rx_cmd[3] == 'e' && c->rx_cmd[4] == 'r' &&
+        c->rx_cmd[5] == 'y' && c->rx_cmd[6] == 0) {
+        /* {$query: {cmd: ...}, $readPreference: ...}: the command is the first key
+         * of the wrapped document: "$query\0" (7), its length (4), its type (1) */
+        off += 12;
+        if (off >= MW_PFX || (off >= have && !more))
+            goto unknown;
+        /* names are map keys byte for byte: no "$query" tail after the inner name */
+        __builtin_memset(c->rx_cmd, 0, MW_NAME);
+        if (!mw_name_from_pfx(c, off, more))
+            return;
+    }
+    c->rx_need = 0;
     return;
 need:
     if (more)

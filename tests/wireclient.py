@@ -95,6 +95,8 @@ class Conn:
     def op_query(self, namespace: str, query: dict) -> tuple[int, bytes]:
         rid = self.request_id()
         command = next(iter(query)) if namespace.endswith(".$cmd") else "find"
+        if command == "$query":            # a wrapped command: the probes unwrap it
+            command = next(iter(query["$query"]))
         self.expected.by_command[command] += 1
         self.expected.by_op["OP_QUERY"] += 1
         self.expected.replies_by_command[command] += 1
@@ -161,8 +163,11 @@ def fire_and_forget(c: Conn) -> None:
 
 
 def op_query(c: Conn) -> None:
-    """Legacy OP_QUERY on admin.$cmd, answered with OP_REPLY (drivers' old handshake)."""
+    """Legacy OP_QUERY on admin.$cmd, answered with OP_REPLY (drivers' old handshake),
+    plain and wrapped in $query with a read preference (as mongos-era drivers sent)."""
     c.call(c.op_query("admin.$cmd", {"isMaster": 1}), OP_REPLY)
+    c.call(c.op_query("admin.$cmd", {"$query": {"ping": 1},
+                                     "$readPreference": {"mode": "primary"}}), OP_REPLY)
 
 
 def compressed(c: Conn) -> None:
