@@ -123,20 +123,6 @@ def _peer_labels(args: argparse.Namespace) -> dict | None:
     return {f"{args.pid},{fd}": f"{r[0]}:{r[1]}" for fd, (_, r) in peers.items()}
 
 
-def _events_from_bpftrace(out, wall_offset: int):
-    """mongo_snoop.bt printf lines -> events DataFrame with wall-clock times."""
-    import pandas as pd
-    from .formats import wire_events
-
-    rows = [r for r in map(wire_events.parse_snoop_line, out.printf) if r]
-    df = pd.DataFrame(rows, columns=wire_events.COLUMNS) if rows else wire_events.empty()
-    df = wire_events.typed(df)
-    if out.clock:
-        mono0, elapsed0 = out.clock
-        df["time"] = (mono0 - elapsed0 + df["elapsed_s"] * 1e9 + wall_offset) / 1e9
-    return df
-
-
 def cmd_latency(args: argparse.Namespace) -> int:
     from . import latency, probes
     from .formats.bpftrace_json import BpftraceOutput
@@ -161,7 +147,8 @@ def cmd_latency(args: argparse.Namespace) -> int:
     if rc not in (0, None) and not out.snapshots:
         die(f"bpftrace failed: {probe.error_summary()}")
     if args.events:
-        events = _events_from_bpftrace(out, wall)
+        from .formats.wire_events import from_bpftrace
+        events = from_bpftrace(out, wall)
         summary = latency.from_events(events, engine="bpftrace", pid=args.pid)
         counters = latency.from_snapshot(out.final, lost_events=out.lost)
         summary.counts, summary.lost = counters.counts, counters.lost
@@ -225,7 +212,7 @@ def cmd_snoop(args: argparse.Namespace) -> int:
         for line in probe.lines():
             print(line, end="", flush=True)
         return probe.stop() or 0
-    from .formats.bpftrace_json import BpftraceOutput
+    from .formats.bpftrace_json import BpftraceOutput, wall_time
     out, wall = BpftraceOutput(), probes.wall_offset_ns()
     for line in probe.lines():
         before = len(out.printf)
@@ -234,8 +221,7 @@ def cmd_snoop(args: argparse.Namespace) -> int:
             row = wire_events.parse_snoop_line(text)
             if args.json:
                 if row and out.clock:
-                    mono0, el0 = out.clock
-                    row["time"] = (mono0 - el0 + row["elapsed_s"] * 1e9 + wall) / 1e9
+                    row["time"] = wall_time(out.clock, row["elapsed_s"], wall)
                 if row:
                     print(json.dumps(row), flush=True)
             elif not text.startswith("# clock"):

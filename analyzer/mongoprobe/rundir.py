@@ -173,18 +173,9 @@ class Run:
 
     @functools.cached_property
     def events(self) -> pd.DataFrame:
-        import pandas as pd
         from .formats import wire_events
 
-        out = self.latency_output
-        rows = [r for r in map(wire_events.parse_snoop_line, out.printf) if r]
-        if not rows:
-            return wire_events.empty()
-        df = wire_events.typed(pd.DataFrame(rows, columns=wire_events.COLUMNS))
-        if out.clock:
-            mono0, elapsed0 = out.clock
-            df["time"] = (mono0 - elapsed0 + df["elapsed_s"] * 1e9 + self.offset_ns) / 1e9
-        return df
+        return wire_events.from_bpftrace(self.latency_output, self.offset_ns)
 
     @functools.cached_property
     def latency_hist_output(self):

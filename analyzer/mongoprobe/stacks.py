@@ -477,8 +477,8 @@ def run_stacks(run, which: str = "profile", bucket: float | None = 1.0):
     df = load(p, bucket=None)
     clock = df.attrs.get("meta", {}).get("clock")
     if clock:
-        mono0, elapsed0 = clock
-        df["time"] = (mono0 - elapsed0 + df["time"] * 1e9 + run.offset_ns) / 1e9
+        from .formats.bpftrace_json import wall_time
+        df["time"] = wall_time(clock, df["time"], run.offset_ns)
     if bucket:
         df["time"] = (df["time"] // bucket) * bucket
     import numpy as np

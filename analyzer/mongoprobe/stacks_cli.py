@@ -222,7 +222,6 @@ def cmd_flamegraph(args: argparse.Namespace) -> int:
 def _events(path: str):
     """Wire events: JSON lines (latency --events), mongo_snoop.bt text, or its
     ``bpftrace -f json`` output (a run's latency.bt.json)."""
-    import pandas as pd
     from .formats import wire_events
 
     run = _run_dir(path)
@@ -232,10 +231,7 @@ def _events(path: str):
     first = next((x for x in text.splitlines() if x.strip()), "")
     if first.startswith('{"type"'):
         from .formats.bpftrace_json import parse_bpftrace_json
-        out = parse_bpftrace_json(text.splitlines(True), path)
-        rows = [r for r in map(wire_events.parse_snoop_line, out.printf) if r]
-        return wire_events.typed(pd.DataFrame(rows, columns=wire_events.COLUMNS)) \
-            if rows else wire_events.empty()
+        return wire_events.from_bpftrace(parse_bpftrace_json(text.splitlines(True), path))
     if first.startswith("{"):
         return wire_events.parse_events_json(text.splitlines(), path)
     return wire_events.parse_snoop(text.splitlines(), path)

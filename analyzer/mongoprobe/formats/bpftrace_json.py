@@ -84,6 +84,16 @@ class BpftraceOutput:
         return done
 
 
+def wall_time(clock: tuple[int, int], elapsed_s, offset_ns: int):
+    """Seconds since the probe started (bpftrace's elapsed) -> wall-clock seconds.
+
+    ``clock`` is the probe's ``# clock monotonic_ns=M elapsed_ns=E`` pair (bpftrace's
+    nsecs is CLOCK_MONOTONIC); ``offset_ns`` is CLOCK_REALTIME - CLOCK_MONOTONIC.
+    Works on scalars and Series."""
+    mono0, elapsed0 = clock
+    return (mono0 - elapsed0 + elapsed_s * 1e9 + offset_ns) / 1e9
+
+
 def is_bpftrace_json(text: str) -> bool:
     head = text.lstrip()[:200]
     return head.startswith('{"type": ') or head.startswith('{"type":')

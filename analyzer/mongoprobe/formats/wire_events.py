@@ -84,6 +84,17 @@ def parse_snoop(lines: Iterable[str], source: str = "<snoop>") -> pd.DataFrame:
     return typed(pd.DataFrame(rows, columns=COLUMNS)) if rows else empty()
 
 
+def from_bpftrace(out, offset_ns: int | None = None) -> pd.DataFrame:
+    """The events in ``mongo_snoop.bt -f json`` output (a BpftraceOutput); ``time`` is
+    set when the output has its clock line and ``offset_ns`` is known, else NaN."""
+    rows = [r for r in map(parse_snoop_line, out.printf) if r]
+    df = typed(pd.DataFrame(rows, columns=COLUMNS)) if rows else empty()
+    if out.clock and offset_ns is not None and len(df):
+        from .bpftrace_json import wall_time
+        df["time"] = wall_time(out.clock, df["elapsed_s"], offset_ns)
+    return df
+
+
 def parse_events_json(lines: Iterable[str], source: str = "<events>") -> pd.DataFrame:
     """JSON-lines events (one object per request)."""
     rows = []
