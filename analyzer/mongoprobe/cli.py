@@ -75,28 +75,10 @@ def _check_trace(args: argparse.Namespace) -> None:
         die(str(e))
 
 
-class _Deadline:
-    """Stops a probe after -d seconds, or when the traced pid exits."""
-
-    def __init__(self, probe, duration: float | None, pid: int):
-        import threading
-        self.probe, self.duration, self.pid = probe, duration, pid
-        threading.Thread(target=self._run, daemon=True).start()
-
-    def _run(self) -> None:
-        import os
-        end = time.monotonic() + self.duration if self.duration else None
-        while self.probe.proc.poll() is None:
-            if (end and time.monotonic() >= end) or not os.path.exists(f"/proc/{self.pid}"):
-                self.probe.stop()
-                return
-            time.sleep(0.2)
-
-
 def _started(probe, args: argparse.Namespace) -> None:
     """The probe is attached: say so (stderr, so stdout stays data) and arm the stops."""
-    probe.forward_signals()
-    _Deadline(probe, args.duration, args.pid)
+    from . import probes
+    probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None, args.duration, args.pid)
     print(f"Tracing MongoDB requests of PID {args.pid} ({args.engine})... "
           "Hit Ctrl-C to end.", file=sys.stderr, flush=True)
 

@@ -45,9 +45,10 @@ NUMERIC = ["ips_avg", "ips_p95", "qps_avg", "qps_p95", "ops_avg", "r_s", "rmb_s"
            "cpu_per_op", "cpu_us_per_op", "rss_mb", "db_mb"]
 
 
-def _safe(getter):
-    # A missing or unreadable collector output leaves its columns NaN; the table
-    # still comes out (the manifest says why the collector is missing).
+def optional_table(getter):
+    """``getter()``'s table, or None when it is empty, missing or unreadable: a
+    collector that did not run leaves its columns NaN (or its report section out),
+    and the manifest says why."""
     try:
         df = getter()
     except Exception:  # noqa: BLE001
@@ -113,9 +114,9 @@ def _phases(run) -> pd.DataFrame:
 
 def phase_table(run) -> pd.DataFrame:
     ph = _phases(run)
-    vm, io = _safe(lambda: run.vmstat), _safe(lambda: run.iostat)
-    pid, ev = _safe(lambda: run.pidstat), _safe(lambda: run.events)
-    intervals = _safe(lambda: run.load_intervals)
+    vm, io = optional_table(lambda: run.vmstat), optional_table(lambda: run.iostat)
+    pid, ev = optional_table(lambda: run.pidstat), optional_table(lambda: run.events)
+    intervals = optional_table(lambda: run.load_intervals)
     ncpu = (run.manifest.get("host") or {}).get("cpus")
     cats = _categories(run, ph)
     joined = _joined(run, ev)

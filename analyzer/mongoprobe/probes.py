@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -146,11 +147,6 @@ class Probe:
         except ProcessLookupError:
             pass
 
-    def forward_signals(self) -> None:
-        """Ctrl-C or SIGTERM to us reaches the probe (it runs in its own session)."""
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: self.interrupt())
-
     def stop(self, timeout: float = 120.0) -> int:
         if self.proc.poll() is None:
             self.interrupt()
@@ -160,6 +156,51 @@ class Probe:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         return self.proc.returncode
+
+
+class Stopper:
+    """Stops a child after ``duration`` s, when ``pid`` exits, or at Ctrl-C/SIGTERM.
+
+    ``stop`` is called once, from a thread or the signal handler; ``reason`` says why.
+    """
+
+    def __init__(self, stop, alive, duration: float | None, pid: int):
+        self.stop, self.alive, self.duration, self.pid = stop, alive, duration, pid
+        self.reason: str | None = None
+        self.fired_at: float | None = None
+        self._lock = threading.RLock()   # a second Ctrl-C runs inside the first
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: self.fire("interrupted"))
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def fire(self, reason: str) -> None:
+        with self._lock:
+            if self.reason is not None:
+                return
+            self.reason = reason
+            self.fired_at = time.monotonic()
+        self.stop()
+
+    def _run(self) -> None:
+        end = time.monotonic() + self.duration if self.duration else None
+        try:
+            while self.alive() and self.reason is None:
+                if end is not None and time.monotonic() >= end:
+                    self.fire("duration")
+                    break
+                if not os.path.exists(f"/proc/{self.pid}"):
+                    self.fire(f"process {self.pid} exited")
+                    break
+                time.sleep(0.05)
+        except BaseException as e:      # never leave the child running unasked
+            print(f"mongoprobe: stopping the probe after an error: {e!r}", file=sys.stderr)
+            self.fire("error")
+        # Once asked, the child prints and exits; ask again now and then in case the
+        # signal was lost (seen once with bpftrace 0.17: it kept tracing).
+        while self.reason is not None and self.alive():
+            time.sleep(5)
+            if self.alive():
+                self.stop()
 
 
 def bpftrace(script: str, *args: str | int, **kw) -> Probe:

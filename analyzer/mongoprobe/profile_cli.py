@@ -34,6 +34,8 @@ import threading
 import time
 from pathlib import Path
 
+from . import probes   # stdlib only: cheap at start-up
+
 PROFILE_EXAMPLES = """examples:
   mongoprobe profile -p 4127 -d 30 -o cpu.bt.txt        # bpftrace, 99 Hz, raw stacks
   mongoprobe profile -p 4127 -d 30 -o cpu.perf.txt      # perf record -g, perf script
@@ -75,7 +77,6 @@ def _err(msg: str) -> None:
 
 def _check(args: argparse.Namespace, engine: str = "bpftrace") -> None:
     """Root, the tracer, a live pid (and thread): else one line and exit 1."""
-    from . import probes
 
     if engine == "perf":
         if os.geteuid() != 0:
@@ -96,7 +97,6 @@ def _check(args: argparse.Namespace, engine: str = "bpftrace") -> None:
 
 
 def _bpftrace_env(keys_max: int | None = None) -> dict:
-    from . import probes
 
     env = dict(probes.BPFTRACE_ENV)
     if keys_max:
@@ -104,54 +104,8 @@ def _bpftrace_env(keys_max: int | None = None) -> dict:
     return env
 
 
-class _Stopper:
-    """Stops a child after ``duration`` s, when ``pid`` exits, or at Ctrl-C/SIGTERM.
-
-    ``stop`` is called once, from a thread or the signal handler; ``reason`` says why.
-    """
-
-    def __init__(self, stop, alive, duration: float | None, pid: int):
-        self.stop, self.alive, self.duration, self.pid = stop, alive, duration, pid
-        self.reason: str | None = None
-        self.fired_at: float | None = None
-        self._lock = threading.RLock()   # a second Ctrl-C runs inside the first
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: self.fire("interrupted"))
-        threading.Thread(target=self._run, daemon=True).start()
-
-    def fire(self, reason: str) -> None:
-        with self._lock:
-            if self.reason is not None:
-                return
-            self.reason = reason
-            self.fired_at = time.monotonic()
-        self.stop()
-
-    def _run(self) -> None:
-        end = time.monotonic() + self.duration if self.duration else None
-        try:
-            while self.alive() and self.reason is None:
-                if end is not None and time.monotonic() >= end:
-                    self.fire("duration")
-                    break
-                if not os.path.exists(f"/proc/{self.pid}"):
-                    self.fire(f"process {self.pid} exited")
-                    break
-                time.sleep(0.05)
-        except BaseException as e:      # never leave the child running unasked
-            _err(f"mongoprobe: stopping the probe after an error: {e!r}")
-            self.fire("error")
-        # Once asked, the child prints and exits; ask again now and then in case the
-        # signal was lost (seen once with bpftrace 0.17: it kept tracing).
-        while self.reason is not None and self.alive():
-            time.sleep(5)
-            if self.alive():
-                self.stop()
-
-
 def _start_bpftrace(script: str | Path, argv: list, keys_max: int | None = None,
                     json_mode: bool = False):
-    from . import probes
 
     path = Path(script) if os.path.isabs(str(script)) else probes.probe_path(str(script))
     cmd = ["bpftrace"] + (["-f", "json"] if json_mode else []) + [str(path), *map(str, argv)]
@@ -186,7 +140,6 @@ def _keys_max(hz: int, duration: float | None) -> int:
 def _profile_script(hz: int, workdir: Path) -> Path:
     """probes/profile.bt at ``hz`` (its frequency is a literal: bpftrace 0.17 has no
     default for a positional parameter in an attach point)."""
-    from . import probes
 
     src = probes.probe_path("profile.bt")
     if hz == 99:
@@ -315,7 +268,7 @@ def _profile_bpftrace(args: argparse.Namespace, raw: Path) -> int:
             what = f"on-CPU stacks at {args.frequency} Hz"
             keys = _keys_max(args.frequency, args.duration)
         probe = _start_bpftrace(script, [args.pid, tid], keys_max=keys)
-        stopper = _Stopper(probe.interrupt, lambda: probe.proc.poll() is None,
+        stopper = probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None,
                            args.duration, args.pid)
         target = f"thread {tid} of PID {args.pid}" if tid else f"PID {args.pid}"
         _err(f"Sampling {target}: {what} (bpftrace)... Hit Ctrl-C to end.")
@@ -384,7 +337,7 @@ def _profile_perf(args: argparse.Namespace, raw: Path) -> int:
             except ProcessLookupError:
                 pass
 
-        stopper = _Stopper(stop, lambda: proc.poll() is None, args.duration, args.pid)
+        stopper = probes.Stopper(stop, lambda: proc.poll() is None, args.duration, args.pid)
         target = f"thread {args.tid} of PID {args.pid}" if args.tid else f"PID {args.pid}"
         _err(f"Sampling {target}: {event} at {args.frequency} Hz, call graph "
              f"{args.call_graph} (perf record)... Hit Ctrl-C to end.")
@@ -503,7 +456,7 @@ def cmd_flush(args: argparse.Namespace) -> int:
 
     _check(args)
     probe = _start_bpftrace("flush.bt", [args.pid], json_mode=True)
-    stopper = _Stopper(probe.interrupt, lambda: probe.proc.poll() is None, args.duration,
+    stopper = probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None, args.duration,
                        args.pid)
     _err(f"Tracing flushes of PID {args.pid} (msync fsync fdatasync sync_file_range "
          "syncfs)... Hit Ctrl-C to end.")
@@ -548,7 +501,7 @@ def cmd_syscount(args: argparse.Namespace) -> int:
 
     _check(args)
     probe = _start_bpftrace("syscount.bt", [args.pid], json_mode=True)
-    stopper = _Stopper(probe.interrupt, lambda: probe.proc.poll() is None, args.duration,
+    stopper = probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None, args.duration,
                        args.pid)
     _err(f"Counting syscalls of PID {args.pid} (raw_syscalls)... Hit Ctrl-C to end.")
     t0 = time.monotonic()
@@ -731,7 +684,7 @@ def cmd_threads(args: argparse.Namespace) -> int:
     procs = _ProcTasks(args.pid)
     probe = _start_bpftrace("threads.bt", [args.pid], json_mode=True)
     duration = args.duration + 0.3 if args.duration else None   # let the last tick land
-    stopper = _Stopper(probe.interrupt, lambda: probe.proc.poll() is None, duration,
+    stopper = probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None, duration,
                        args.pid)
     _err(f"Tracing thread microstates of PID {args.pid} (sched_switch/sched_wakeup), "
          f"every {args.interval} s... Hit Ctrl-C to end.")

@@ -72,22 +72,14 @@ def _table(df: pd.DataFrame, fmt: dict[str, str], left: set[str] = frozenset({"p
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
-def _safe(get):
-    try:
-        df = get()
-    except Exception:  # noqa: BLE001 - a missing collector leaves its section out
-        return None
-    return df if df is not None and len(df) else None
-
-
 def build(run, diff: tuple[str, str] | None = None, top_commands: int = 3) -> str:
     """The report's HTML text."""
     m = run.manifest
     t = phases_mod.phase_table(run)
     ph = t[["name", "start", "end"]]
-    events = _safe(lambda: run.events)
-    intervals = _safe(lambda: run.load_intervals)
-    vm, io = _safe(lambda: run.vmstat), _safe(lambda: run.iostat)
+    table = phases_mod.optional_table
+    events, intervals = table(lambda: run.events), table(lambda: run.load_intervals)
+    vm, io = table(lambda: run.vmstat), table(lambda: run.iostat)
     cmds = [] if events is None else list(events["command"].value_counts().index[:top_commands])
     prog = Progress(3 + 2 * len(cmds) + 2, "report")
     parts = [f"<h1>mongoprobe run: {html.escape(Path(run.path).name)}</h1>"]
