@@ -94,6 +94,12 @@ class Pairer:
 
     ``feed(messages)`` returns the pairs completed by that block; ``finish()`` the
     requests still unanswered. ``counts`` and ``unmatched_replies`` accumulate.
+
+    Blocks come in capture order, or (a capture split between two tshark processes)
+    as each side delivers them, marked ``attrs["side"]`` with ``attrs["upto"]``, the
+    frame that side has been read to. A reply whose request has not been seen is then
+    held (``deferred``) until the requests have been read past it: only then is it
+    unmatched.
     """
 
     def __init__(self) -> None:
@@ -103,10 +109,20 @@ class Pairer:
         self.unmatched_replies = 0
         self.requests_by_command: Counter = Counter()
         self.pending_requests: list[pd.DataFrame] = []   # requests awaiting wire.py's name
+        self.req_upto = -1              # frame up to which every request has been fed
+        self.split = False              # blocks come per side (see the class docstring)
+        self.deferred: pd.DataFrame | None = None   # replies whose request may come
 
     def feed(self, msgs: pd.DataFrame) -> pd.DataFrame:
+        side = msgs.attrs.get("side")
+        if side is not None:
+            self.split = True
+            if side == "request":
+                self.req_upto = max(self.req_upto, int(msgs.attrs["upto"]))
+        elif len(msgs):
+            self.req_upto = max(self.req_upto, int(msgs["frame"].max()))
         if msgs.empty:
-            return _empty_pairs()
+            return self._match(None)
         msgs = msgs.assign(rseq=_seq(msgs))
         req = msgs[msgs["direction"] == "request"]
         rep = msgs[msgs["direction"] == "reply"]
@@ -121,9 +137,9 @@ class Pairer:
         req = req[~no_reply].assign(opcode=[wire.opcode_name(int(o)) for o in req["opcode"][~no_reply]])
         cands = pd.concat([self.open, req[_REQ]], ignore_index=True) if len(self.open) \
             else req[_REQ].reset_index(drop=True)
+        self.open = cands
         if rep.empty:
-            self.open = cands
-            return _empty_pairs()
+            return self._match(None)
         # exhaust streams: the previous reply of the stream had moreToCome and this one
         # answers it
         st = rep["stream"]
@@ -149,6 +165,17 @@ class Pairer:
                              "reply_ns": firsts["time_ns"].to_numpy(np.int64),
                              "bytes_out": firsts["length"].to_numpy(np.int64),
                              "more_to_come": firsts["more_to_come"].to_numpy(bool)})
+        return self._match(left)
+
+    def _match(self, left: pd.DataFrame | None) -> pd.DataFrame:
+        """Replies (with the deferred ones) matched to the open requests."""
+        if self.deferred is not None and len(self.deferred):
+            left = self.deferred if left is None or left.empty else \
+                pd.concat([self.deferred, left], ignore_index=True)
+            self.deferred = None
+        if left is None or left.empty:
+            return _empty_pairs()
+        cands = self.open
         right = cands.rename(columns={"rseq": "qseq"}).astype(
             {"qseq": "int64", "stream": "int64", "request_id": "int64"}).sort_values("qseq")
         right = right.assign(qkey=right["qseq"])
@@ -158,7 +185,11 @@ class Pairer:
         hit = m["qseq"].notna()
         dup = hit & m["qseq"].duplicated()       # a second reply to one request
         ok = hit & ~dup
-        self.unmatched_replies += int((~ok).sum())
+        # a split decode may not have read the request yet: wait for that side
+        wait = ~hit & (m["reply_frame"] > self.req_upto) if self.split else ~hit & False
+        if wait.any():
+            self.deferred = m.loc[wait, list(left.columns)].reset_index(drop=True)
+        self.unmatched_replies += int((~ok & ~wait).sum())
         self.counts["replies"] += int(ok.sum())
         used = set(m.loc[ok, "qseq"].astype("int64").tolist())
         self.open = cands[~cands["rseq"].astype("int64").isin(used)].reset_index(drop=True)
@@ -186,7 +217,11 @@ class Pairer:
         return _objects(out)
 
     def finish(self) -> pd.DataFrame:
-        """Requests never answered (``requests_without_reply``)."""
+        """Requests never answered (``requests_without_reply``); replies still waiting
+        for a request are unmatched now (every request has been fed)."""
+        if self.deferred is not None and len(self.deferred):
+            self.req_upto = np.iinfo(np.int64).max
+            self._match(None)
         return self.open
 
 
@@ -233,6 +268,7 @@ class PcapResult:
         dec = self.decode
         d["pcap"] = {"file": dec.path, "port": dec.port, "frames": dec.frames,
                      "messages": dec.messages, "lost_segments": dec.lost_segments,
+                     "retransmitted": dec.retransmitted,
                      "malformed_frames": dec.malformed_frames,
                      "decoded_by_wire_py": dec.fallback - dec.unnamed,
                      "unnamed_requests": dec.unnamed, "resynced": dec.resynced,
@@ -303,8 +339,13 @@ class _Summary:
         return PcapResult(s, dec, outstanding)
 
 
-def summarize(path: str, port: int | None = None, dec: Decode | None = None) -> PcapResult:
+def summarize(path: str | list, port: int | None = None, dec: Decode | None = None,
+              workers: int | None = None) -> PcapResult:
     """Latency per command, opcode and connection of a whole capture, streamed.
+
+    ``path``: a capture, or a list of captures read as one (a ring buffer's files, in
+    order: a request in one file and its reply in the next are paired). ``workers``:
+    tshark processes (``tshark_fields.iter_messages``; default 2 on two cores).
 
     When tshark loses the framing of some stream directions (``dec.unframed``: a capture
     that starts inside a message), the capture is read again: every other stream as
@@ -314,25 +355,32 @@ def summarize(path: str, port: int | None = None, dec: Decode | None = None) -> 
     if port is None:
         port, _ = tshark_fields.detect_port(path)
         port = port or tshark_fields.SERVER_PORT_DEFAULT
+    fresh = dec is None
     dec = dec if dec is not None else Decode(path, int(port))
     acc = _Summary()
-    for chunk in tshark_fields.iter_messages(path, port, dec):
+    for chunk in tshark_fields.iter_messages(path, port, dec, workers=workers):
         acc.feed(chunk)
+    if dec.inconsistent and fresh:     # the split's sides disagreed: one tshark instead
+        dec, acc, workers = Decode(path, int(port)), _Summary(), 1
+        for chunk in tshark_fields.iter_messages(path, port, dec, workers=1):
+            acc.feed(chunk)
     if not dec.unframed:
         return acc.finish(dec)
     affected = {stream for stream, _ in dec.unframed}
     unframed, first = dict(dec.unframed), dec
     dec = Decode(path, int(port))
     acc = _Summary()
-    for chunk in tshark_fields.iter_messages(path, port, dec, skip_streams=affected):
+    for chunk in tshark_fields.iter_messages(path, port, dec, skip_streams=affected,
+                                             workers=workers):
         acc.feed(chunk)
     part = Decode(path, int(port))
-    parts = list(tshark_fields.iter_messages(path, port, part, only_streams=affected))
+    parts = list(tshark_fields.iter_messages(path, port, part, only_streams=affected,
+                                             workers=workers))
     parts.append(tshark_fields.resync(part, unframed))
     m = pd.concat([p for p in parts if len(p)] or [tshark_fields.empty()], ignore_index=True)
     acc.feed(m.sort_values(["frame", "msg_in_frame"], kind="stable", ignore_index=True))
-    for k in ("frames", "messages", "lost_segments", "malformed_frames", "port_frames",
-              "first_segment_unknown", "fallback", "resynced"):
+    for k in ("frames", "messages", "lost_segments", "retransmitted", "malformed_frames",
+              "port_frames", "first_segment_unknown", "fallback", "resynced"):
         setattr(dec, k, getattr(dec, k) + getattr(part, k))
     dec._need += part._need
     dec.warnings += part.warnings

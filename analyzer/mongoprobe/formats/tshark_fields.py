@@ -105,6 +105,7 @@ import numpy as np
 import pandas as pd
 
 from .. import wire
+from . import pcapfile
 
 AGG = "\x1f"        # joins a field's occurrences in one frame; rare in names and strings
 SERVER_PORT_DEFAULT = 27017
@@ -118,7 +119,8 @@ FIELDS: list[tuple[str, str]] = [
     ("dstport", "tcp.dstport"),
     ("tcp_len", "tcp.len"),
     ("segments", "tcp.segment"),
-    ("lost", "tcp.analysis.lost_segment"),
+    ("seq", "tcp.seq_raw"),
+    ("syn", "tcp.flags.syn"),
     ("malformed", "_ws.malformed"),
     ("length", "mongo.message_length"),
     ("request_id", "mongo.request_id"),
@@ -133,14 +135,22 @@ FIELDS: list[tuple[str, str]] = [
     ("types", "mongo.element.type"),
     ("strings", "mongo.element.value.string"),
 ]
+# The fields a reply needs (header, flags, compression): the element lists, by far the
+# most text tshark writes, are only read for requests.
+REPLY_FIELDS = [f for f in FIELDS if f[0] not in ("kinds", "namespace", "names", "types",
+                                                    "strings")]
 # Work tshark does for its own display that the fields never show (about 5% of its
-# time here; the fields come out byte for byte the same).
-SPEED_PREFS = ["-o", "tcp.summary_in_tree:FALSE", "-o", "ip.summary_in_tree:FALSE",
+# time here; the fields come out byte for byte the same). Sequence analysis is off: it
+# keeps data for every frame to the end of the file (tshark's memory grew 180 -> 922 MB
+# over a 1 GB capture; flat at 160 MB without it), and what the decoder used of it,
+# gaps in the capture, is found from tcp.seq_raw instead (_Blocks._sequence).
+SPEED_PREFS = ["-o", "tcp.analyze_sequence_numbers:FALSE",
+               "-o", "tcp.summary_in_tree:FALSE", "-o", "ip.summary_in_tree:FALSE",
                "-o", "tcp.calculate_timestamps:FALSE", "-o", "tcp.track_bytes_in_flight:FALSE",
                "-o", "ip.use_geoip:FALSE", "-o", "ip.decode_tos_as_diffserv:FALSE",
                "-o", "frame.generate_bits_field:FALSE"]
-# Frames with TCP payload carry (parts of) messages; lost_segment marks a capture gap.
-DISPLAY_FILTER = "tcp.len > 0 or tcp.analysis.lost_segment"
+# Frames with TCP payload carry (parts of) messages; a SYN starts a direction's sequence.
+DISPLAY_FILTER = "tcp.len > 0 or tcp.flags.syn == 1"
 
 COLUMNS = ["frame", "msg_in_frame", "time", "time_ns", "first_time_ns", "stream",
            "client_port", "direction", "length", "request_id", "response_to", "opcode",
@@ -200,11 +210,12 @@ class Decode:
     ends inside a packet; ``error``: any other tshark error line.
     """
 
-    path: str
+    path: str | list
     port: int
     frames: int = 0                  # frames with TCP payload (or a gap) read
     messages: int = 0
     lost_segments: int = 0
+    retransmitted: int = 0           # frames whose payload was all sent before (dropped)
     malformed_frames: int = 0
     first_segment_unknown: int = 0   # first_time_ns fell back to the completing frame
     fallback: int = 0
@@ -220,7 +231,19 @@ class Decode:
     cut_short: str | None = None
     error: str | None = None
     returncode: int | None = None
+    workers: int = 1                 # tshark processes that decoded it (2: split by direction)
+    inconsistent: str | None = None  # the two sides disagreed (the decode must be redone)
+    paths: list = field(default_factory=list)
     _need: list = field(default_factory=list, repr=False)  # frames for the wire.py pass
+
+    def __post_init__(self) -> None:
+        # several files (a ring buffer) are read as one capture
+        if not isinstance(self.path, str):
+            self.paths = [str(p) for p in self.path]
+            self.path = self.paths[0] if len(self.paths) == 1 else \
+                f"{self.paths[0]} .. {os.path.basename(self.paths[-1])} ({len(self.paths)} files)"
+        elif not self.paths:
+            self.paths = [self.path]
 
     @property
     def problem(self) -> str | None:
@@ -246,6 +269,7 @@ class Decode:
 
 def tshark_command(path: str, port: int, fields: list[tuple[str, str]] = FIELDS,
                    display_filter: str = DISPLAY_FILTER) -> list[str]:
+    """The tshark run reading ``path`` ("-": its standard input)."""
     cmd = ["tshark", "-r", path, "-n", "-d", f"tcp.port=={int(port)},mongo", *SPEED_PREFS]
     if display_filter:
         cmd += ["-Y", display_filter]
@@ -263,15 +287,26 @@ def _check_tshark() -> None:
 
 
 class _Tshark:
-    """tshark as a subprocess: stdout read by the caller, stderr collected in a thread."""
+    """tshark as a subprocess: stdout read by the caller, stderr collected in a thread.
+    ``stdin=True``: it reads the capture from a pipe (``-r -``), written by a Router."""
 
-    def __init__(self, cmd: list[str]) -> None:
+    def __init__(self, cmd: list[str], stdin: bool = False) -> None:
         _check_tshark()
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.stderr: list[str] = []
         self._t = threading.Thread(target=self._drain, daemon=True)
         self._t.start()
+
+    @classmethod
+    def over(cls, paths: list[str], port: int, fields: list[tuple[str, str]],
+             display_filter: str) -> "_Tshark":
+        """One tshark over one file, or over several read as one (fed by a Router)."""
+        if len(paths) == 1:
+            return cls(tshark_command(paths[0], port, fields, display_filter))
+        ts = cls(tshark_command("-", port, fields, display_filter), stdin=True)
+        ts.router = pcapfile.Router(paths, port, [ts.proc.stdin]).start()
+        return ts
 
     def _drain(self) -> None:
         for line in self.proc.stderr:
@@ -294,10 +329,16 @@ class _Tshark:
         if rest.strip():
             yield rest + b"\n"
 
+    router = None
+
     def close(self) -> int:
         self.proc.stdout.close()
+        if self.router is not None:
+            self.router.stop()
         rc = self.proc.wait()
         self._t.join(10)
+        if self.router is not None:
+            self.router.join(10)
         return rc
 
     def kill(self) -> None:
@@ -310,8 +351,15 @@ class _Tshark:
         return [s.strip() for s in self.stderr if s.strip() and not any(k in s for k in skip)]
 
 
-def _finish(ts: _Tshark, dec: Decode) -> None:
-    dec.returncode = ts.close()
+def _finish(ts: _Tshark, dec: Decode, router: "pcapfile.Router | None" = None) -> None:
+    rc = ts.close()
+    dec.returncode = rc if dec.returncode in (0, None) else dec.returncode
+    router = router or ts.router
+    if router is not None and (router.cut_short or router.error):
+        what = "cut short in the middle of a packet" if router.cut_short else \
+            "damaged or corrupt"
+        dec.cut_short = f"capture {what} after frame {router.frames}"
+        return
     for line in ts.error_lines():
         if CUT_SHORT in line or "appears to be damaged or corrupt" in line:
             what = "cut short in the middle of a packet" if CUT_SHORT in line else \
@@ -358,19 +406,36 @@ def _first(s: pd.Series) -> pd.Series:
 
 class _Blocks:
     """Turns blocks of tshark lines into message rows; keeps what spans blocks (the frame
-    times of the previous block, for messages reassembled from earlier frames)."""
+    times of the previous block, for messages reassembled from earlier frames; the next
+    expected sequence number of each direction).
 
-    def __init__(self, dec: Decode) -> None:
+    ``fields``: the columns tshark was asked for (missing ones read as empty);
+    ``frame_map``: when tshark read one side of a split capture, its frame numbers are
+    local and mapped back to the capture's; ``direction``: "request" or "reply" to keep
+    only that side's rows (a split side also sees the other side's first packets)."""
+
+    def __init__(self, dec: Decode, fields: list[tuple[str, str]] = FIELDS,
+                 frame_map: "pcapfile.FrameMap | None" = None,
+                 direction: str | None = None) -> None:
         self.dec = dec
+        self.fields = fields
+        self.fmap = frame_map
+        self.direction = direction
         self.prev_frames = np.zeros(0, dtype=np.int64)
         self.prev_times = np.zeros(0, dtype=np.int64)
         self.trail: dict[str, list[int]] = {}   # direction -> [first frame, bytes] unframed
+        self.expect: dict[str, int] = {}        # direction -> next sequence number
+        self.stream_ports: dict[int, int] = {}  # stream -> client port (split check)
+        self.upto = 0                           # capture frame of the last line read
 
     def read(self, block: bytes) -> pd.DataFrame:
-        names = [c for c, _ in FIELDS]
+        names = [c for c, _ in self.fields]
         df = pd.read_csv(io.BytesIO(block), sep="\t", header=None, names=names, dtype=str,
                          quoting=3, na_filter=False, keep_default_na=False,
                          encoding="utf-8", encoding_errors="replace", engine="c")
+        for c, _ in FIELDS:
+            if c not in df.columns:
+                df[c] = ""
         return self.messages(df)
 
     def messages(self, df: pd.DataFrame) -> pd.DataFrame:
@@ -378,36 +443,107 @@ class _Blocks:
         if df.empty:
             return empty()
         frames = df["frame"].astype(np.int64).to_numpy()
+        orig = self.fmap.lookup(frames) if self.fmap is not None else frames
         times = _epoch_ns(df["time_epoch"])
-        dec.frames += len(df)
-        dec.last_frame = int(frames[-1])
-        dec.lost_segments += int((df["lost"] != "").sum())
+        self.upto = int(orig[-1])
+        dec.last_frame = max(dec.last_frame, self.upto)
+        tcp = (df["stream"] != "").to_numpy()
+        tcp_len = pd.to_numeric(df["tcp_len"].where(df["tcp_len"] != "", "0")).to_numpy(np.int64)
+        payload = tcp & (tcp_len > 0)
+        dec.frames += int(payload.sum())
+        lost, dup = self._sequence(df, tcp, tcp_len)
+        dec.lost_segments += int(lost.sum())
+        dec.retransmitted += int(dup.sum())
         dec.malformed_frames += int((df["malformed"] != "").sum())
-        tcp = df["stream"] != ""
         ps = str(dec.port)
-        on = tcp & ((df["srcport"] == ps) | (df["dstport"] == ps))
+        to_port = (df["dstport"] == ps).to_numpy()
+        from_port = (df["srcport"] == ps).to_numpy()
+        on = payload & (to_port | from_port)
+        if self.direction == "request":
+            on &= to_port
+        elif self.direction == "reply":
+            on &= from_port
         dec.port_frames += int(on.sum())
-        self._track_unframed(df[on])
-        m = df[tcp & (df["length"] != "")]
-        port = dec.port
-        # direction by the server port; frames of other ports are counted, not decoded
-        src = pd.to_numeric(m["srcport"]).to_numpy(np.int64)
-        dst = pd.to_numeric(m["dstport"]).to_numpy(np.int64)
-        ours = (src == port) | (dst == port)
-        if not ours.all() or m.empty:
-            other = df[tcp & (df["srcport"] != str(port)) & (df["dstport"] != str(port))]
-            seen = pd.concat([other["srcport"], other["dstport"]]).value_counts()
-            dec.other_ports.update({int(p): int(n) for p, n in seen.items()})
-        m = m.assign(sport=src, dport=dst)[ours]
+        self._track_unframed(df[on], orig[on])
+        has_msg = (df["length"] != "").to_numpy()
+        m = df[on & has_msg & ~dup]
+        if self.direction is None:
+            # frames of other ports are counted (a wrong --port), not decoded
+            other = df[payload & ~to_port & ~from_port]
+            if len(other):
+                seen = pd.concat([other["srcport"], other["dstport"]]).value_counts()
+                dec.other_ports.update({int(p): int(n) for p, n in seen.items()})
+        m = m.assign(sport=pd.to_numeric(m["srcport"]).to_numpy(np.int64),
+                     dport=pd.to_numeric(m["dstport"]).to_numpy(np.int64))
         if m.empty:
             out = empty()
         else:
             out = self._rows(m, frames, times)
+            if self.fmap is not None:
+                out["frame"] = orig[np.searchsorted(frames, out["frame"].to_numpy(np.int64))]
+            self._queue_fallback(out)
+            sp = out[["stream", "client_port"]].drop_duplicates("stream", keep="last")
+            self.stream_ports.update(zip(sp["stream"].tolist(), sp["client_port"].tolist()))
         self.prev_frames, self.prev_times = frames, times
+        if self.fmap is not None:
+            self.fmap.release(int(frames[0]))
         dec.messages += len(out)
         return out
 
-    def _track_unframed(self, pay: pd.DataFrame) -> None:
+    def _sequence(self, df: pd.DataFrame, tcp: np.ndarray, tcp_len: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """Per row: ``lost``, it follows a gap in its direction's sequence numbers (a
+        segment the capture missed); ``dup``, all its bytes came before (a
+        retransmission, whose messages tshark would dissect a second time)."""
+        n = len(df)
+        lost, dup = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+        idx = np.flatnonzero(tcp & (df["seq"] != "").to_numpy())
+        if not len(idx):
+            return lost, dup
+        sub = df.iloc[idx]
+        key = (sub["stream"] + ":" + sub["srcport"]).to_numpy(dtype=object)
+        seq = sub["seq"].astype(np.int64).to_numpy()
+        ln = tcp_len[idx]
+        syn = sub["syn"].isin(["1", "True"]).to_numpy()
+        nxt = (seq + ln + syn) & 0xFFFFFFFF
+        prev = pd.Series(nxt).groupby(key, sort=False).shift(1).to_numpy(dtype=np.float64,
+                                                                         copy=True)
+        first = np.isnan(prev)
+        if first.any() and self.expect:
+            prev[first] = pd.Series(key[first]).map(self.expect).to_numpy(dtype=np.float64)
+        known = ~np.isnan(prev) & ~syn
+        d = (seq - np.where(known, prev, 0).astype(np.int64)) & 0xFFFFFFFF
+        ahead = known & (d != 0) & (d < 1 << 31)
+        behind = known & (d >= 1 << 31)
+        lost[idx[ahead]] = True
+        last = pd.Series(nxt).groupby(key, sort=False).last()
+        self.expect.update(zip(last.index, last.to_numpy().tolist()))
+        if behind.any():
+            # a retransmission moves the expected number back in the shifted column:
+            # redo those directions one segment at a time (rare)
+            for k in set(key[behind].tolist()):
+                rows = np.flatnonzero(key == k)
+                e = None if np.isnan(prev[rows[0]]) else int(prev[rows[0]])
+                for i in rows:
+                    lost[idx[i]] = dup[idx[i]] = False
+                    if syn[i] or e is None:
+                        e = int(nxt[i])
+                        continue
+                    e = int(e)
+                    dd = (int(seq[i]) - e) & 0xFFFFFFFF
+                    if dd == 0:
+                        e = int(nxt[i])
+                    elif dd < 1 << 31:
+                        lost[idx[i]] = True
+                        e = int(nxt[i])
+                    elif ((int(nxt[i]) - e) & 0xFFFFFFFF) in range(1, 1 << 31):
+                        e = int(nxt[i])          # overlaps and carries new bytes
+                    else:
+                        dup[idx[i]] = True
+                self.expect[k] = e
+        return lost, dup
+
+    def _track_unframed(self, pay: pd.DataFrame, frames: np.ndarray) -> None:
         """Per direction (stream, source port), the payload frames after the last one that
         completed a message: in a healthy stream none are left at the end. A capture that
         starts inside a message (a ring-buffer file, a capture begun mid-run) can leave
@@ -415,7 +551,7 @@ class _Blocks:
         if pay.empty:
             return
         g = pd.DataFrame({"key": (pay["stream"] + ":" + pay["srcport"]).to_numpy(object),
-                          "frame": pay["frame"].astype(np.int64).to_numpy(),
+                          "frame": frames,
                           "msg": (pay["length"] != "").to_numpy(),
                           "bytes": pd.to_numeric(pay["tcp_len"]).to_numpy(np.int64)})
         last = g[g["msg"]].groupby("key")["frame"].max()
@@ -516,7 +652,6 @@ class _Blocks:
         out["database"] = [r[1] for r in named]
         out["collection"] = [r[2] for r in named]
         out["note"] = [r[3] for r in named]
-        self._queue_fallback(out)
         return out
 
     def _multi(self, s: pd.DataFrame, frames: np.ndarray, times: np.ndarray) -> pd.DataFrame:
@@ -584,9 +719,7 @@ class _Blocks:
                 self.dec.error = self.dec.error or \
                     f"frame {frame}: header fields of {k} messages do not align"
         out = pd.DataFrame(rows, columns=COLUMNS) if rows else empty()
-        out = _typed(out)
-        self._queue_fallback(out)
-        return out
+        return _typed(out)
 
     def _queue_fallback(self, out: pd.DataFrame) -> None:
         need = out[out["note"].notna()]
@@ -594,6 +727,24 @@ class _Blocks:
             self.dec.fallback += len(need)
             self.dec._need.append(need[["frame", "msg_in_frame", "length", "request_id",
                                         "response_to", "opcode"]].copy())
+
+
+def _n_strings(types: list[str]) -> int:
+    """How many of these elements tshark shows a mongo.element.value.string for."""
+    return sum(types.count(t) for t in _STRING_TYPES)
+
+
+def _string_of(names: list[str], types: list[str], strings: list[str], name: str) -> str | None:
+    """The value of the first string element called ``name``, or None."""
+    at = 0
+    while True:
+        try:
+            i = names.index(name, at)
+        except ValueError:
+            return None
+        if types[i] == "0x02":
+            return strings[_n_strings(types[:i])]
+        at = i + 1
 
 
 def _name_request(op, kinds, namespace, names, types, strings, malformed, has_flags):
@@ -609,19 +760,14 @@ def _name_request(op, kinds, namespace, names, types, strings, malformed, has_fl
         nl = names.split(AGG)
         tl = types.split(AGG)
         sl = strings.split(AGG) if strings else []
-        if len(nl) != len(tl) or sum(t in _STRING_TYPES for t in tl) != len(sl):
+        if len(nl) != len(tl) or _n_strings(tl) != len(sl):
             return None, None, None, "element lists do not split cleanly"
         command = nl[0]
         collection = sl[0] if tl[0] == "0x02" else None
-        database = None
-        rank = 0
-        for n, t in zip(nl, tl):
-            if n == "$db" and t == "0x02":
-                database = sl[rank]
-                break
-            if command == "getMore" and n == "collection" and t == "0x02" and collection is None:
-                collection = sl[rank]
-            rank += t in _STRING_TYPES
+        # list.index and list.count run in C: an insert's element lists can be long
+        database = _string_of(nl, tl, sl, "$db")
+        if command == "getMore" and collection is None:
+            collection = _string_of(nl, tl, sl, "collection")
         return command, database, collection, None
     if op in _LEGACY_COMMAND or op == wire.OP_QUERY:
         db, dot, coll = (namespace or "").partition(".")
@@ -687,7 +833,7 @@ def resolve_fallback(dec: Decode, need: pd.DataFrame | None = None) -> pd.DataFr
     for r in need.itertuples(index=False):
         by_frame.setdefault(int(r.frame), []).append(r)
     results = []
-    ts = _Tshark(tshark_command(dec.path, dec.port, _FALLBACK_FIELDS, flt))
+    ts = _Tshark.over(dec.paths, dec.port, _FALLBACK_FIELDS, flt)
     try:
         for block in ts.blocks(8 << 20):
             for line in block.decode("ascii", "replace").splitlines():
@@ -789,10 +935,11 @@ def _check_file(path: str) -> None:
         raise PcapError(f"{path}: not a pcap or pcapng capture (unknown magic number)")
 
 
-def detect_port(path: str, limit: int = 200_000) -> tuple[int | None, str]:
+def detect_port(path: str | list, limit: int = 200_000) -> tuple[int | None, str]:
     """The server port of a capture and why: the destination of most connection
     openings (SYN) in the first ``limit`` frames, else the port common to most TCP
-    streams. (None, reason) when there is no TCP at all."""
+    streams. (None, reason) when there is no TCP at all. (Of a list: its first file.)"""
+    path = path if isinstance(path, str) else str(list(path)[0])
     _check_file(path)
     ts = _Tshark(["tshark", "-r", path, "-n", "-c", str(limit), "-Y", "tcp", "-T", "fields",
                   "-e", "tcp.stream", "-e", "tcp.srcport", "-e", "tcp.dstport",
@@ -828,55 +975,129 @@ def _stream_filter(only: set[int] | None, skip: set[int] | None) -> str:
     return flt
 
 
-def iter_messages(path: str, port: int, dec: Decode | None = None,
+def default_workers(paths: list[str]) -> int:
+    """2 (split by direction) when two cores and a capture the router can read, else 1.
+    ``MONGOPROBE_PCAP_WORKERS=1`` forces one tshark."""
+    env = os.environ.get("MONGOPROBE_PCAP_WORKERS")
+    if env in ("1", "2"):
+        return int(env) if env == "1" or pcapfile.can_split(paths) else 1
+    return 2 if (os.cpu_count() or 1) >= 2 and pcapfile.can_split(paths) else 1
+
+
+def iter_messages(path: str | list, port: int, dec: Decode | None = None,
                   block_bytes: int = 8 << 20, only_streams: set[int] | None = None,
-                  skip_streams: set[int] | None = None) -> Iterator[pd.DataFrame]:
+                  skip_streams: set[int] | None = None,
+                  workers: int | None = None) -> Iterator[pd.DataFrame]:
     """Message rows, one DataFrame per block of tshark output (about ``block_bytes``).
 
+    ``path``: a capture, or a list of them read as one (a ring buffer's files, in order).
     Requests tshark could not name come with ``note`` set and are queued in ``dec``
     for :func:`resolve_fallback` (``messages`` does both). Never raises on a damaged
     capture: what tshark decoded is yielded and ``dec.problem`` says what went wrong.
     ``only_streams``/``skip_streams``: TCP streams to read or leave out. At the end,
     ``dec.unframed`` lists the stream directions with payload tshark never framed
     (:func:`resync` recovers their messages).
-    """
-    _check_file(path)
-    dec = dec if dec is not None else Decode(path, int(port))
-    conv = _Blocks(dec)
-    ts = _Tshark(tshark_command(path, port, FIELDS, _stream_filter(only_streams, skip_streams)))
-    # A reader thread keeps tshark writing while pandas parses the previous block (the
-    # two use different cores); the queue holds two blocks, so memory stays bounded.
-    q: queue.Queue = queue.Queue(maxsize=2)
 
-    def reader() -> None:
+    ``workers=2`` (the default on two cores): two tshark processes, one for the
+    requests and one for the replies (``formats/pcapfile.py`` splits the capture), so
+    blocks come in two interleaved orders: each block's ``attrs["side"]`` is "request"
+    or "reply", and ``attrs["upto"]`` the capture frame its side has been read to
+    (``pcap.Pairer`` waits for the requests before it calls a reply unmatched). If the
+    two sides disagree on a stream (``dec.inconsistent``), decode again with one.
+    """
+    dec = dec if dec is not None else Decode(path, int(port))
+    for p in dec.paths:
+        _check_file(p)
+    flt = _stream_filter(only_streams, skip_streams)
+    workers = default_workers(dec.paths) if workers is None else workers
+    if workers >= 2:
+        yield from _iter_split(dec, int(port), flt, block_bytes)
+        return
+    conv = _Blocks(dec)
+    ts = _Tshark.over(dec.paths, port, FIELDS, flt)
+    for out in _consume([(ts, conv)], block_bytes):
+        yield out
+    _finish(ts, dec)
+    dec.unframed = conv.unframed()
+
+
+def _consume(runs: list, block_bytes: int) -> Iterator[pd.DataFrame]:
+    """Blocks of several tshark runs as they come, each read by its own ``_Blocks``.
+
+    Reader threads keep tshark writing while pandas parses (they use different cores);
+    the one queue holds a few blocks, so memory stays bounded, and the consumer takes
+    blocks in arrival order, never waiting for one run while another is blocked (the
+    split's two sides are fed by one router: waiting on one could stall both)."""
+    q: queue.Queue = queue.Queue(maxsize=2 * len(runs))
+
+    def reader(i: int, ts: _Tshark) -> None:
         try:
             for block in ts.blocks(block_bytes):
-                q.put(block)
+                q.put((i, block))
         except (OSError, ValueError):      # stdout closed under us: the consumer quit
             pass
         finally:
-            q.put(None)
+            q.put((i, None))
 
-    t = threading.Thread(target=reader, daemon=True)
-    t.start()
-    finished = False
+    threads = [threading.Thread(target=reader, args=(i, ts), daemon=True)
+               for i, (ts, _) in enumerate(runs)]
+    for t in threads:
+        t.start()
+    finished, left = False, len(runs)
     try:
-        while (block := q.get()) is not None:
-            yield conv.read(block)
+        while left:
+            i, block = q.get()
+            if block is None:
+                left -= 1
+                continue
+            conv = runs[i][1]
+            out = conv.read(block)
+            if conv.direction:
+                out.attrs["side"], out.attrs["upto"] = conv.direction, conv.upto
+            yield out
         finished = True
     finally:
         if not finished:                   # the caller stopped early, or an error
-            if ts.proc.poll() is None:
-                ts.proc.kill()
-            while t.is_alive():            # unblock the reader
+            for ts, _ in runs:
+                if ts.proc.poll() is None:
+                    ts.proc.kill()
+            while any(t.is_alive() for t in threads):   # unblock the readers
                 try:
                     q.get(timeout=0.1)
                 except queue.Empty:
                     pass
-            ts.close()
-    t.join()
-    _finish(ts, dec)
-    dec.unframed = conv.unframed()
+            for ts, _ in runs:
+                ts.close()
+    for t in threads:
+        t.join()
+
+
+def _iter_split(dec: Decode, port: int, flt: str, block_bytes: int) -> Iterator[pd.DataFrame]:
+    """The capture split by direction between two tshark processes (``iter_messages``)."""
+    dec.workers = 2
+    req = _Tshark(tshark_command("-", port, FIELDS, f"({flt}) and tcp.dstport == {port}"),
+                  stdin=True)
+    rep = _Tshark(tshark_command("-", port, REPLY_FIELDS, f"({flt}) and tcp.srcport == {port}"),
+                  stdin=True)
+    router = pcapfile.Router(dec.paths, port, [req.proc.stdin, rep.proc.stdin])
+    convs = [_Blocks(dec, FIELDS, router.maps[0], "request"),
+             _Blocks(dec, REPLY_FIELDS, router.maps[1], "reply")]
+    router.start()
+    try:
+        yield from _consume([(req, convs[0]), (rep, convs[1])], block_bytes)
+    finally:
+        router.stop()
+        router.join(10)
+    for ts in (req, rep):
+        _finish(ts, dec, router)
+    dec.other_ports.update(router.other_ports)
+    dec.unframed = {**convs[0].unframed(), **convs[1].unframed()}
+    a, b = convs[0].stream_ports, convs[1].stream_ports
+    bad = [k for k in a.keys() & b.keys() if a[k] != b[k]]
+    if bad:
+        k = min(bad)
+        dec.inconsistent = (f"TCP stream {k}: client port {a[k]} in the requests, {b[k]} in "
+                            "the replies")
 
 
 _RESYNC_FIELDS = [("frame", "frame.number"), ("time_epoch", "frame.time_epoch"),
@@ -898,7 +1119,7 @@ def resync(dec: Decode, directions: dict | None = None) -> pd.DataFrame:
         return empty()
     flt = " or ".join(f"(tcp.stream == {st} and tcp.srcport == {sp} and frame.number >= {f})"
                       for (st, sp), (f, _) in sorted(directions.items()))
-    ts = _Tshark(tshark_command(dec.path, dec.port, _RESYNC_FIELDS, f"tcp.len > 0 and ({flt})"))
+    ts = _Tshark.over(dec.paths, dec.port, _RESYNC_FIELDS, f"tcp.len > 0 and ({flt})")
     states: dict = {}
     rows = []
     try:
@@ -957,16 +1178,21 @@ def resync(dec: Decode, directions: dict | None = None) -> pd.DataFrame:
     return _typed(out)
 
 
-def messages(path: str, port: int | None = None, dec: Decode | None = None) -> pd.DataFrame:
+def messages(path: str | list, port: int | None = None, dec: Decode | None = None,
+             workers: int | None = None) -> pd.DataFrame:
     """The whole capture as one message table (see the module docstring for columns),
     requests tshark could not name decoded by wire.py. ``port``: the server port
-    (detected when None)."""
+    (detected when None). ``path``: a capture or a list read as one."""
     if port is None:
         port, _ = detect_port(path)
         if port is None:
             port = SERVER_PORT_DEFAULT
+    fresh = dec is None
     dec = dec if dec is not None else Decode(path, int(port))
-    parts = list(iter_messages(path, port, dec))
+    parts = list(iter_messages(path, port, dec, workers=workers))
+    if dec.inconsistent and fresh:
+        dec = Decode(path, int(port))
+        parts = list(iter_messages(path, port, dec, workers=1))
     if dec.unframed:
         parts.append(resync(dec))
     parts = [p for p in parts if len(p)]
