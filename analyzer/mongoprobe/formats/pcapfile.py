@@ -64,6 +64,7 @@ _BOTH, _NONE = 2, 3
 _SYN_FIN_RST = 0x07
 F_SETPIPE_SZ = 1031           # fcntl.F_SETPIPE_SZ (Python 3.10+ names it; be explicit)
 _CHUNK = 4 << 20              # bytes read at a time
+_PAD = [b"", b"\0", b"\0\0", b"\0\0\0"]
 
 
 class _Stopped(Exception):
@@ -210,36 +211,48 @@ def _l3(lt: int, d) -> tuple[int, int] | None:
     return None
 
 
-def classify(lt: int, d: bytes, port: int):
-    """(sport, dport, tcp flags, payload bytes, connection key) of a TCP packet, or None
-    when it is not a TCP packet this parser understands."""
+# Ethernet, IPv4 without options, TCP: most packets, read with one unpack
+_ETH_IP4_TCP = struct.Struct(">12xHBxH2xHxB2x8sHH8xBB")
+
+
+def classify(lt: int, d, port: int):
+    """(sport, dport, tcp flags, payload bytes, connection key, IP header offset) of a
+    TCP packet; (None, IP header offset or -1) when it is not a TCP packet this parser
+    understands."""
+    if lt == ETHERNET and len(d) >= 48:
+        et, vihl, total, frag, proto, addrs, sport, dport, off, flags = \
+            _ETH_IP4_TCP.unpack_from(d)
+        if et == 0x0800 and vihl == 0x45 and proto == 6 and not frag & 0x3FFF:
+            payload = (total - 20 if total else len(d) - 34) - (off >> 4) * 4
+            key = (addrs, sport, dport) if dport == port else (addrs, dport, sport)
+            return sport, dport, flags, payload, key, 14
     l3 = _l3(lt, d)
     if l3 is None:
-        return None
+        return None, -1
     v, o = l3
     n = len(d)
     if v == 4:
         if n < o + 20:
-            return None
+            return None, -1
         vihl, total, _, frag = _IP4.unpack_from(d, o)
         if d[o + 9] != 6 or frag & 0x3FFF:      # not TCP, or a fragment
-            return None
+            return None, o
         ihl = (vihl & 15) * 4
         t = o + ihl
         addrs = bytes(d[o + 12:o + 20])
         ip_payload = (total - ihl) if total else n - t
     else:
         if n < o + 40 or d[o + 6] != 6:         # extension headers: let tshark see them
-            return None
+            return None, (o if n >= o + 40 else -1)
         t = o + 40
         addrs = bytes(d[o + 8:o + 40])
         ip_payload = _U16.unpack_from(d, o + 4)[0] or n - t
     if n < t + 14:
-        return None
+        return None, o
     sport, dport, _, _, off, flags = _TCP.unpack_from(d, t)
     payload = ip_payload - (off >> 4) * 4
     key = (addrs, sport, dport) if dport == port else (addrs, dport, sport)
-    return sport, dport, flags, payload, key
+    return sport, dport, flags, payload, key, o
 
 
 # --- the router -------------------------------------------------------------------------------
@@ -340,27 +353,28 @@ class Router:
             for w in self.writers:
                 w.q.put(None)
 
-    def _route(self, lt: int, d) -> int:
-        """The side(s) of one packet: REQUEST, REPLY, _BOTH or _NONE."""
-        c = classify(lt, d, self.port) if lt in SUPPORTED else None
-        if c is None:
+    def _route(self, lt: int, d) -> tuple[int, int]:
+        """The side(s) of one packet (REQUEST, REPLY, _BOTH or _NONE) and the offset of
+        its IP header (-1: not IP, or not known)."""
+        c = classify(lt, d, self.port) if lt in SUPPORTED else (None, -1)
+        if c[0] is None:
             self.unparsed += 1
-            return _BOTH
-        sport, dport, flags, payload, key = c
+            return _BOTH, c[1]
+        sport, dport, flags, payload, key, l3 = c
         port = self.port
         if sport != port and dport != port:
             if payload > 0:
                 self.other_ports[sport] += 1
                 self.other_ports[dport] += 1
-            return _NONE
+            return _NONE, l3
         if key not in self._seen:
             self._seen.add(key)
-            return _BOTH
+            return _BOTH, l3
         if flags & _SYN_FIN_RST or sport == dport:
-            return _BOTH
+            return _BOTH, l3
         if payload <= 0:
-            return _NONE
-        return REQUEST if dport == port else REPLY
+            return _NONE, l3
+        return (REQUEST if dport == port else REPLY), l3
 
     def _put(self, side: int, block, parts: list, originals: list) -> None:
         if side == _NONE:
@@ -381,16 +395,18 @@ class Router:
             raise FormatError("not a pcap file")
         end, _ = PCAP_MAGICS[head[:4]]
         lt = struct.unpack_from(end + "I", head, 20)[0] & 0x0FFFFFFF
+        split = self.split
+        strip = split and lt == ETHERNET       # Ethernet headers dropped: tshark reads raw IP
         if first or self._pcap_head is None:
             self._pcap_head = head
+            out = head[:20] + struct.pack(end + "I", RAW) if strip else head
             for w in self.writers:
-                w.q.put(head)
+                w.q.put(out)
         elif head[:4] != self._pcap_head[:4] or head[20:24] != self._pcap_head[20:24]:
             raise FormatError("pcap files of different link types or resolutions")
-        rec = struct.Struct(end + "8xI")
+        rec = struct.Struct(end + "IIII")
         rest = b""
         n_out = len(self.writers)
-        split = self.split
         while True:
             data = fh.read(_CHUNK)
             buf = rest + data if rest else data
@@ -399,13 +415,20 @@ class Router:
             off, n = 0, len(buf)
             mv = memoryview(buf)
             while off + 16 <= n:
-                caplen = rec.unpack_from(buf, off)[0]
+                sec, frac, caplen, origlen = rec.unpack_from(buf, off)
                 stop = off + 16 + caplen
                 if stop > n:
                     break
                 self.frames += 1
-                side = self._route(lt, mv[off + 16:stop]) if split else REQUEST
-                self._put(side, mv[off:stop], parts, originals)
+                if not split:
+                    self._put(REQUEST, mv[off:stop], parts, originals)
+                else:
+                    side, l3 = self._route(lt, mv[off + 16:stop])
+                    if not strip:
+                        self._put(side, mv[off:stop], parts, originals)
+                    elif l3 >= 0 and side != _NONE:            # Ethernet header dropped
+                        self._put(side, rec.pack(sec, frac, caplen - l3, max(origlen - l3, 0))
+                                  + mv[off + 16 + l3:stop], parts, originals)
                 off = stop
             self._emit(parts, originals)
             rest = bytes(buf[off:])
@@ -420,8 +443,9 @@ class Router:
         rest = b""
         n_out = len(self.writers)
         split = self.split
-        hdr = struct.Struct(end + "II")
-        u32 = struct.Struct(end + "I")
+        hdr, u32 = struct.Struct(end + "II"), struct.Struct(end + "I")
+        epb, opb = struct.Struct(end + "IIIII"), struct.Struct(end + "HHIIII")
+        epb_head = struct.Struct(end + "IIIIIII")
         while True:
             data = fh.read(_CHUNK)
             buf = rest + data if rest else data
@@ -433,6 +457,8 @@ class Router:
                 if buf[off:off + 4] == PCAPNG_MAGIC:           # section header: byte order
                     end = "<" if buf[off + 8:off + 12] == b"\x4d\x3c\x2b\x1a" else ">"
                     hdr, u32 = struct.Struct(end + "II"), struct.Struct(end + "I")
+                    epb, opb = struct.Struct(end + "IIIII"), struct.Struct(end + "HHIIII")
+                    epb_head = struct.Struct(end + "IIIIIII")
                     lts = []
                 btype, blen = hdr.unpack_from(buf, off)
                 if blen < 12 or blen % 4:
@@ -444,23 +470,40 @@ class Router:
                 if btype == 6 or btype == 2 or btype == 3:
                     self.frames += 1
                     if not split:
-                        side = REQUEST
-                    elif btype == 3:                           # simple packet block
-                        caplen = min(u32.unpack_from(buf, off + 8)[0], blen - 16)
-                        side = self._route(lts[0] if lts else -1,
-                                           mv[off + 12:off + 12 + caplen])
-                    else:
-                        iface = u32.unpack_from(buf, off + 8)[0] if btype == 6 else \
-                            struct.unpack_from(end + "H", buf, off + 8)[0]
-                        caplen = u32.unpack_from(buf, off + 20)[0]
-                        side = self._route(lts[iface] if iface < len(lts) else -1,
-                                           mv[off + 28:off + 28 + caplen])
-                    self._put(side, block, parts, originals)
+                        self._put(REQUEST, block, parts, originals)
+                        off = stop
+                        continue
+                    if btype == 6:
+                        iface, hi, lo, caplen, origlen = epb.unpack_from(buf, off + 8)
+                        dstart = off + 28
+                    elif btype == 2:                           # obsolete packet block
+                        iface, _, hi, lo, caplen, origlen = opb.unpack_from(buf, off + 8)
+                        dstart = off + 28
+                    else:                                      # simple packet block
+                        iface, hi, lo, dstart = 0, 0, 0, off + 12
+                        origlen = u32.unpack_from(buf, off + 8)[0]
+                        caplen = min(origlen, blen - 16)
+                    lt = lts[iface] if iface < len(lts) else -1
+                    side, l3 = self._route(lt, mv[dstart:dstart + caplen])
+                    if lt != ETHERNET:
+                        self._put(side, block, parts, originals)
+                    elif l3 >= 0 and side != _NONE:            # as raw IP (see the IDB)
+                        n_ip = caplen - l3
+                        pad = -n_ip & 3
+                        total = 32 + n_ip + pad
+                        self._put(side, b"".join((
+                            epb_head.pack(6, total, iface, hi, lo, n_ip, max(origlen - l3, 0)),
+                            mv[dstart + l3:dstart + caplen], _PAD[pad], u32.pack(total))),
+                            parts, originals)
                 elif btype == 9:                               # systemd journal: a frame
                     self.frames += 1
                 else:
                     if btype == 1:
-                        lts.append(struct.unpack_from(end + "H", buf, off + 8)[0])
+                        lt = struct.unpack_from(end + "H", buf, off + 8)[0]
+                        lts.append(lt)
+                        if split and lt == ETHERNET:           # its packets go as raw IP
+                            block = b"".join((mv[off:off + 8], struct.pack(end + "H", RAW),
+                                              mv[off + 10:stop]))
                     for s in range(n_out):                     # SHB, IDB, NRB, ISB...: all
                         parts[s].append(block)
                 off = stop
