@@ -2,23 +2,28 @@
 """pcap_decode.py - bulk capture decoding vs pyshark, and memory as captures grow.
 
 USAGE: .venv/bin/python bench/pcap_decode.py [--capture FILE --port N] [--rounds N]
-                                             [--copies 1,4,16,33] [--pyshark-seconds S]
+                                             [--rate-copies 8] [--copies 1,4,16,33]
+                                             [--pyshark-seconds S]
 
 1. A real capture: by default recorded now (root): the embedded FerretDB driven by
    mongoprobe's mixed workload (8 threads, --rounds rounds) through
    mongoprobe.capture.Capture; or --capture FILE --port N.
-2. Rate, on that capture, in one run: the bulk path (formats/tshark_fields.messages:
-   one tshark -T fields pass read by pandas, wire.py for what tshark cannot name)
-   decodes the whole capture; pyshark 0.6 (FileCapture, decode-as mongo, reading the
-   same header fields and the first element name of each message) runs on the same
-   file for --pyshark-seconds (it would need far longer for all of it). Messages per
-   second each, and the ratio (goal: >= 100x).
+2. Rate, in one run, on that capture grown to --rate-copies copies (see 3; about
+   240 MB by default, so that start-up is not what is measured): the bulk path
+   (formats/tshark_fields.messages: the capture split by direction between two tshark
+   -T fields processes read by pandas, wire.py for what tshark cannot name) decodes
+   the whole capture; the same with one tshark (workers=1); pyshark 0.6 (FileCapture,
+   decode-as mongo, reading the same header fields and the first element name of each
+   message) runs on the same file for --pyshark-seconds (it would need far longer for
+   all of it). Messages per second each, and the ratio (goal: >= 100x). The bulk rate
+   on the recorded capture itself (start-up included) is printed too.
 3. Memory: captures of increasing size built from the real one: K copies, each with
    its client address rewritten (127.0.K.2: new connections, so TCP streams stay
    distinct) and its times shifted by K x the capture's duration (checksums are not
    checked by tshark). For each size, ``pcap.summarize`` (the ``mongoprobe pcap`` path:
-   streamed blocks, exact percentiles) runs in a fresh process; its peak RSS and
-   tshark's are reported, and the message count must be K times the original's.
+   streamed blocks, exact percentiles) runs in a fresh process; its peak RSS and the
+   largest tshark's (two run at once) are reported, and the message count must be K
+   times the original's.
 
 Needs tshark and pyshark; recording needs root and the FerretDB built by setup.
 The machine has 2 shared cores: read the ratio, measured side by side, not the times.
@@ -58,9 +63,9 @@ def record(tmp: Path, rounds: int) -> tuple[Path, int]:
 # --- the bulk path and pyshark --------------------------------------------------------------
 
 
-def bulk_rate(path: Path, port: int) -> tuple[int, float]:
+def bulk_rate(path: Path, port: int, workers: int | None = None) -> tuple[int, float]:
     t0 = time.perf_counter()
-    m = tshark_fields.messages(str(path), port)
+    m = tshark_fields.messages(str(path), port, workers=workers)
     return len(m), time.perf_counter() - t0
 
 
@@ -138,15 +143,16 @@ def grow(base: Path, port: int, copies: int, out: Path) -> None:
 
 
 MEASURE = """
-import json, resource, sys, time
+import json, re, resource, sys, time
 sys.path.insert(0, {analyzer!r})
 from mongoprobe import pcap
 t = time.perf_counter()
 r = pcap.summarize({path!r}, {port})
 dt = time.perf_counter() - t
 print(json.dumps({{"messages": r.decode.messages, "requests": r.summary.counts["requests"],
-    "lost": r.summary.lost, "seconds": dt,
-    "python_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+    "lost": r.summary.lost, "seconds": dt, "workers": r.decode.workers,
+    # VmHWM, not ru_maxrss: a child spawned by vfork inherits its parent's ru_maxrss
+    "python_kb": int(re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read()).group(1)),
     "tshark_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}}))
 """
 
@@ -164,6 +170,8 @@ def main() -> int:
     ap.add_argument("--capture", type=Path, help="a capture to use instead of recording")
     ap.add_argument("--port", type=int, help="its server port")
     ap.add_argument("--rounds", type=int, default=40, help="mixedload rounds when recording")
+    ap.add_argument("--rate-copies", type=int, default=8,
+                    help="copies of the capture the rates are measured on")
     ap.add_argument("--copies", default="1,4,16,33", help="capture sizes, in copies")
     ap.add_argument("--pyshark-seconds", type=float, default=30.0)
     ap.add_argument("--keep", type=Path, help="keep the grown captures in this folder")
@@ -179,23 +187,36 @@ def main() -> int:
             print(f"recording: FerretDB, mixed workload 8 threads x {a.rounds} rounds...",
                   file=sys.stderr, flush=True)
             base, port = record(tmp, a.rounds)
-        size = base.stat().st_size
-        n_bulk, t_bulk = bulk_rate(base, port)
-        t_floor = tshark_alone(base, port)
-        n_py, t_py = pyshark_rate(base, port, a.pyshark_seconds)
+        n_base, t_base = bulk_rate(base, port)
+        rated = base
+        if a.rate_copies > 1:
+            rated = tmp / f"x{a.rate_copies}.pcapng"
+            grow(base, port, a.rate_copies, rated)
+        size = rated.stat().st_size
+        n_bulk, t_bulk = bulk_rate(rated, port)
+        n_one, t_one = bulk_rate(rated, port, workers=1)
+        t_floor = tshark_alone(rated, port)
+        n_py, t_py = pyshark_rate(rated, port, a.pyshark_seconds)
+        if rated != base:
+            rated.unlink()
         r_bulk, r_py = n_bulk / t_bulk, n_py / t_py
-        print(f"capture: {size / 1e6:.1f} MB, {n_bulk:,} messages, TCP port {port}")
-        print(f"bulk (tshark -T fields + pandas): {n_bulk:>9,} msgs in {t_bulk:6.1f} s = "
+        print(f"recorded capture: {base.stat().st_size / 1e6:.1f} MB, {n_base:,} messages, "
+              f"TCP port {port}: bulk {n_base / t_base:,.0f} msgs/s (start-up included)")
+        print(f"rates on {a.rate_copies} copies: {size / 1e6:.0f} MB, {n_bulk:,} messages")
+        print(f"bulk, 2 tshark (split by direction): {n_bulk:>9,} msgs in {t_bulk:6.1f} s = "
               f"{r_bulk:>8,.0f}/s")
-        print(f"pyshark 0.6 (FileCapture, PDML):  {n_py:>9,} msgs in {t_py:6.1f} s = "
+        print(f"bulk, 1 tshark:                      {n_one:>9,} msgs in {t_one:6.1f} s = "
+              f"{n_one / t_one:>8,.0f}/s")
+        print(f"pyshark 0.6 (FileCapture, PDML):     {n_py:>9,} msgs in {t_py:6.1f} s = "
               f"{r_py:>8,.0f}/s")
-        print(f"(its tshark pass alone, output discarded: {t_floor:.1f} s = "
+        print(f"(one tshark -T fields pass alone, output discarded: {t_floor:.1f} s = "
               f"{n_bulk / t_floor:,.0f}/s, {n_bulk / t_floor / r_py:.0f}x pyshark)")
-        print(f"ratio bulk/pyshark: {r_bulk / r_py:.1f}x (goal >= 100x)")
+        print(f"ratio bulk/pyshark: {r_bulk / r_py:.1f}x (goal >= 100x); one tshark: "
+              f"{n_one / t_one / r_py:.1f}x")
         print()
         print("memory as the capture grows (mongoprobe pcap path: pcap.summarize)")
         print(f"{'copies':>6} {'size MB':>8} {'messages':>10} {'seconds':>8} "
-              f"{'msgs/s':>8} {'python MB':>9} {'tshark MB':>9}")
+              f"{'msgs/s':>8} {'python MB':>9} {'tshark MB':>9} (each)")
         base_msgs = None
         for k in [int(x) for x in a.copies.split(",")]:
             path = base if k == 1 else tmp / f"x{k}.pcapng"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import signal
 import sys
 import time
@@ -26,6 +27,7 @@ PCAP_EXAMPLES = """examples:
   mongoprobe pcap run.pcapng --by op --unit us     # per opcode, in microseconds
   mongoprobe pcap run.pcapng --by stream           # per TCP connection
   mongoprobe pcap run.pcapng --json                # the keys of latency --json
+  mongoprobe pcap ring_*.pcapng --port 27017       # a ring buffer's files, as one capture
 """
 
 UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000}
@@ -122,16 +124,30 @@ def footer(counts: dict, lost: dict) -> str:
             f"dropped {lost['dropped']}")
 
 
+RING_NAME = re.compile(r"_(\d{5,})_\d{14}\.[^.]+$")   # tshark -b: NAME_00001_YYYYMMDDhhmmss.EXT
+
+
+def ring_order(files: list[str]) -> list[str]:
+    """A ring buffer's files in the order tshark wrote them (by file number, which a
+    shell glob sorts wrongly past 99999); other names as given."""
+    nums = [RING_NAME.search(f) for f in files]
+    if len(files) > 1 and all(nums):
+        return [f for _, f in sorted(zip((int(m.group(1)) for m in nums), files))]
+    return list(files)
+
+
 def cmd_pcap(args: argparse.Namespace) -> int:
     from . import pcap
     from .formats import tshark_fields
 
+    files = ring_order(args.file)
+    args.file = files[0] if len(files) == 1 else files
     try:
         port = args.port
         if port is None:
             port, why = tshark_fields.detect_port(args.file)
             if port is None:
-                _die(f"{args.file}: {why}: nothing to decode")
+                _die(f"{files[0]}: {why}: nothing to decode")
             print(f"server port {port} ({why}); --port to choose", file=sys.stderr)
         result = pcap.summarize(args.file, port)
     except tshark_fields.PcapError as e:
@@ -154,7 +170,7 @@ def cmd_pcap(args: argparse.Namespace) -> int:
         print(f"{dec.fallback - dec.unnamed} messages named by wire.py (tshark's fields "
               f"could not), {dec.unnamed} unnamed", file=sys.stderr)
     for w in dec.warnings:
-        print(f"mongoprobe: {args.file}: {w}", file=sys.stderr)
+        print(f"mongoprobe: {dec.path}: {w}", file=sys.stderr)
     if dec.problem:
         print(f"mongoprobe: {dec.problem}", file=sys.stderr)
     return 0 if dec.messages else 1
@@ -198,7 +214,9 @@ def register(sub) -> None:
                        formatter_class=raw, epilog=PCAP_EXAMPLES,
                        description="Decode a capture with tshark (in bulk), pair replies "
                        "with requests per TCP stream, print latency histograms.")
-    p.add_argument("file", metavar="FILE", help="pcap or pcapng capture")
+    p.add_argument("file", metavar="FILE", nargs="+",
+                   help="pcap or pcapng capture; several (a ring buffer's files) are read "
+                   "as one, so a request and its reply in different files are paired")
     p.add_argument("--port", type=_port, help="the server's TCP port (default: found "
                    "from the connection openings)")
     p.add_argument("--json", action="store_true", help="the keys of latency --json")

@@ -446,6 +446,7 @@ class Router:
         hdr, u32 = struct.Struct(end + "II"), struct.Struct(end + "I")
         epb, opb = struct.Struct(end + "IIIII"), struct.Struct(end + "HHIIII")
         epb_head = struct.Struct(end + "IIIIIII")
+        fast, port, seen = _ETH_IP4_TCP, self.port, self._seen
         while True:
             data = fh.read(_CHUNK)
             buf = rest + data if rest else data
@@ -476,6 +477,28 @@ class Router:
                     if btype == 6:
                         iface, hi, lo, caplen, origlen = epb.unpack_from(buf, off + 8)
                         dstart = off + 28
+                        if caplen >= 48 and iface < len(lts) and lts[iface] == ETHERNET:
+                            # the common case, inline: Ethernet, IPv4, TCP, a known
+                            # connection, payload in one direction
+                            (et, vihl, total, frag, proto, addrs, sport, dport, toff,
+                             flags) = fast.unpack_from(buf, dstart)
+                            if (et == 0x0800 and vihl == 0x45 and proto == 6
+                                    and not frag & 0x3FFF and not flags & _SYN_FIN_RST
+                                    and (dport == port) != (sport == port)
+                                    and ((addrs, sport, dport) if dport == port
+                                         else (addrs, dport, sport)) in seen):
+                                if (total - 20 if total else caplen - 34) - (toff >> 4) * 4 > 0:
+                                    n_ip = caplen - 14
+                                    pad = -n_ip & 3
+                                    side = 0 if dport == port else 1
+                                    parts[side].append(b"".join((
+                                        epb_head.pack(6, 32 + n_ip + pad, iface, hi, lo, n_ip,
+                                                      max(origlen - 14, 0)),
+                                        mv[dstart + 14:dstart + caplen], _PAD[pad],
+                                        u32.pack(32 + n_ip + pad))))
+                                    originals[side].append(self.frames)
+                                off = stop
+                                continue
                     elif btype == 2:                           # obsolete packet block
                         iface, _, hi, lo, caplen, origlen = opb.unpack_from(buf, off + 8)
                         dstart = off + 28

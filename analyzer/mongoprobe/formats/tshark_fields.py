@@ -171,6 +171,8 @@ _STRING_TYPES = {"0x02", "0x0c", "0x0d", "0x0e", "0x0f"}
 _HEADER = struct.Struct("<iIIi")
 
 CUT_SHORT = "cut short in the middle of a packet"
+# columns read as numbers (NaN when the frame has none)
+_NUMERIC = ("stream", "srcport", "dstport", "tcp_len", "seq")
 
 
 class PcapError(ValueError):
@@ -429,10 +431,22 @@ class _Blocks:
         self.upto = 0                           # capture frame of the last line read
 
     def read(self, block: bytes) -> pd.DataFrame:
+        """One block of lines: the TCP numbers parsed as numbers by read_csv (NaN when
+        absent), the rest as text ("" when absent)."""
         names = [c for c, _ in self.fields]
-        df = pd.read_csv(io.BytesIO(block), sep="\t", header=None, names=names, dtype=str,
-                         quoting=3, na_filter=False, keep_default_na=False,
-                         encoding="utf-8", encoding_errors="replace", engine="c")
+        kw = dict(sep="\t", header=None, names=names, quoting=3, keep_default_na=False,
+                  encoding="utf-8", encoding_errors="replace", engine="c")
+        try:
+            dtype = {c: "float64" if c in _NUMERIC else object for c in names}
+            dtype["frame"] = "int64"
+            df = pd.read_csv(io.BytesIO(block), dtype=dtype, na_filter=True,
+                             na_values={c: [""] for c in _NUMERIC}, **kw)
+        except ValueError:
+            # a packet with two TCP headers (an ICMP error quoting one): its first
+            df = pd.read_csv(io.BytesIO(block), dtype=object, na_filter=False, **kw)
+            df["frame"] = df["frame"].astype(np.int64)
+            for c in _NUMERIC:
+                df[c] = pd.to_numeric(_first(df[c]).replace("", np.nan))
         for c, _ in FIELDS:
             if c not in df.columns:
                 df[c] = ""
@@ -442,39 +456,41 @@ class _Blocks:
         dec = self.dec
         if df.empty:
             return empty()
-        frames = df["frame"].astype(np.int64).to_numpy()
+        frames = df["frame"].to_numpy(np.int64)
         orig = self.fmap.lookup(frames) if self.fmap is not None else frames
         times = _epoch_ns(df["time_epoch"])
         self.upto = int(orig[-1])
         dec.last_frame = max(dec.last_frame, self.upto)
-        tcp = (df["stream"] != "").to_numpy()
-        tcp_len = pd.to_numeric(df["tcp_len"].where(df["tcp_len"] != "", "0")).to_numpy(np.int64)
+        stream = df["stream"].to_numpy(np.float64)
+        tcp = ~np.isnan(stream)
+        tcp_len = np.nan_to_num(df["tcp_len"].to_numpy(np.float64)).astype(np.int64)
+        sport = np.nan_to_num(df["srcport"].to_numpy(np.float64)).astype(np.int64)
+        dport = np.nan_to_num(df["dstport"].to_numpy(np.float64)).astype(np.int64)
+        # one number per direction: stream << 16 | source port
+        key = np.where(tcp, np.nan_to_num(stream).astype(np.int64) << 16 | sport, -1)
         payload = tcp & (tcp_len > 0)
         dec.frames += int(payload.sum())
-        lost, dup = self._sequence(df, tcp, tcp_len)
+        lost, dup = self._sequence(df, key, tcp_len)
         dec.lost_segments += int(lost.sum())
         dec.retransmitted += int(dup.sum())
-        dec.malformed_frames += int((df["malformed"] != "").sum())
-        ps = str(dec.port)
-        to_port = (df["dstport"] == ps).to_numpy()
-        from_port = (df["srcport"] == ps).to_numpy()
+        dec.malformed_frames += int((df["malformed"].to_numpy(object) != "").sum())
+        to_port = dport == dec.port
+        from_port = sport == dec.port
         on = payload & (to_port | from_port)
         if self.direction == "request":
             on &= to_port
         elif self.direction == "reply":
             on &= from_port
         dec.port_frames += int(on.sum())
-        self._track_unframed(df[on], orig[on])
-        has_msg = (df["length"] != "").to_numpy()
-        m = df[on & has_msg & ~dup]
+        has_msg = df["length"].to_numpy(object) != ""
+        self._track_unframed(key[on], orig[on], has_msg[on], tcp_len[on])
+        keep = on & has_msg & ~dup
         if self.direction is None:
             # frames of other ports are counted (a wrong --port), not decoded
-            other = df[payload & ~to_port & ~from_port]
-            if len(other):
-                seen = pd.concat([other["srcport"], other["dstport"]]).value_counts()
-                dec.other_ports.update({int(p): int(n) for p, n in seen.items()})
-        m = m.assign(sport=pd.to_numeric(m["srcport"]).to_numpy(np.int64),
-                     dport=pd.to_numeric(m["dstport"]).to_numpy(np.int64))
+            other = payload & ~to_port & ~from_port
+            if other.any():
+                dec.other_ports.update(Counter(sport[other].tolist() + dport[other].tolist()))
+        m = df[keep].assign(sport=sport[keep], dport=dport[keep])
         if m.empty:
             out = empty()
         else:
@@ -490,96 +506,99 @@ class _Blocks:
         dec.messages += len(out)
         return out
 
-    def _sequence(self, df: pd.DataFrame, tcp: np.ndarray, tcp_len: np.ndarray
+    def _sequence(self, df: pd.DataFrame, key: np.ndarray, tcp_len: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
         """Per row: ``lost``, it follows a gap in its direction's sequence numbers (a
         segment the capture missed); ``dup``, all its bytes came before (a
         retransmission, whose messages tshark would dissect a second time)."""
         n = len(df)
         lost, dup = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
-        idx = np.flatnonzero(tcp & (df["seq"] != "").to_numpy())
+        seq_all = df["seq"].to_numpy(np.float64)
+        idx = np.flatnonzero((key >= 0) & ~np.isnan(seq_all))
         if not len(idx):
             return lost, dup
-        sub = df.iloc[idx]
-        key = (sub["stream"] + ":" + sub["srcport"]).to_numpy(dtype=object)
-        seq = sub["seq"].astype(np.int64).to_numpy()
+        k = key[idx]
+        seq = seq_all[idx].astype(np.int64)
         ln = tcp_len[idx]
-        syn = sub["syn"].isin(["1", "True"]).to_numpy()
+        syn = np.isin(df["syn"].to_numpy(object)[idx], ("1", "True"))
         nxt = (seq + ln + syn) & 0xFFFFFFFF
-        prev = pd.Series(nxt).groupby(key, sort=False).shift(1).to_numpy(dtype=np.float64,
-                                                                         copy=True)
-        first = np.isnan(prev)
-        if first.any() and self.expect:
-            prev[first] = pd.Series(key[first]).map(self.expect).to_numpy(dtype=np.float64)
+        # the previous row of the same direction: a stable sort by key
+        order = np.argsort(k, kind="stable")
+        ks, ns = k[order], nxt[order]
+        prev_s = np.empty(len(ks), dtype=np.float64)
+        prev_s[1:] = ns[:-1]
+        starts = np.ones(len(ks), dtype=bool)
+        starts[1:] = ks[1:] != ks[:-1]
+        prev_s[starts] = np.nan
+        if self.expect:
+            prev_s[starts] = [self.expect.get(x, np.nan) for x in ks[starts].tolist()]
+        prev = np.empty(len(k), dtype=np.float64)
+        prev[order] = prev_s
+        ends = np.ones(len(ks), dtype=bool)
+        ends[:-1] = starts[1:]
+        self.expect.update(zip(ks[ends].tolist(), ns[ends].tolist()))
         known = ~np.isnan(prev) & ~syn
         d = (seq - np.where(known, prev, 0).astype(np.int64)) & 0xFFFFFFFF
-        ahead = known & (d != 0) & (d < 1 << 31)
+        lost[idx[known & (d != 0) & (d < 1 << 31)]] = True
         behind = known & (d >= 1 << 31)
-        lost[idx[ahead]] = True
-        last = pd.Series(nxt).groupby(key, sort=False).last()
-        self.expect.update(zip(last.index, last.to_numpy().tolist()))
         if behind.any():
             # a retransmission moves the expected number back in the shifted column:
             # redo those directions one segment at a time (rare)
-            for k in set(key[behind].tolist()):
-                rows = np.flatnonzero(key == k)
+            for kk in set(k[behind].tolist()):
+                rows = np.flatnonzero(k == kk)
                 e = None if np.isnan(prev[rows[0]]) else int(prev[rows[0]])
                 for i in rows:
                     lost[idx[i]] = dup[idx[i]] = False
                     if syn[i] or e is None:
                         e = int(nxt[i])
                         continue
-                    e = int(e)
                     dd = (int(seq[i]) - e) & 0xFFFFFFFF
                     if dd == 0:
                         e = int(nxt[i])
                     elif dd < 1 << 31:
                         lost[idx[i]] = True
                         e = int(nxt[i])
-                    elif ((int(nxt[i]) - e) & 0xFFFFFFFF) in range(1, 1 << 31):
+                    elif 0 < (int(nxt[i]) - e) & 0xFFFFFFFF < 1 << 31:
                         e = int(nxt[i])          # overlaps and carries new bytes
                     else:
                         dup[idx[i]] = True
-                self.expect[k] = e
+                self.expect[kk] = e
         return lost, dup
 
-    def _track_unframed(self, pay: pd.DataFrame, frames: np.ndarray) -> None:
-        """Per direction (stream, source port), the payload frames after the last one that
-        completed a message: in a healthy stream none are left at the end. A capture that
-        starts inside a message (a ring-buffer file, a capture begun mid-run) can leave
-        tshark waiting for a "message" of garbage length that swallows the direction."""
-        if pay.empty:
+    def _track_unframed(self, key: np.ndarray, frames: np.ndarray, msg: np.ndarray,
+                        nbytes: np.ndarray) -> None:
+        """Per direction (``key``: stream << 16 | source port), the payload frames after
+        the last one that completed a message: in a healthy stream none are left at the
+        end. A capture that starts inside a message (a ring-buffer file, a capture begun
+        mid-run) can leave tshark waiting for a "message" of garbage length that swallows
+        the direction."""
+        if not len(key):
             return
-        g = pd.DataFrame({"key": (pay["stream"] + ":" + pay["srcport"]).to_numpy(object),
-                          "frame": frames,
-                          "msg": (pay["length"] != "").to_numpy(),
-                          "bytes": pd.to_numeric(pay["tcp_len"]).to_numpy(np.int64)})
-        last = g[g["msg"]].groupby("key")["frame"].max()
-        for k in last.index:
-            self.trail.pop(k, None)
-        after = g["frame"].to_numpy() > g["key"].map(last).fillna(-1).to_numpy()
-        t = g[after & ~g["msg"].to_numpy()]
-        if len(t):
-            agg = t.groupby("key").agg(first=("frame", "min"), bytes=("bytes", "sum"))
-            for k, first, nbytes in zip(agg.index, agg["first"], agg["bytes"]):
+        last: dict[int, int] = {}
+        if msg.any():
+            # per key, the last frame completing a message (frames ascend)
+            last = dict(zip(key[msg].tolist(), frames[msg].tolist()))
+            for k in last:
+                self.trail.pop(k, None)
+        lastf = np.array([last.get(k, -1) for k in key.tolist()]) if last else \
+            np.full(len(key), -1)
+        t = (frames > lastf) & ~msg
+        if t.any():
+            for k, f, b in zip(key[t].tolist(), frames[t].tolist(), nbytes[t].tolist()):
                 if k in self.trail:
-                    self.trail[k][1] += int(nbytes)
+                    self.trail[k][1] += b
                 else:
-                    self.trail[k] = [int(first), int(nbytes)]
+                    self.trail[k] = [f, b]
 
     def unframed(self) -> dict[tuple[int, int], tuple[int, int]]:
-        out = {}
-        for k, (first, nbytes) in self.trail.items():
-            if nbytes > 0:
-                stream, _, sport = k.partition(":")
-                out[(int(stream), int(sport))] = (first, nbytes)
-        return out
+        return {(k >> 16, k & 0xFFFF): (first, nbytes)
+                for k, (first, nbytes) in self.trail.items() if nbytes > 0}
 
     def _rows(self, m: pd.DataFrame, frames: np.ndarray, times: np.ndarray) -> pd.DataFrame:
-        count = m["length"].str.count(AGG) + 1
-        single = m[count == 1]
+        several = np.array([AGG in x for x in m["length"].tolist()], dtype=bool)
+        single = m[~several]
         parts = [self._single(single, frames, times)] if len(single) else []
-        multi = m[count > 1]
+        multi = m[several]
         if len(multi):
             parts.append(self._multi(multi, frames, times))
         out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
