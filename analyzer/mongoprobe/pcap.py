@@ -178,10 +178,14 @@ class Pairer:
         cands = self.open
         right = cands.rename(columns={"rseq": "qseq"}).astype(
             {"qseq": "int64", "stream": "int64", "request_id": "int64"}).sort_values("qseq")
-        right = right.assign(qkey=right["qseq"])
-        m = pd.merge_asof(left.sort_values("rseq"), right, left_on="rseq", right_on="qkey",
-                          by=["stream", "request_id"], direction="backward",
-                          allow_exact_matches=False)
+        right = right.reset_index(drop=True)
+        # only keys through the merge: a reply without a match would turn the request's
+        # int64 columns to float64 (nanosecond times rounded); values come from ``right``
+        m = pd.merge_asof(left.sort_values("rseq"),
+                          right[["qseq", "stream", "request_id"]].assign(
+                              qkey=right["qseq"], ridx=np.arange(len(right))),
+                          left_on="rseq", right_on="qkey", by=["stream", "request_id"],
+                          direction="backward", allow_exact_matches=False)
         hit = m["qseq"].notna()
         dup = hit & m["qseq"].duplicated()       # a second reply to one request
         ok = hit & ~dup
@@ -194,25 +198,26 @@ class Pairer:
         used = set(m.loc[ok, "qseq"].astype("int64").tolist())
         self.open = cands[~cands["rseq"].astype("int64").isin(used)].reset_index(drop=True)
         p = m[ok]
-        first_ns = p["first_time_ns"].astype("int64").to_numpy()
+        q = right.iloc[p["ridx"].astype("int64").to_numpy()]
+        first_ns = q["first_time_ns"].astype("int64").to_numpy()
         out = pd.DataFrame({
             "stream": p["stream"].to_numpy(np.int64),
-            "client_port": p["client_port"].astype("int64").to_numpy(),
+            "client_port": q["client_port"].astype("int64").to_numpy(),
             "request_id": p["request_id"].to_numpy(np.int64),
-            "opcode": p["opcode"].to_numpy(object),
-            "command": p["command"].to_numpy(object),
-            "database": p["database"].to_numpy(object),
-            "collection": p["collection"].to_numpy(object),
-            "request_frame": p["frame"].astype("int64").to_numpy(),
-            "request_msg": p["msg_in_frame"].astype("int64").to_numpy(),
+            "opcode": q["opcode"].to_numpy(object),
+            "command": q["command"].to_numpy(object),
+            "database": q["database"].to_numpy(object),
+            "collection": q["collection"].to_numpy(object),
+            "request_frame": q["frame"].astype("int64").to_numpy(),
+            "request_msg": q["msg_in_frame"].astype("int64").to_numpy(),
             "reply_frame": p["reply_frame"].to_numpy(np.int64),
             "request_time": first_ns / 1e9,
             "reply_time": p["reply_ns"].to_numpy(np.int64) / 1e9,
             "latency_ns": p["reply_ns"].to_numpy(np.int64) - first_ns,
-            "bytes_in": p["length"].astype("int64").to_numpy(),
+            "bytes_in": q["length"].astype("int64").to_numpy(),
             "bytes_out": p["bytes_out"].to_numpy(np.int64),
             "more_to_come": p["more_to_come"].to_numpy(bool),
-            "note": p["note"].to_numpy(object),
+            "note": q["note"].to_numpy(object),
         })[PAIR_COLUMNS].reset_index(drop=True)
         return _objects(out)
 

@@ -121,6 +121,7 @@ FIELDS: list[tuple[str, str]] = [
     ("segments", "tcp.segment"),
     ("seq", "tcp.seq_raw"),
     ("syn", "tcp.flags.syn"),
+    ("fin", "tcp.flags.fin"),
     ("malformed", "_ws.malformed"),
     ("length", "mongo.message_length"),
     ("request_id", "mongo.request_id"),
@@ -149,8 +150,9 @@ SPEED_PREFS = ["-o", "tcp.analyze_sequence_numbers:FALSE",
                "-o", "tcp.calculate_timestamps:FALSE", "-o", "tcp.track_bytes_in_flight:FALSE",
                "-o", "ip.use_geoip:FALSE", "-o", "ip.decode_tos_as_diffserv:FALSE",
                "-o", "frame.generate_bits_field:FALSE"]
-# Frames with TCP payload carry (parts of) messages; a SYN starts a direction's sequence.
-DISPLAY_FILTER = "tcp.len > 0 or tcp.flags.syn == 1"
+# Frames with TCP payload carry (parts of) messages; a SYN starts a direction's sequence
+# and a FIN ends it (a gap just before it is a segment the capture missed).
+DISPLAY_FILTER = "tcp.len > 0 or tcp.flags.syn == 1 or tcp.flags.fin == 1"
 
 COLUMNS = ["frame", "msg_in_frame", "time", "time_ns", "first_time_ns", "stream",
            "client_port", "direction", "length", "request_id", "response_to", "opcode",
@@ -521,7 +523,8 @@ class _Blocks:
         seq = seq_all[idx].astype(np.int64)
         ln = tcp_len[idx]
         syn = np.isin(df["syn"].to_numpy(object)[idx], ("1", "True"))
-        nxt = (seq + ln + syn) & 0xFFFFFFFF
+        fin = np.isin(df["fin"].to_numpy(object)[idx], ("1", "True"))
+        nxt = (seq + ln + syn + fin) & 0xFFFFFFFF
         # the previous row of the same direction: a stable sort by key
         order = np.argsort(k, kind="stable")
         ks, ns = k[order], nxt[order]
@@ -1029,7 +1032,7 @@ def default_workers(paths: list[str]) -> int:
 
 
 def iter_messages(path: str | list, port: int, dec: Decode | None = None,
-                  block_bytes: int = 8 << 20, only_streams: set[int] | None = None,
+                  block_bytes: int = 4 << 20, only_streams: set[int] | None = None,
                   skip_streams: set[int] | None = None,
                   workers: int | None = None) -> Iterator[pd.DataFrame]:
     """Message rows, one DataFrame per block of tshark output (about ``block_bytes``).
@@ -1075,8 +1078,11 @@ def _consume(runs: list, block_bytes: int) -> Iterator[pd.DataFrame]:
     q: queue.Queue = queue.Queue(maxsize=2 * len(runs))
 
     def reader(i: int, ts: _Tshark) -> None:
+        # a reply's line is a third of a request's (no element lists): blocks of about
+        # as many rows keep the DataFrames being parsed, and the sides' skew, alike
+        size = block_bytes // 3 if runs[i][1].direction == "reply" else block_bytes
         try:
-            for block in ts.blocks(block_bytes):
+            for block in ts.blocks(size):
                 q.put((i, block))
         except (OSError, ValueError):      # stdout closed under us: the consumer quit
             pass

@@ -1,0 +1,246 @@
+"""The capture split (formats/pcapfile.py) and what depends on it: two tshark processes,
+one per direction, must give exactly the message table and summary of one tshark.
+
+Reads the real captures of samples/pcap/ (needs tshark only) and altered copies of them:
+converted to pcap by editcap, with a packet repeated (a retransmission) or removed (a
+segment the capture missed), cut into files (a ring buffer).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mongoprobe import pcap
+from mongoprobe.formats import pcapfile, tshark_fields
+
+TOP = Path(__file__).resolve().parents[1]
+SAMPLES = TOP / "samples" / "pcap"
+NAMES = ["ferretdb-mixedload", "wire-scenarios", "compressed", "midstream", "truncated"]
+
+
+@pytest.fixture(autouse=True)
+def need_tshark() -> None:
+    if shutil.which("tshark") is None:
+        pytest.skip("tshark is not installed (Debian: apt-get install tshark; "
+                    "scripts/setup.sh does it)")
+
+
+def port_of(name: str) -> int:
+    return json.loads((SAMPLES / f"{name}.json").read_text())["port"]
+
+
+def path_of(name: str) -> str:
+    return str(SAMPLES / f"{name}.pcapng")
+
+
+# --- pcapng blocks, to alter real captures ----------------------------------------------------
+
+
+def blocks(path: str) -> list[bytes]:
+    data = Path(path).read_bytes()
+    out, off = [], 0
+    while off + 12 <= len(data):
+        blen = struct.unpack_from("<I", data, off + 4)[0]
+        out.append(data[off:off + blen])
+        off += blen
+    return out
+
+
+def packet_blocks(bl: list[bytes]) -> list[int]:
+    return [i for i, b in enumerate(bl) if struct.unpack_from("<I", b)[0] == 6]
+
+
+def write(path: Path, bl: list[bytes]) -> str:
+    path.write_bytes(b"".join(bl))
+    return str(path)
+
+
+def tcp_of(block: bytes) -> tuple[int, int, int]:
+    """(source port, destination port, payload bytes) of an Ethernet/IPv4 EPB."""
+    caplen = struct.unpack_from("<I", block, 20)[0]
+    d = block[28:28 + caplen]
+    ihl = (d[14] & 15) * 4
+    total = struct.unpack_from(">H", d, 16)[0]
+    t = 14 + ihl
+    sport, dport = struct.unpack_from(">HH", d, t)
+    return sport, dport, total - ihl - (d[t + 12] >> 4) * 4
+
+
+def decode_both(path, port: int):
+    one = tshark_fields.Decode(path, port)
+    m1 = tshark_fields.messages(path, port, one, workers=1)
+    two = tshark_fields.Decode(path, port)
+    m2 = tshark_fields.messages(path, port, two, workers=2)
+    return (m1, one), (m2, two)
+
+
+# --- two tshark processes = one ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_split_equals_one_tshark(name):
+    """Same message table, same summary and counters, on every sample."""
+    path, port = path_of(name), port_of(name)
+    assert pcapfile.can_split([path])
+    (m1, d1), (m2, d2) = decode_both(path, port)
+    assert d2.workers == 2 and d1.workers == 1 and d2.inconsistent is None
+    pd.testing.assert_frame_equal(m1, m2)
+    s1 = pcap.summarize(path, port, workers=1).to_json()
+    s2 = pcap.summarize(path, port, workers=2).to_json()
+    assert s1 == s2
+    for k in ("messages", "frames", "port_frames", "lost_segments", "malformed_frames",
+              "fallback", "resynced", "cut_short"):
+        assert getattr(d1, k) == getattr(d2, k), k
+
+
+def test_router_counts_and_routes():
+    """Every packet is counted once in the capture's numbering; the two sides together
+    hold every packet with payload on the port; the frame maps give original numbers."""
+    path, port = path_of("ferretdb-mixedload"), port_of("ferretdb-mixedload")
+    outs = [open("/dev/null", "wb") for _ in range(2)]
+    r = pcapfile.Router([path], port, outs).start()
+    r.join(60)
+    bl = blocks(path)
+    pk = packet_blocks(bl)
+    assert r.frames == len(pk) and r.error is None and not r.cut_short
+    req = set(r.maps[0].lookup(np.arange(1, r.maps[0].count + 1)).tolist())
+    rep = set(r.maps[1].lookup(np.arange(1, r.maps[1].count + 1)).tolist())
+    for n, i in enumerate(pk, start=1):
+        sport, dport, payload = tcp_of(bl[i]) if bl[i][28 + 12 + 12:28 + 12 + 14] else (0, 0, 0)
+        if payload > 0 and dport == port:
+            assert n in req, n
+        if payload > 0 and sport == port:
+            assert n in rep, n
+
+
+def test_pcap_format_equals_pcapng(tmp_path):
+    """The same capture as nanosecond pcap (editcap): the same messages and times."""
+    name = "ferretdb-mixedload"
+    out = tmp_path / "x.pcap"
+    subprocess.run(["editcap", "-F", "nsecpcap", path_of(name), str(out)], check=True,
+                   capture_output=True)
+    assert pcapfile.file_kind(str(out)) == "pcap"
+    port = port_of(name)
+    (m1, _), (m2, d2) = decode_both(str(out), port)
+    pd.testing.assert_frame_equal(m1, m2)
+    ref = tshark_fields.messages(path_of(name), port, workers=2)
+    pd.testing.assert_frame_equal(ref, m2)
+    assert d2.workers == 2
+
+
+def test_retransmission_is_not_a_second_request(tmp_path):
+    """A request packet sent twice (as TCP retransmits it) is one request, and the
+    decode says a frame was retransmitted."""
+    name = "ferretdb-mixedload"
+    path, port = path_of(name), port_of(name)
+    bl = blocks(path)
+    pk = packet_blocks(bl)
+    i = next(i for i in pk[10:] if tcp_of(bl[i])[1] == port and tcp_of(bl[i])[2] > 0)
+    altered = write(tmp_path / "retrans.pcapng", bl[:i + 1] + [bl[i]] + bl[i + 1:])
+    ref = pcap.summarize(path, port).to_json()
+    for workers in (1, 2):
+        r = pcap.summarize(altered, port, workers=workers)
+        j = r.to_json()
+        assert r.decode.retransmitted == 1
+        assert j["requests_by_command"] == ref["requests_by_command"]
+        assert j["lost"] == ref["lost"] and j["counts"] == ref["counts"]
+
+
+def test_missing_segment_is_counted(tmp_path):
+    """A reply packet the capture missed: a gap in that direction's sequence numbers,
+    counted as dropped; its request has no reply; everything else still pairs."""
+    name = "ferretdb-mixedload"
+    path, port = path_of(name), port_of(name)
+    bl = blocks(path)
+    pk = packet_blocks(bl)
+    i = next(i for i in pk[20:] if tcp_of(bl[i])[0] == port and tcp_of(bl[i])[2] > 0)
+    altered = write(tmp_path / "gap.pcapng", bl[:i] + bl[i + 1:])
+    ref = pcap.summarize(path, port).to_json()
+    for workers in (1, 2):
+        j = pcap.summarize(altered, port, workers=workers).to_json()
+        assert j["lost"]["dropped"] == 1
+        assert j["lost"]["requests_without_reply"] == 1
+        assert j["counts"]["replies"] == ref["counts"]["replies"] - 1
+
+
+def test_files_read_as_one_capture(tmp_path):
+    """A capture cut into three files (as a ring buffer writes them, each with its own
+    section header) decodes as the whole file: same pairs, nothing unmatched, frame
+    numbers across the files."""
+    name = "ferretdb-mixedload"
+    path, port = path_of(name), port_of(name)
+    bl = blocks(path)
+    pk = packet_blocks(bl)
+    head = bl[:pk[0]]
+    cuts = [pk[0], pk[len(pk) // 3], pk[2 * len(pk) // 3], len(bl)]
+    files = [write(tmp_path / f"ring_{k + 1:05d}_20261122120000.pcapng",
+                   head + bl[cuts[k]:cuts[k + 1]]) for k in range(3)]
+    whole = pcap.messages(path, port)
+    for workers in (1, 2):
+        m = tshark_fields.messages(files, port, workers=workers)
+        pd.testing.assert_frame_equal(whole, m)
+    ref = pcap.summarize(path, port).to_json()
+    got = pcap.summarize(files, port).to_json()
+    ref.pop("pcap"), got.pop("pcap")
+    assert got == ref
+    # the CLI: files in ring order whatever order they are given in
+    r = subprocess.run([sys.executable, "-m", "mongoprobe", "pcap", files[2], files[0],
+                        files[1], "--port", str(port), "--json"], capture_output=True,
+                       text=True, cwd=TOP, timeout=300)
+    assert r.returncode == 0, r.stderr
+    cli = json.loads(r.stdout)
+    cli.pop("pcap")
+    assert cli == ref
+
+
+def test_ring_order():
+    from mongoprobe.pcap_cli import ring_order
+    names = ["r_100000_20261122120000.pcapng", "r_99999_20261122115959.pcapng"]
+    assert ring_order(names) == names[::-1]
+    assert ring_order(["b.pcapng", "a.pcapng"]) == ["b.pcapng", "a.pcapng"]
+
+
+def test_pairer_waits_for_the_request_side():
+    """Replies delivered before their requests (the reply side's tshark ran ahead) are
+    paired when the requests come, not counted unmatched."""
+    name = "ferretdb-mixedload"
+    m = pcap.messages(path_of(name), port_of(name))
+    whole = pcap.pairs(m)
+    req, rep = m[m["direction"] == "request"], m[m["direction"] == "reply"]
+    pr = pcap.Pairer()
+    parts = []
+    hr, hq = len(rep) * 2 // 3, len(req) // 3
+    for block, side in ((rep.iloc[:hr], "reply"), (req.iloc[:hq], "request"),
+                        (rep.iloc[hr:], "reply"), (req.iloc[hq:], "request")):
+        b = block.copy()
+        b.attrs["side"] = side
+        b.attrs["upto"] = int(block["frame"].max())
+        parts.append(pr.feed(b))
+        assert pr.unmatched_replies == 0
+    assert pr.deferred is None or len(pr.deferred) == 0
+    assert len(pr.finish()) == 0 and pr.unmatched_replies == 0
+    got = pd.concat(parts, ignore_index=True)
+    key = ["stream", "request_id", "request_frame"]
+    pd.testing.assert_frame_equal(whole.sort_values(key).reset_index(drop=True),
+                                  got.sort_values(key).reset_index(drop=True))
+
+
+def test_unsupported_link_type_uses_one_tshark(tmp_path):
+    """A link type the router does not parse: one tshark reads the file, as before."""
+    name = "ferretdb-mixedload"
+    bl = blocks(path_of(name))
+    idb = next(i for i, b in enumerate(bl) if struct.unpack_from("<I", b)[0] == 1)
+    b = bytearray(bl[idb])
+    struct.pack_into("<H", b, 8, 147)            # LINKTYPE_USER0
+    altered = write(tmp_path / "user0.pcapng", bl[:idb] + [bytes(b)] + bl[idb + 1:])
+    assert not pcapfile.can_split([altered])
+    assert tshark_fields.default_workers([altered]) == 1
