@@ -23,8 +23,11 @@ server's own (from the receive that completed the request to the send of the
 reply): it is never less than the probes' latency of the same request.
 
 Memory: :func:`summarize` reads the capture block by block and keeps, besides one
-block, the requests awaiting replies and 8 bytes per timed request per grouping (the
-exact percentiles); :func:`pairs` and :func:`messages` build whole tables.
+block, the requests awaiting replies (and, when the capture is split between two
+tshark processes, the replies that arrived before the other side had read their
+requests: the skew between the two, a few MB of capture) and 8 bytes per timed request
+per grouping (the exact percentiles); :func:`pairs` and :func:`messages` build whole
+tables. Several files (a ring buffer's) are read as one capture.
 """
 
 from __future__ import annotations

@@ -1,15 +1,23 @@
 """Packet captures (pcap, pcapng) -> one row per MongoDB wire-protocol message, in bulk.
 
-tshark dissects; pandas reads. The capture is read by one ``tshark -T fields`` run with
-the port decoded as MongoDB (``-d tcp.port==N,mongo``; without it tshark dissects
-27017 as TLS) and ``-E occurrence=a`` (every occurrence of a field in a frame, joined
-by ``\\x1f``). Its stdout is read in blocks of a few MB, each block parsed by
+tshark dissects; pandas reads. The capture is read by ``tshark -T fields`` with the
+port decoded as MongoDB (``-d tcp.port==N,mongo``; without it tshark dissects 27017 as
+TLS) and ``-E occurrence=a`` (every occurrence of a field in a frame, joined by
+``\x1f``). Its stdout is read in blocks of a few MB, each block parsed by
 ``pandas.read_csv`` and turned into message rows with column operations: no Python
 object per packet, and memory bounded by the block, not by the capture.
 
-    tshark -r FILE -n -d tcp.port==N,mongo -o ... (SPEED_PREFS)
-           -Y "tcp.len > 0 or tcp.analysis.lost_segment" -T fields -e frame.number -e frame.time_epoch -e tcp.stream -e tcp.srcport
-           -e tcp.dstport -e tcp.len -e tcp.segment -e tcp.analysis.lost_segment -e _ws.malformed
+On two cores the capture is split by direction (``formats/pcapfile.py``) between two
+tshark processes reading their half from a pipe: the requests with every field below,
+the replies with the header fields only (``REPLY_FIELDS``); their blocks come in as
+each is ready (``iter_messages``). One tshark reads the file itself when the router
+cannot parse its link type, or with ``workers=1``.
+
+    tshark -r FILE|- -n -d tcp.port==N,mongo -o ... (SPEED_PREFS)
+           -Y "(tcp.len > 0 or tcp.flags.syn == 1 or tcp.flags.fin == 1)[ and tcp.dstport == N]"
+           -T fields -e frame.number -e frame.time_epoch -e tcp.stream -e tcp.srcport
+           -e tcp.dstport -e tcp.len -e tcp.segment -e tcp.seq_raw -e tcp.flags.syn
+           -e tcp.flags.fin -e _ws.malformed
            -e mongo.message_length -e mongo.request_id -e mongo.response_to
            -e mongo.opcode -e mongo.msg.flags -e mongo.msg.sections.section.kind
            -e mongo.compression.original_opcode -e mongo.compression.compressor
@@ -37,6 +45,10 @@ How messages come out of frames:
 * tshark decompresses OP_COMPRESSED (zlib, snappy here; not zstd) and dissects the
   message inside; the row keeps the wire opcode (2012) with ``compressed`` and
   ``original_opcode``.
+* Gaps and retransmissions come from ``tcp.seq_raw`` per direction (tshark's own
+  sequence analysis is off, see SPEED_PREFS): a frame after a gap counts in
+  ``lost_segments``; a frame whose bytes all came before (a retransmission) in
+  ``retransmitted``, and its messages, which tshark would dissect again, are dropped.
 
 When tshark's fields cannot name a request — several messages completed in one frame
 (their element lists run together), an OP_MSG whose first section is a document
