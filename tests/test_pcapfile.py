@@ -244,3 +244,41 @@ def test_unsupported_link_type_uses_one_tshark(tmp_path):
     altered = write(tmp_path / "user0.pcapng", bl[:idb] + [bytes(b)] + bl[idb + 1:])
     assert not pcapfile.can_split([altered])
     assert tshark_fields.default_workers([altered]) == 1
+
+
+def test_damaged_block_keeps_what_decoded(tmp_path):
+    """A pcapng block whose length is garbage, half-way: one clear line and the
+    messages before it, never a traceback, with one tshark or two."""
+    name = "ferretdb-mixedload"
+    path, port = path_of(name), port_of(name)
+    bl = blocks(path)
+    pk = packet_blocks(bl)
+    i = pk[len(pk) // 2]
+    b = bytearray(bl[i])
+    struct.pack_into("<I", b, 4, 6)                # a block length no block can have
+    altered = write(tmp_path / "damaged.pcapng", bl[:i] + [bytes(b)] + bl[i + 1:])
+    for workers in (1, 2):
+        dec = tshark_fields.Decode(altered, port)
+        m = tshark_fields.messages(altered, port, dec, workers=workers)
+        assert 0 < len(m) < len(pcap.messages(path, port))
+        assert dec.problem and "damaged or corrupt" in dec.problem, dec.problem
+    r = subprocess.run([sys.executable, "-m", "mongoprobe", "pcap", altered, "--port",
+                        str(port)], capture_output=True, text=True, cwd=TOP, timeout=300)
+    assert r.returncode == 0 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith(f"mongoprobe: {altered}: capture "
+                                                         "damaged or corrupt after frame ")
+
+
+def test_mixed_formats_are_refused(tmp_path):
+    name = "ferretdb-mixedload"
+    out = tmp_path / "x.pcap"
+    subprocess.run(["editcap", "-F", "pcap", path_of(name), str(out)], check=True,
+                   capture_output=True)
+    r = subprocess.run([sys.executable, "-m", "mongoprobe", "pcap", path_of(name), str(out),
+                        "--port", str(port_of(name))], capture_output=True, text=True,
+                       cwd=TOP, timeout=300)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr.strip() == (f"mongoprobe: {out}: not the format of {path_of(name)} (pcap "
+                                "and pcapng, or pcap files of other link types or "
+                                "resolutions, cannot be read as one capture; mergecap -w "
+                                "out.pcapng FILES... converts them)")

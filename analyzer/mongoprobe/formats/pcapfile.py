@@ -463,7 +463,10 @@ class Router:
                     lts = []
                 btype, blen = hdr.unpack_from(buf, off)
                 if blen < 12 or blen % 4:
-                    raise FormatError(f"damaged pcapng block after frame {self.frames}")
+                    # what was read is still decoded; the rest cannot be framed
+                    self.error = f"damaged pcapng block after frame {self.frames}"
+                    self._emit(parts, originals)
+                    raise _Stopped()
                 stop = off + blen
                 if stop > n:
                     break

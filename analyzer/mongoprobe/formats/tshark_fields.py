@@ -994,6 +994,26 @@ def _check_file(path: str) -> None:
         raise PcapError(f"{path}: not a pcap or pcapng capture (unknown magic number)")
 
 
+def _check_files(paths: list[str]) -> None:
+    """Each file is a capture, and several can be read as one stream: all pcapng, or
+    all pcap of one link type and time resolution (one global header serves them)."""
+    for p in paths:
+        _check_file(p)
+    if len(paths) < 2:
+        return
+    heads = {}
+    for p in paths:
+        with open(p, "rb") as fh:
+            head = fh.read(24)
+        heads[p] = b"pcapng" if head[:4] == pcapfile.PCAPNG_MAGIC else head[:4] + head[20:24]
+    if len(set(heads.values())) > 1:
+        first = paths[0]
+        other = next(p for p in paths if heads[p] != heads[first])
+        raise PcapError(f"{other}: not the format of {first} (pcap and pcapng, or pcap "
+                        "files of other link types or resolutions, cannot be read as one "
+                        "capture; mergecap -w out.pcapng FILES... converts them)")
+
+
 def detect_port(path: str | list, limit: int = 200_000) -> tuple[int | None, str]:
     """The server port of a capture and why: the destination of most connection
     openings (SYN) in the first ``limit`` frames, else the port common to most TCP
@@ -1065,8 +1085,7 @@ def iter_messages(path: str | list, port: int, dec: Decode | None = None,
     two sides disagree on a stream (``dec.inconsistent``), decode again with one.
     """
     dec = dec if dec is not None else Decode(path, int(port))
-    for p in dec.paths:
-        _check_file(p)
+    _check_files(dec.paths)
     flt = _stream_filter(only_streams, skip_streams)
     workers = default_workers(dec.paths) if workers is None else workers
     if workers >= 2:
