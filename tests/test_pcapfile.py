@@ -282,3 +282,28 @@ def test_mixed_formats_are_refused(tmp_path):
                                 "and pcapng, or pcap files of other link types or "
                                 "resolutions, cannot be read as one capture; mergecap -w "
                                 "out.pcapng FILES... converts them)")
+
+
+def test_sides_that_disagree_are_decoded_again_by_one_tshark(monkeypatch):
+    """If the two sides ever numbered a stream differently (the router sends both the
+    packets that open and close connections so that they do not), the decode is redone
+    with one tshark rather than pairing across the wrong connections."""
+    name = "ferretdb-mixedload"
+    path, port = path_of(name), port_of(name)
+    ref = pcap.summarize(path, port, workers=1).to_json()
+    real = tshark_fields._Blocks.messages
+
+    def skewed(self, df):
+        out = real(self, df)
+        if self.direction == "reply":             # as if the reply side's streams were off
+            self.stream_ports = {k: v + 1 for k, v in self.stream_ports.items()}
+        return out
+
+    monkeypatch.setattr(tshark_fields._Blocks, "messages", skewed)
+    r = pcap.summarize(path, port)
+    assert r.decode.workers == 1 and r.decode.inconsistent is None
+    assert r.to_json() == ref
+    dec = tshark_fields.Decode(path, port)
+    m = tshark_fields.messages(path, port, dec)
+    assert dec.workers == 1
+    pd.testing.assert_frame_equal(m, tshark_fields.messages(path, port, workers=1))

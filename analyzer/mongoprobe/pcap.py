@@ -363,13 +363,13 @@ def summarize(path: str | list, port: int | None = None, dec: Decode | None = No
     if port is None:
         port, _ = tshark_fields.detect_port(path)
         port = port or tshark_fields.SERVER_PORT_DEFAULT
-    fresh = dec is None
     dec = dec if dec is not None else Decode(path, int(port))
     acc = _Summary()
     for chunk in tshark_fields.iter_messages(path, port, dec, workers=workers):
         acc.feed(chunk)
-    if dec.inconsistent and fresh:     # the split's sides disagreed: one tshark instead
-        dec, acc, workers = Decode(path, int(port)), _Summary(), 1
+    if dec.inconsistent:               # the split's sides disagreed: one tshark instead
+        dec.reset()
+        acc, workers = _Summary(), 1
         for chunk in tshark_fields.iter_messages(path, port, dec, workers=1):
             acc.feed(chunk)
     if not dec.unframed:

@@ -261,6 +261,10 @@ class Decode:
         elif not self.paths:
             self.paths = [self.path]
 
+    def reset(self) -> None:
+        """Back to a decode that has read nothing (its counters zero), in place."""
+        self.__init__(self.paths if len(self.paths) > 1 else self.paths[0], self.port)
+
     @property
     def problem(self) -> str | None:
         """The one-line diagnostic for this capture, or None when it read cleanly."""
@@ -1268,11 +1272,10 @@ def messages(path: str | list, port: int | None = None, dec: Decode | None = Non
         port, _ = detect_port(path)
         if port is None:
             port = SERVER_PORT_DEFAULT
-    fresh = dec is None
     dec = dec if dec is not None else Decode(path, int(port))
     parts = list(iter_messages(path, port, dec, workers=workers))
-    if dec.inconsistent and fresh:
-        dec = Decode(path, int(port))
+    if dec.inconsistent:               # the split's sides disagreed: one tshark instead
+        dec.reset()
         parts = list(iter_messages(path, port, dec, workers=1))
     if dec.unframed:
         parts.append(resync(dec))
