@@ -333,7 +333,7 @@ class Router:
     def _run(self) -> None:
         try:
             for i, path in enumerate(self.paths):
-                if all(w.error for w in self.writers):
+                if self.error or all(w.error for w in self.writers):
                     break
                 with open(path, "rb") as fh:
                     kind = file_kind(path)
@@ -382,8 +382,26 @@ class Router:
             parts[1].append(block)
             originals[1].append(self.frames)
 
-    def _cut(self) -> None:
-        self.cut_short = True
+    def _chunks(self, fh: BinaryIO):
+        """Reads of the file: (buffer, its memoryview, per-side parts, per-side frame
+        numbers) for the caller to fill; it sets ``self._used`` to the bytes it framed,
+        the rest is carried to the next read. After each, the parts are written."""
+        rest = b""
+        n_out = len(self.writers)
+        while True:
+            data = fh.read(_CHUNK)
+            buf = rest + data if rest else data
+            parts: list = [[] for _ in range(n_out)]
+            originals: list = [[] for _ in range(n_out)]
+            self._used = 0
+            yield buf, memoryview(buf), parts, originals
+            self._emit(parts, originals)
+            if self.error:                 # damaged: what came before it is decoded
+                return
+            rest = bytes(buf[self._used:])
+            if not data:
+                self.cut_short = self.cut_short or bool(rest)
+                return
 
     def _pcap(self, fh: BinaryIO, first: bool) -> None:
         head = fh.read(24)
@@ -401,15 +419,8 @@ class Router:
         elif head[:4] != self._pcap_head[:4] or head[20:24] != self._pcap_head[20:24]:
             raise FormatError("pcap files of different link types or resolutions")
         rec = struct.Struct(end + "IIII")
-        rest = b""
-        n_out = len(self.writers)
-        while True:
-            data = fh.read(_CHUNK)
-            buf = rest + data if rest else data
-            parts: list = [[] for _ in range(n_out)]
-            originals: list = [[] for _ in range(n_out)]
+        for buf, mv, parts, originals in self._chunks(fh):
             off, n = 0, len(buf)
-            mv = memoryview(buf)
             while off + 16 <= n:
                 sec, frac, caplen, origlen = rec.unpack_from(buf, off)
                 stop = off + 16 + caplen
@@ -426,30 +437,19 @@ class Router:
                         self._put(side, rec.pack(sec, frac, caplen - l3, max(origlen - l3, 0))
                                   + mv[off + 16 + l3:stop], parts, originals)
                 off = stop
-            self._emit(parts, originals)
-            rest = bytes(buf[off:])
-            if not data:
-                if rest:
-                    self._cut()
-                return
+            self._used = off
 
     def _pcapng(self, fh: BinaryIO) -> None:
         end = "<"
         lts: list[int] = []
-        rest = b""
         n_out = len(self.writers)
         split = self.split
         hdr, u32 = struct.Struct(end + "II"), struct.Struct(end + "I")
         epb, opb = struct.Struct(end + "IIIII"), struct.Struct(end + "HHIIII")
         epb_head = struct.Struct(end + "IIIIIII")
         fast, port, seen = _ETH_IP4_TCP, self.port, self._seen
-        while True:
-            data = fh.read(_CHUNK)
-            buf = rest + data if rest else data
-            parts: list = [[] for _ in range(n_out)]
-            originals: list = [[] for _ in range(n_out)]
+        for buf, mv, parts, originals in self._chunks(fh):
             off, n = 0, len(buf)
-            mv = memoryview(buf)
             while off + 12 <= n:
                 if buf[off:off + 4] == PCAPNG_MAGIC:           # section header: byte order
                     end = "<" if buf[off + 8:off + 12] == b"\x4d\x3c\x2b\x1a" else ">"
@@ -461,8 +461,7 @@ class Router:
                 if blen < 12 or blen % 4:
                     # what was read is still decoded; the rest cannot be framed
                     self.error = f"damaged pcapng block after frame {self.frames}"
-                    self._emit(parts, originals)
-                    raise _Stopped()
+                    break
                 stop = off + blen
                 if stop > n:
                     break
@@ -529,9 +528,4 @@ class Router:
                     for s in range(n_out):                     # SHB, IDB, NRB, ISB...: all
                         parts[s].append(block)
                 off = stop
-            self._emit(parts, originals)
-            rest = bytes(buf[off:])
-            if not data:
-                if rest:
-                    self._cut()
-                return
+            self._used = off
