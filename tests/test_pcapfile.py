@@ -307,3 +307,18 @@ def test_sides_that_disagree_are_decoded_again_by_one_tshark(monkeypatch):
     m = tshark_fields.messages(path, port, dec)
     assert dec.workers == 1
     pd.testing.assert_frame_equal(m, tshark_fields.messages(path, port, workers=1))
+
+
+def test_other_ports_counted_alike(tmp_path):
+    """Traffic of other ports beside the server's (a capture without a port filter):
+    not decoded, counted the same way by one tshark and by the split."""
+    a, b = "ferretdb-mixedload", "http-metrics"
+    bl_a, bl_b = blocks(path_of(a)), blocks(path_of(b))
+    head = bl_a[:packet_blocks(bl_a)[0]]
+    both = write(tmp_path / "both.pcapng", head + [bl_a[i] for i in packet_blocks(bl_a)]
+                 + [bl_b[i] for i in packet_blocks(bl_b)])
+    port = port_of(a)
+    (m1, d1), (m2, d2) = decode_both(both, port)
+    pd.testing.assert_frame_equal(m1, m2)
+    assert d1.other_ports == d2.other_ports and sum(d1.other_ports.values()) > 0
+    assert d1.frames == d2.frames and d1.port_frames == d2.port_frames

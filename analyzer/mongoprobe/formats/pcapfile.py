@@ -298,6 +298,7 @@ class Router:
         self.maps = [FrameMap() for _ in outputs]
         self.frames = 0                       # packets read (the original numbering)
         self.other_ports: Counter = Counter()  # payload frames per port, other connections
+        self.other_frames = 0                 # those frames
         self.unparsed = 0                     # packets sent to both sides unparsed
         self.error: str | None = None         # why reading stopped early (damaged file)
         self.cut_short = False                # the last file ends inside a packet
@@ -360,6 +361,7 @@ class Router:
         port = self.port
         if sport != port and dport != port:
             if payload > 0:
+                self.other_frames += 1
                 self.other_ports[sport] += 1
                 self.other_ports[dport] += 1
             return _NONE, l3

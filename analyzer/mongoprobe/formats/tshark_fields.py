@@ -1176,6 +1176,7 @@ def _iter_split(dec: Decode, port: int, flt: str, block_bytes: int) -> Iterator[
     for ts in (req, rep):
         _finish(ts, dec, router)
     dec.other_ports.update(router.other_ports)
+    dec.frames += router.other_frames          # read by one tshark, these would be rows
     dec.unframed = {**convs[0].unframed(), **convs[1].unframed()}
     a, b = convs[0].stream_ports, convs[1].stream_ports
     bad = [k for k in a.keys() & b.keys() if a[k] != b[k]]
