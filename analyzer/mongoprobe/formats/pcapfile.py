@@ -12,11 +12,11 @@ decoders and reads their output.
 Routing (:class:`Router`), per packet of a TCP connection to or from ``port``:
 
 * to the port (a request direction) -> the request side; from it -> the reply side;
-* the first packet seen of each connection, and every SYN, FIN or RST -> both sides, so
-  both tshark processes open and close the same conversations in the same order and
-  number TCP streams (``tcp.stream``) exactly as one tshark reading the whole file
-  would (the reader checks this: ``tshark_fields`` compares the client port each side
-  gives every stream);
+* the first packet seen in each direction of a connection, and every SYN, FIN or RST
+  -> both sides, so both tshark processes open and close the same conversations in
+  the same order and number TCP streams (``tcp.stream``) exactly as one tshark
+  reading the whole file would (the reader checks this: ``tshark_fields`` compares
+  the client port each side gives every stream);
 * a pure ACK (no payload, no SYN/FIN/RST) -> neither (with sequence analysis off,
   tshark does nothing with it);
 * TCP on other ports -> neither, counted per port (``other_ports``: the "wrong --port"
