@@ -404,9 +404,11 @@ def hist_vals(table, keyfn):
 
 
 def bucket_bounds(i):
-    if i <= 1:
+    """[lo, hi) of log2 slot i (bpf_log2l: 0 holds 0, i >= 1 holds 2**(i-1)..2**i - 1),
+    hi exclusive as everywhere in mongoprobe's JSON ("hist": [{"lo_ns", "hi_ns"}])."""
+    if i == 0:
         return 0, 1
-    return 1 << (i - 1), (1 << i) - 1
+    return 1 << (i - 1), 1 << i
 
 
 def pct_from_hist(vals, p, maxv):

@@ -212,3 +212,23 @@ def test_render_stays_under_80_columns() -> None:
 def test_render_refuses_non_log2_buckets() -> None:
     with pytest.raises(ValueError, match="log2"):
         H.render_quantize(H.from_buckets([(0, 2, 5)]))
+
+
+def test_bcc_tool_json_buckets_are_the_analyzers():
+    """probes/mongolatency.py -j writes its in-kernel log2 slots (bpf_log2l) as
+    [lo, hi) buckets, exactly those of histogram.from_values on the same values."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "mongolatency", Path(__file__).resolve().parents[1] / "probes" / "mongolatency.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)               # defines functions; main() is not run
+    values = [0, 1, 1, 2, 3, 4, 5, 6, 7, 1000, 1023, 1024]
+    slots = [0] * 65
+    for v in values:
+        slots[v.bit_length()] += 1              # bpf_log2l(v): 0 for 0, else floor(log2 v)+1
+    got = H.from_json_buckets(tool.json_hist(slots))
+    want = H.from_values(values)
+    pd.testing.assert_frame_equal(got[got["count"] > 0].reset_index(drop=True),
+                                  want[want["count"] > 0].reset_index(drop=True))
+    for q in (0.5, 0.9, 0.99):
+        assert tool.pct_from_hist(slots, q, 0) == round(H.percentile(want, q * 100)), q
