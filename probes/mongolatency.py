@@ -471,9 +471,16 @@ def collect(b, view):
     vals = hist_vals(b[hname], hkey)
     out = {}
     for k, s in b[sname].items():
-        out[skey(k)] = {"vals": vals.pop(skey(k), [0] * 65),
-                        "requests": int(s.requests), "count": int(s.count),
-                        "sum_ns": int(s.sum_ns)}
+        key = skey(k)
+        if key in out:                  # two kernel keys that decode alike: add up
+            d = out[key]
+            d["requests"] += int(s.requests)
+            d["count"] += int(s.count)
+            d["sum_ns"] += int(s.sum_ns)
+            continue
+        out[key] = {"vals": vals.pop(key, [0] * 65),
+                    "requests": int(s.requests), "count": int(s.count),
+                    "sum_ns": int(s.sum_ns)}
     for key, v in vals.items():         # stats entry lost to a full map
         out[key] = {"vals": v, "requests": 0, "count": sum(v), "sum_ns": 0}
     return out
@@ -499,8 +506,9 @@ class Aggregates(object):
         self.cur[view] = cur
         prev = self.prev.get(view, {})
         skey = VIEWS[view][5]
-        maxes = dict((skey(k), int(v.value))
-                     for k, v in self.b[VIEWS[view][2]].items())
+        maxes = {}
+        for k, v in self.b[VIEWS[view][2]].items():
+            maxes[skey(k)] = max(maxes.get(skey(k), 0), int(v.value))
         out = {}
         for key, d in cur.items():
             p = prev.get(key)

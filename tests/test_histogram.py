@@ -232,3 +232,30 @@ def test_bcc_tool_json_buckets_are_the_analyzers():
                                   want[want["count"] > 0].reset_index(drop=True))
     for q in (0.5, 0.9, 0.99):
         assert tool.pct_from_hist(slots, q, 0) == round(H.percentile(want, q * 100)), q
+
+
+def test_bcc_tool_adds_up_kernel_keys_that_decode_alike():
+    """Two in-kernel command keys whose bytes differ after the name's NUL decode to
+    one command: mongolatency.py adds their counts, sums, slots and keeps the max."""
+    import importlib.util
+    from collections import namedtuple
+    from types import SimpleNamespace as NS
+    spec = importlib.util.spec_from_file_location(
+        "mongolatency", Path(__file__).resolve().parents[1] / "probes" / "mongolatency.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    Key, HKey = namedtuple("Key", "cmd"), namedtuple("HKey", "cmd slot")   # bcc's key structs
+
+    a, b = Key(b"find\0\0\0\0"), Key(b"find\0junk")
+    maps = {   # bcc tables: .items() of (key, leaf)
+        "hist_cmd": {HKey(a.cmd, 11): NS(value=3), HKey(b.cmd, 12): NS(value=2)},
+        "stats_cmd": {a: NS(requests=3, count=3, sum_ns=3000),
+                      b: NS(requests=2, count=2, sum_ns=5000)},
+        "max_cmd": {a: NS(value=1500), b: NS(value=2900)},
+    }
+    agg = tool.Aggregates(maps, ["cmd"])
+    got = agg.view("cmd")
+    assert list(got) == ["find"]
+    d = got["find"]
+    assert (d["requests"], d["count"], d["sum_ns"], d["max_ns"]) == (5, 5, 8000, 2900)
+    assert d["vals"][11] == 3 and d["vals"][12] == 2
