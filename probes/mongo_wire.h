@@ -395,10 +395,34 @@ unknown:
 }
 
 /*
+ * One view's accounting, given its map entries (NULL: the map is full; m and v
+ * are only looked up for a latency): request count, or timed count, sum, max
+ * and the log2 histogram slot. A full map counts as dropped.
+ */
+static __always_inline void mw_tally(struct mw_stat *s, u64 *m, u64 *v, int timed, u64 lat)
+{
+    if (!s) {
+        mw_count(C_DROPPED, 1);
+    } else if (!timed) {
+        __sync_fetch_and_add(&s->requests, 1);
+    } else {
+        __sync_fetch_and_add(&s->count, 1);
+        __sync_fetch_and_add(&s->sum_ns, lat);
+    }
+    if (timed) {
+        if (m && lat > *m)
+            *m = lat;           /* racy, rarely matters */
+        if (v)
+            __sync_fetch_and_add(v, 1);
+        if (!m || !v)
+            mw_count(C_DROPPED, 1);
+    }
+}
+
+/*
  * Account a complete request (timed == 0) or a latency (timed == 1) in each
- * view: request count, or timed count, sum, max and the log2 histogram slot.
- * A full map counts as dropped. (bcc allows no map calls inside macros: the
- * three views are spelled out.)
+ * view. (bcc refuses map calls inside macros, so each view spells out its three
+ * lookups; mw_tally does the rest.)
  */
 static __always_inline void mw_account(u32 op, char *cmd, u64 connkey, int timed, u64 lat)
 {
@@ -409,27 +433,9 @@ static __always_inline void mw_account(u32 op, char *cmd, u64 connkey, int timed
 #ifdef MW_HIST_OP
     u64 opk = op;
     struct mw_u64_slot ohk = {.key = op, .slot = slot};
-    {
-        struct mw_stat *s_ = stats_op.lookup_or_try_init(&opk, &zs);
-        if (!s_) {
-            mw_count(C_DROPPED, 1);
-        } else if (!timed) {
-            __sync_fetch_and_add(&s_->requests, 1);
-        } else {
-            __sync_fetch_and_add(&s_->count, 1);
-            __sync_fetch_and_add(&s_->sum_ns, lat);
-        }
-        if (timed) {
-            u64 *m_ = max_op.lookup_or_try_init(&opk, &zero);
-            if (m_ && lat > *m_)
-                *m_ = lat;      /* racy, rarely matters */
-            u64 *v_ = hist_op.lookup_or_try_init(&ohk, &zero);
-            if (v_)
-                __sync_fetch_and_add(v_, 1);
-            if (!m_ || !v_)
-                mw_count(C_DROPPED, 1);
-        }
-    }
+    mw_tally(stats_op.lookup_or_try_init(&opk, &zs),
+             timed ? max_op.lookup_or_try_init(&opk, &zero) : 0,
+             timed ? hist_op.lookup_or_try_init(&ohk, &zero) : 0, timed, lat);
 #endif
 #ifdef MW_HIST_CMD
     struct mw_cmd_key ck = {};
@@ -437,51 +443,15 @@ static __always_inline void mw_account(u32 op, char *cmd, u64 connkey, int timed
     bpf_probe_read_kernel(ck.cmd, MW_NAME, cmd);
     __builtin_memcpy(chk.cmd, ck.cmd, MW_NAME);
     chk.slot = slot;
-    {
-        struct mw_stat *s_ = stats_cmd.lookup_or_try_init(&ck, &zs);
-        if (!s_) {
-            mw_count(C_DROPPED, 1);
-        } else if (!timed) {
-            __sync_fetch_and_add(&s_->requests, 1);
-        } else {
-            __sync_fetch_and_add(&s_->count, 1);
-            __sync_fetch_and_add(&s_->sum_ns, lat);
-        }
-        if (timed) {
-            u64 *m_ = max_cmd.lookup_or_try_init(&ck, &zero);
-            if (m_ && lat > *m_)
-                *m_ = lat;      /* racy, rarely matters */
-            u64 *v_ = hist_cmd.lookup_or_try_init(&chk, &zero);
-            if (v_)
-                __sync_fetch_and_add(v_, 1);
-            if (!m_ || !v_)
-                mw_count(C_DROPPED, 1);
-        }
-    }
+    mw_tally(stats_cmd.lookup_or_try_init(&ck, &zs),
+             timed ? max_cmd.lookup_or_try_init(&ck, &zero) : 0,
+             timed ? hist_cmd.lookup_or_try_init(&chk, &zero) : 0, timed, lat);
 #endif
 #ifdef MW_HIST_CONN
     struct mw_u64_slot khk = {.key = connkey, .slot = slot};
-    {
-        struct mw_stat *s_ = stats_conn.lookup_or_try_init(&connkey, &zs);
-        if (!s_) {
-            mw_count(C_DROPPED, 1);
-        } else if (!timed) {
-            __sync_fetch_and_add(&s_->requests, 1);
-        } else {
-            __sync_fetch_and_add(&s_->count, 1);
-            __sync_fetch_and_add(&s_->sum_ns, lat);
-        }
-        if (timed) {
-            u64 *m_ = max_conn.lookup_or_try_init(&connkey, &zero);
-            if (m_ && lat > *m_)
-                *m_ = lat;      /* racy, rarely matters */
-            u64 *v_ = hist_conn.lookup_or_try_init(&khk, &zero);
-            if (v_)
-                __sync_fetch_and_add(v_, 1);
-            if (!m_ || !v_)
-                mw_count(C_DROPPED, 1);
-        }
-    }
+    mw_tally(stats_conn.lookup_or_try_init(&connkey, &zs),
+             timed ? max_conn.lookup_or_try_init(&connkey, &zero) : 0,
+             timed ? hist_conn.lookup_or_try_init(&khk, &zero) : 0, timed, lat);
 #endif
 }
 
