@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mongoprobe import capture, mixedload, pcap, target, wire
+from mongoprobe import capture, mixedload, pcap, target, wire, wire_encode
 from mongoprobe.formats import tshark_fields, wire_events
 
 TOP = Path(__file__).resolve().parents[1]
@@ -440,7 +440,7 @@ def test_capture_cli_and_ring_buffer(need_capture, tmp_path):
             import socket
             with socket.create_connection(("127.0.0.1", port)) as s:
                 for i in range(1, 21):          # 20 x 200 KB: 4 MB through a 2 x 1 MB ring
-                    s.sendall(wire.encode_op_msg(i, 0, {**big, "$db": "test"}))
+                    s.sendall(wire_encode.encode_op_msg(i, 0, {**big, "$db": "test"}))
                     assert record._read_message(s) is not None
         finally:
             res = cap.stop()
@@ -472,7 +472,7 @@ def test_ring_buffer_files_read_as_one(need_capture, tmp_path):
             import socket
             with socket.create_connection(("127.0.0.1", port)) as s:
                 for i in range(1, 26):
-                    s.sendall(wire.encode_op_msg(i, 0, {**big, "$db": "test"}))
+                    s.sendall(wire_encode.encode_op_msg(i, 0, {**big, "$db": "test"}))
                     assert record._read_message(s) is not None
         finally:
             res = cap.stop()

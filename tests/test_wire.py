@@ -32,18 +32,14 @@ from mongoprobe.wire import (
     OP_UPDATE,
     Header,
     Section,
-    StreamDecoder,
     WireError,
     crc32c,
     decode_header,
     decode_message,
-    decode_stream,
-    encode_op_compressed,
-    encode_op_msg,
-    encode_op_query,
-    encode_op_reply,
     opcode_name,
 )
+from mongoprobe.wire_encode import encode_op_compressed, encode_op_msg, encode_op_query, encode_op_reply
+from mongoprobe.wire_stream import StreamDecoder, decode_stream
 from pymongo import MongoClient
 from pymongo.message import _op_msg
 

@@ -27,11 +27,9 @@ from mongoprobe.wire import (
     OP_COMPRESSED,
     OP_MSG,
     OP_REPLY,
-    encode_op_compressed,
-    encode_op_msg,
-    encode_op_query,
     opcode_name,
 )
+from mongoprobe.wire_encode import encode_op_compressed, encode_op_msg, encode_op_query
 
 HEADER = struct.Struct("<iiii")
 TIMEOUT = 10.0  # seconds for any one socket operation

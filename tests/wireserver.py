@@ -48,10 +48,8 @@ from mongoprobe.wire import (
     OP_COMPRESSED,
     OP_MSG,
     OP_QUERY,
-    encode_op_compressed,
-    encode_op_msg,
-    encode_op_reply,
 )
+from mongoprobe.wire_encode import encode_op_compressed, encode_op_msg, encode_op_reply
 
 MODES = ("mongod", "readwrite", "vector", "split", "sendto")
 BUFFER_SIZE = 4096  # FerretDB's buffered reader

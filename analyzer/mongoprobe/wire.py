@@ -9,7 +9,8 @@ For each message it reports the header fields, the flags, the command name (firs
 the command document, as sent), the database and collection, and the OP_MSG sections.
 Command documents are read with `mongoprobe.bsonscan`, which checks every length against
 the bytes actually present. Malformed input raises `WireError` naming the byte offset;
-`StreamDecoder` never raises and resynchronises on garbage.
+`wire_stream.StreamDecoder` decodes a connection's byte stream and never raises;
+`wire_encode` builds messages for the tests.
 
 Compressed messages are reported as the message they wrap: `opcode` is the original
 opcode, with `compressed`, `compressor` and `original_opcode` set.
@@ -19,10 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import re
 import struct
 import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -456,155 +455,6 @@ def _decode_compressed(buf: bytes, header: Header) -> Message:
     return dataclasses.replace(message, length=header.length, **marks)
 
 
-class StreamDecoder:
-    """Incremental decoder for one direction of a connection's byte stream.
-
-    `feed` never raises. Bytes that cannot start a valid message are skipped (counted in
-    `skipped_bytes`) until a plausible header (sane length, known opcode) starts a message
-    that decodes. Each loss of synchronisation appends one WireError to `errors`, its offset
-    counted from the start of the stream. Invariant:
-    skipped_bytes + consumed_bytes + pending == total bytes fed.
-    """
-
-    def __init__(self) -> None:
-        self._buf = bytearray()
-        self._base = 0  # stream offset of self._buf[0]
-        self._searching = False  # lost sync: looking for the next plausible header
-        # Lookahead while a message waits for its body: stream offsets of later headers still
-        # incomplete, and how far later headers have been looked for.
-        self._waiting_at = -1
-        self._deferred: list[int] = []
-        self._scanned_to = 0
-        self.skipped_bytes = 0
-        self.consumed_bytes = 0
-        self.errors: list[WireError] = []
-
-    @property
-    def pending(self) -> int:
-        """Bytes held back because they may start a message that has not fully arrived."""
-        return len(self._buf)
-
-    def feed(self, data: bytes) -> list[Message]:
-        self._buf += data
-        messages: list[Message] = []
-        pos = 0
-        while True:
-            if self._searching:
-                pos = self._skip(pos, self._next_candidate(pos))
-            verdict = self._try_message(pos)
-            if verdict is None:
-                later = self._later_message(pos)
-                if later is None:
-                    break  # wait for more bytes
-                self._lose_sync(
-                    WireError(
-                        self._base + pos, f"header never completed; a message follows at offset {self._base + later}"
-                    )
-                )
-                pos = self._skip(pos, later)
-            elif isinstance(verdict, Message):
-                messages.append(verdict)
-                pos += verdict.length
-                self.consumed_bytes += verdict.length
-                self._searching = False
-            else:
-                self._lose_sync(WireError(self._base + pos + verdict.offset, verdict.message))
-                pos = self._skip(pos, pos + 1)
-        del self._buf[:pos]
-        self._base += pos
-        return messages
-
-    def close(self) -> int:
-        """End of stream: count any incomplete message as skipped; return how many bytes that was."""
-        left = len(self._buf)
-        if left:
-            self.errors.append(WireError(self._base, f"stream ends inside a message ({left} bytes left)"))
-            self.skipped_bytes += left
-            self._base += left
-            self._buf.clear()
-        return left
-
-    def _skip(self, pos: int, to: int) -> int:
-        self.skipped_bytes += to - pos
-        return to
-
-    def _lose_sync(self, error: WireError) -> None:
-        if not self._searching:  # report where sync was lost, not every false candidate after it
-            self.errors.append(error)
-        self._searching = True
-
-    def _try_message(self, pos: int) -> Message | WireError | None:
-        """The message at `pos`, why there is none (offset relative to `pos`), or None if more
-        bytes are needed."""
-        buf = self._buf
-        if len(buf) - pos >= 4 and not _plausible_length(buf, pos):
-            return WireError(0, f"messageLength {_I32.unpack_from(buf, pos)[0]} is out of range")
-        if len(buf) - pos < HEADER_SIZE:
-            return None
-        try:
-            header = decode_header(buf, pos)
-        except WireError as exc:
-            return WireError(exc.offset - pos, exc.message)
-        if len(buf) - pos < header.length:
-            return None
-        try:
-            return decode_message(buf[pos : pos + header.length])
-        except WireError as exc:
-            return exc
-
-    def _candidates(self, start: int) -> Iterator[int]:
-        """Offsets from `start` holding a full header with a known opcode and a sane length."""
-        search = start + 12
-        while (match := _OPCODE_PATTERN.search(self._buf, search)) is not None:
-            if _plausible_length(self._buf, match.start() - 12):
-                yield match.start() - 12
-            search = match.start() + 1
-
-    def _next_candidate(self, pos: int) -> int:
-        """The first offset from `pos` that may start a message, or a tail too short to tell."""
-        found = next(self._candidates(pos), None)
-        if found is not None:
-            return found
-        candidate = max(pos, len(self._buf) - HEADER_SIZE + 1)  # earlier ones have a full, unknown opcode
-        while len(self._buf) - candidate >= 4 and not _plausible_length(self._buf, candidate):
-            candidate += 1
-        return candidate
-
-    def _later_message(self, pos: int) -> int | None:
-        """While the message at `pos` waits for its body, the first later complete message
-        that decodes, if any. A false header in garbage (OP_REPLY is opcode 1, common in
-        BSON) must not hold the stream up for as much as 48 MB. Each byte is searched once."""
-        if self._waiting_at != self._base + pos:
-            self._waiting_at, self._deferred, self._scanned_to = self._base + pos, [], self._base + pos + 1
-        start = self._scanned_to - self._base
-        self._scanned_to = self._base + max(start, len(self._buf) - HEADER_SIZE + 1)
-        deferred, self._deferred = self._deferred, []
-        for candidate in [d - self._base for d in deferred] + list(self._candidates(start)):
-            verdict = self._try_message(candidate)
-            if isinstance(verdict, Message):
-                return candidate
-            if verdict is None:
-                self._deferred.append(self._base + candidate)
-        return None
-
-
-# Any known opcode, little-endian, as it appears at offset 12 of a header.
-_OPCODE_PATTERN = re.compile(b"|".join(re.escape(_I32.pack(op)) for op in OPCODES))
-
-
-def _plausible_length(buf: bytearray, pos: int) -> bool:
-    return HEADER_SIZE <= _I32.unpack_from(buf, pos)[0] <= MAX_MESSAGE_SIZE
-
-
-def decode_stream(data: bytes) -> tuple[list[Message], int]:
-    """Decode a complete captured stream: the messages found and the bytes skipped
-    (garbage and a trailing incomplete message)."""
-    decoder = StreamDecoder()
-    messages = decoder.feed(data)
-    decoder.close()
-    return messages, decoder.skipped_bytes
-
-
 def _crc32c_table() -> tuple[int, ...]:
     table = []
     for n in range(256):
@@ -624,74 +474,3 @@ def crc32c(data: bytes) -> int:
     for byte in data:
         crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
     return crc ^ 0xFFFFFFFF
-
-
-# Encoders: craft real messages for tests and the test server. (Legacy write opcodes have
-# none: only old drivers send them, and tests build those bytes by hand.)
-
-
-def _frame(request_id: int, response_to: int, opcode: int, body: bytes) -> bytes:
-    return _HEADER.pack(HEADER_SIZE + len(body), request_id, response_to, opcode) + body
-
-
-def encode_op_msg(
-    request_id: int,
-    response_to: int,
-    body: Mapping[str, Any],
-    flags: int = 0,
-    sequences: Iterable[tuple[str, Sequence[Mapping[str, Any]]]] = (),
-    checksum: bool = False,
-) -> bytes:
-    """OP_MSG with `body` as the kind-0 section, then one kind-1 section per (identifier, docs).
-    `checksum` sets (or clears) checksumPresent in `flags` and appends the CRC-32C."""
-    parts = [b"\x00" + bson.encode(body)]
-    for identifier, docs in sequences:
-        payload = identifier.encode() + b"\x00" + b"".join(bson.encode(d) for d in docs)
-        parts.append(b"\x01" + _I32.pack(4 + len(payload)) + payload)
-    flags = flags | CHECKSUM_PRESENT if checksum else flags & ~CHECKSUM_PRESENT
-    trailer = b"\x00" * 4 if checksum else b""  # placeholder, so messageLength covers the checksum
-    message = _frame(request_id, response_to, OP_MSG, _U32.pack(flags) + b"".join(parts) + trailer)
-    return message[:-4] + _U32.pack(crc32c(message[:-4])) if checksum else message
-
-
-def encode_op_query(
-    request_id: int,
-    response_to: int,
-    namespace: str,
-    query: Mapping[str, Any],
-    flags: int = 0,
-    skip: int = 0,
-    limit: int = -1,
-    fields: Mapping[str, Any] | None = None,
-) -> bytes:
-    body = _I32.pack(flags) + namespace.encode() + b"\x00" + struct.pack("<ii", skip, limit) + bson.encode(query)
-    return _frame(request_id, response_to, OP_QUERY, body + (bson.encode(fields) if fields is not None else b""))
-
-
-def encode_op_reply(
-    request_id: int,
-    response_to: int,
-    documents: Sequence[Mapping[str, Any]] = (),
-    flags: int = 0,
-    cursor_id: int = 0,
-    starting_from: int = 0,
-) -> bytes:
-    prefix = struct.pack("<iqii", flags, cursor_id, starting_from, len(documents))
-    return _frame(request_id, response_to, OP_REPLY, prefix + b"".join(bson.encode(d) for d in documents))
-
-
-def encode_op_compressed(inner: bytes, compressor: str) -> bytes:
-    """Wrap the complete message `inner` in OP_COMPRESSED, keeping its requestID and responseTo."""
-    _, request_id, response_to, opcode = _HEADER.unpack_from(inner)
-    payload = inner[HEADER_SIZE:]
-    compressor_id = {name: i for i, name in COMPRESSORS.items()}[compressor]
-    if compressor == "zlib":
-        data = zlib.compress(payload)
-    elif compressor == "snappy":
-        data = importlib.import_module("snappy").compress(payload)
-    elif compressor == "zstd":
-        data = importlib.import_module("zstandard").ZstdCompressor().compress(payload)
-    else:
-        data = payload
-    prefix = _COMPRESSED_PREFIX.pack(opcode, len(payload), compressor_id)
-    return _frame(request_id, response_to, OP_COMPRESSED, prefix + data)

@@ -40,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 TOP = HERE.parents[1]
 sys.path.insert(0, str(TOP / "analyzer"))
 
-from mongoprobe import wire  # noqa: E402
+from mongoprobe import wire, wire_encode  # noqa: E402
 
 HEADER = struct.Struct("<iiii")
 
@@ -81,9 +81,9 @@ def serve_compressed(listener: socket.socket) -> None:
             while (data := _read_message(conn)) is not None:
                 msg = wire.decode_message(data)
                 rid += 1
-                reply = wire.encode_op_msg(rid, msg.request_id, {"ok": 1})
+                reply = wire_encode.encode_op_msg(rid, msg.request_id, {"ok": 1})
                 if msg.compressed:
-                    reply = wire.encode_op_compressed(reply, msg.compressor)
+                    reply = wire_encode.encode_op_compressed(reply, msg.compressor)
                 conn.sendall(reply)
 
     while True:
@@ -101,9 +101,9 @@ def compressed_client(port: int, connections: int = 2) -> dict:
         with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             for i, (body, compressor) in enumerate(COMPRESSED_REQUESTS, 1):
-                data = wire.encode_op_msg(i, 0, {**body, "$db": "test"})
+                data = wire_encode.encode_op_msg(i, 0, {**body, "$db": "test"})
                 if compressor:
-                    data = wire.encode_op_compressed(data, compressor)
+                    data = wire_encode.encode_op_compressed(data, compressor)
                 s.sendall(data)
                 reply = wire.decode_message(_read_message(s))
                 assert reply.response_to == i and reply.compressor == compressor
@@ -238,7 +238,7 @@ def record_midstream() -> None:
             with Capture(full, port):
                 with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
                     for i, body in enumerate(sequence, 1):
-                        s.sendall(wire.encode_op_msg(i, 0, {**body, "$db": "test"}))
+                        s.sendall(wire_encode.encode_op_msg(i, 0, {**body, "$db": "test"}))
                         assert _read_message(s) is not None
         finally:
             listener.close()

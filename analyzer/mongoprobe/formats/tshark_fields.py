@@ -64,7 +64,7 @@ A capture that starts inside a message (a ring-buffer file, a capture begun whil
 large message was in flight) makes tshark read the message's tail as a header; with a
 huge "length" it waits for that message to the end of the file and frames nothing
 more in that direction. Such directions are found (payload left unframed at the end,
-``Decode.unframed``) and decoded again by wire.py's ``StreamDecoder`` from their raw
+``Decode.unframed``) and decoded again by ``wire_stream.StreamDecoder`` from their raw
 payload, which skips to the next plausible header (:func:`resync`; a warning line
 says how many bytes were skipped).
 
@@ -116,7 +116,7 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
-from .. import wire
+from .. import wire, wire_stream
 from . import pcapfile
 
 AGG = "\x1f"        # joins a field's occurrences in one frame; rare in names and strings
@@ -1193,7 +1193,7 @@ _RESYNC_FIELDS = [("frame", "frame.number"), ("time_epoch", "frame.time_epoch"),
 
 def resync(dec: Decode, directions: dict | None = None) -> pd.DataFrame:
     """Messages of the stream directions tshark could not frame (``dec.unframed``),
-    decoded by wire.py's StreamDecoder from their raw TCP payload, from the first frame
+    decoded by ``wire_stream.StreamDecoder`` from their raw TCP payload, from the first frame
     tshark left unframed: it skips bytes until a plausible header starts a message that
     decodes (the tail of a message cut by the capture's start, for instance). Rows have
     ``decoded_by`` "wire.py"; ``dec.resynced`` counts them and ``dec.warnings`` says
@@ -1218,7 +1218,7 @@ def resync(dec: Decode, directions: dict | None = None) -> pd.DataFrame:
                 sec, _, frac = f[1].partition(".")
                 t_ns = int(sec) * 1_000_000_000 + int((frac + "000000000")[:9])
                 data = bytes.fromhex(f[5].split(AGG)[0])
-                st = states.setdefault((stream, sport), {"sd": wire.StreamDecoder(), "fed": 0,
+                st = states.setdefault((stream, sport), {"sd": wire_stream.StreamDecoder(), "fed": 0,
                                                          "starts": [], "times": []})
                 st["starts"].append(st["fed"])
                 st["times"].append(t_ns)
