@@ -44,7 +44,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyzer"))
 
-from mongoprobe.formats import tshark_fields  # noqa: E402
+from mongoprobe.formats import pcapfile, tshark_fields  # noqa: E402
 
 
 def record(tmp: Path, rounds: int) -> tuple[Path, int]:
@@ -104,21 +104,11 @@ def pyshark_rate(path: Path, port: int, seconds: float) -> tuple[int, float]:
 # --- bigger captures from the real one --------------------------------------------------------
 
 
-def _blocks(data: bytes):
-    off = 0
-    while off + 8 <= len(data):
-        btype, blen = struct.unpack_from("<II", data, off)
-        if blen < 12 or off + blen > len(data):
-            break
-        yield off, btype, blen
-        off += blen
-
-
 def grow(base: Path, port: int, copies: int, out: Path) -> None:
     """K copies of a loopback (Ethernet, IPv4) pcapng, client address 127.0.K.2 in copy
     K, times shifted by K x the capture's span: distinct connections, in time order."""
     data = base.read_bytes()
-    blocks = list(_blocks(data))
+    blocks = [(o, t, n) for o, t, n, _ in pcapfile.iter_blocks(data)]
     head = b"".join(data[o:o + n] for o, t, n in blocks if t != 6)   # SHB, IDB (one iface)
     pkts = [(o, n) for o, t, n in blocks if t == 6]
     ts = [(struct.unpack_from("<I", data, o + 12)[0] << 32) | struct.unpack_from("<I", data, o + 16)[0]
@@ -208,8 +198,8 @@ def main() -> int:
         if rated != base:
             rated.unlink()
         ratios = sorted(rb / rp for rb, rp in reps)
-        med = ratios[len(ratios) // 2]
         r_bulk, r_py = sorted(reps, key=lambda x: x[0] / x[1])[len(reps) // 2]
+        med = r_bulk / r_py
         print(f"recorded capture: {base.stat().st_size / 1e6:.1f} MB, {n_base:,} messages, "
               f"TCP port {port}: bulk {n_base / t_base:,.0f} msgs/s (start-up included)")
         print(f"rates on {a.rate_copies} copies: {size / 1e6:.0f} MB, {n_bulk:,} messages")

@@ -47,12 +47,7 @@ def path_of(name: str) -> str:
 
 def blocks(path: str) -> list[bytes]:
     data = Path(path).read_bytes()
-    out, off = [], 0
-    while off + 12 <= len(data):
-        blen = struct.unpack_from("<I", data, off + 4)[0]
-        out.append(data[off:off + blen])
-        off += blen
-    return out
+    return [data[off:off + n] for off, _, n, _ in pcapfile.iter_blocks(data)]
 
 
 def packet_blocks(bl: list[bytes]) -> list[int]:

@@ -113,16 +113,13 @@ class Pairer:
         self.requests_by_command: Counter = Counter()
         self.pending_requests: list[pd.DataFrame] = []   # requests awaiting wire.py's name
         self.req_upto = -1              # frame up to which every request has been fed
-        self.split = False              # blocks come per side (see the class docstring)
         self.deferred: pd.DataFrame | None = None   # replies whose request may come
 
     def feed(self, msgs: pd.DataFrame) -> pd.DataFrame:
         side = msgs.attrs.get("side")
-        if side is not None:
-            self.split = True
-            if side == "request":
-                self.req_upto = max(self.req_upto, int(msgs.attrs["upto"]))
-        elif len(msgs):
+        if side == "request":
+            self.req_upto = max(self.req_upto, int(msgs.attrs["upto"]))
+        elif side is None and len(msgs):    # both directions, in capture order
             self.req_upto = max(self.req_upto, int(msgs["frame"].max()))
         if msgs.empty:
             return self._match(None)
@@ -192,8 +189,9 @@ class Pairer:
         hit = m["qseq"].notna()
         dup = hit & m["qseq"].duplicated()       # a second reply to one request
         ok = hit & ~dup
-        # a split decode may not have read the request yet: wait for that side
-        wait = ~hit & (m["reply_frame"] > self.req_upto) if self.split else ~hit & False
+        # a split decode may not have read the request yet: wait for that side (a block
+        # in capture order has read every request before its replies)
+        wait = ~hit & (m["reply_frame"] > self.req_upto)
         if wait.any():
             self.deferred = m.loc[wait, list(left.columns)].reset_index(drop=True)
         self.unmatched_replies += int((~ok & ~wait).sum())

@@ -85,6 +85,26 @@ def file_kind(path: str) -> str:
     raise FormatError(f"{path}: not a pcap or pcapng capture (unknown magic number)")
 
 
+def format_key(head: bytes) -> bytes:
+    """What captures must share to be read as one stream, from a file's first 24 bytes:
+    pcapng, or pcap's magic (byte order, resolution) and link type (one global header
+    serves them all)."""
+    return b"pcapng" if head[:4] == PCAPNG_MAGIC else head[:4] + head[20:24]
+
+
+def iter_blocks(data: bytes):
+    """(offset, type, length, byte order) of each whole pcapng block in ``data``."""
+    off, end = 0, "<"
+    while off + 12 <= len(data):
+        if data[off:off + 4] == PCAPNG_MAGIC:                  # a section: its byte order
+            end = "<" if data[off + 8:off + 12] == b"\x4d\x3c\x2b\x1a" else ">"
+        btype, blen = struct.unpack_from(end + "II", data, off)
+        if blen < 12 or off + blen > len(data):
+            return
+        yield off, btype, blen, end
+        off += blen
+
+
 def link_types(path: str, limit: int = 1 << 20) -> set[int]:
     """The link types of the interfaces described in the first ``limit`` bytes."""
     with open(path, "rb") as fh:
@@ -93,18 +113,8 @@ def link_types(path: str, limit: int = 1 << 20) -> set[int]:
         end, _ = PCAP_MAGICS[data[:4]]
         return {struct.unpack_from(end + "I", data, 20)[0] & 0x0FFFFFFF} if len(data) >= 24 \
             else set()
-    out, off, end = set(), 0, "<"
-    while off + 12 <= len(data):
-        btype = struct.unpack_from("<I", data, off)[0]
-        if btype == 0x0A0D0D0A:
-            end = "<" if data[off + 8:off + 12] == b"\x4d\x3c\x2b\x1a" else ">"
-        btype, blen = struct.unpack_from(end + "II", data, off)
-        if blen < 12:
-            break
-        if btype == 1 and off + 10 <= len(data):
-            out.add(struct.unpack_from(end + "H", data, off + 8)[0])
-        off += blen
-    return out
+    return {struct.unpack_from(end + "H", data, off + 8)[0]
+            for off, btype, _, end in iter_blocks(data) if btype == 1}
 
 
 def can_split(paths: list[str]) -> bool:
@@ -299,7 +309,6 @@ class Router:
         self.frames = 0                       # packets read (the original numbering)
         self.other_ports: Counter = Counter()  # payload frames per port, other connections
         self.other_frames = 0                 # those frames
-        self.unparsed = 0                     # packets sent to both sides unparsed
         self.error: str | None = None         # why reading stopped early (damaged file)
         self.cut_short = False                # the last file ends inside a packet
         self._seen: set = set()
@@ -354,8 +363,7 @@ class Router:
         """The side(s) of one packet (REQUEST, REPLY, _BOTH or _NONE) and the offset of
         its IP header (-1: not IP, or not known)."""
         c = classify(lt, d, self.port) if lt in SUPPORTED else (None, -1)
-        if c[0] is None:
-            self.unparsed += 1
+        if c[0] is None:                      # not understood here: tshark decides
             return _BOTH, c[1]
         sport, dport, flags, payload, key, l3 = c
         port = self.port
@@ -418,7 +426,7 @@ class Router:
             out = head[:20] + struct.pack(end + "I", RAW) if strip else head
             for w in self.writers:
                 w.q.put(out)
-        elif head[:4] != self._pcap_head[:4] or head[20:24] != self._pcap_head[20:24]:
+        elif format_key(head) != format_key(self._pcap_head):
             raise FormatError("pcap files of different link types or resolutions")
         rec = struct.Struct(end + "IIII")
         for buf, mv, parts, originals in self._chunks(fh):

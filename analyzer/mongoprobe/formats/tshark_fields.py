@@ -983,12 +983,10 @@ def apply_fallback(messages: pd.DataFrame, resolved: pd.DataFrame) -> pd.DataFra
 def sniff(path: str) -> bool:
     """Is this a capture file (pcap in either byte order or resolution, or pcapng)?"""
     try:
-        with open(path, "rb") as fh:
-            magic = fh.read(4)
-    except OSError:
+        pcapfile.file_kind(path)
+    except (OSError, pcapfile.FormatError):
         return False
-    return magic in (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1",
-                     b"\xa1\xb2\x3c\x4d", b"\x0a\x0d\x0d\x0a")
+    return True
 
 
 def _check_file(path: str) -> None:
@@ -1008,8 +1006,7 @@ def _check_files(paths: list[str]) -> None:
     heads = {}
     for p in paths:
         with open(p, "rb") as fh:
-            head = fh.read(24)
-        heads[p] = b"pcapng" if head[:4] == pcapfile.PCAPNG_MAGIC else head[:4] + head[20:24]
+            heads[p] = pcapfile.format_key(fh.read(24))
     if len(set(heads.values())) > 1:
         first = paths[0]
         other = next(p for p in paths if heads[p] != heads[first])
