@@ -20,12 +20,18 @@ PARSE_EXAMPLES = """examples:
   mongoprobe parse ycsb samples/ycsb/ycsb-0.17-load.status.txt --csv
   mongoprobe parse ycsb-summary samples/ycsb/ycsb-0.17-workloada-run.summary.txt --json
   mongoprobe parse iostat-totals samples/sysstat/iostat-xt-iso-2dev.txt --json
+  mongoprobe parse iibench samples/iibench/iibench-mongo-1i-1q-30k.stdout.txt
+  mongoprobe parse ycsb RUN/load.out                           # a recorded YCSB run
   mongoprobe parse vmstat samples/sysstat/vmstat-t-1.txt --tz UTC
   vmstat -t 1 5 | mongoprobe parse vmstat - --csv             # FILE - reads stdin
 
 formats:
 """ + "\n".join(f"  {f.name:22} {f.what}" for f in registry.FORMATS) + """
-  auto                   the first of the above (in this order) whose check accepts it
+  auto                   the first of the above (in this order) that accepts and reads
+                         FILE; when none does, each one tried and why it refused
+
+FILE may be a run's load.out (what record kept of the command's stdout and stderr):
+the stamps are taken off and both streams read in the order they were printed.
 """
 
 QUANTIZE_EXAMPLES = """examples:
@@ -51,22 +57,17 @@ def _die(msg: str, code: int = 1) -> int:
 
 
 def _load(args: argparse.Namespace, fmt: str):
-    """(DataFrame, format name) or raises; FILE '-' is stdin."""
+    """(DataFrame, format name) or raises; FILE '-' is stdin, a run's load.out is read
+    without its stamps (formats/loadout.py)."""
     import io
 
     if args.file == "-":
-        text, src = sys.stdin.read(), "<stdin>"
+        text, src = registry.read_text(io.StringIO(sys.stdin.read()), "<stdin>")
     else:
         with open(args.file, encoding="utf-8", errors="replace") as fh:
-            text, src = fh.read(), args.file
+            text, src = registry.read_text(fh, args.file)
     if fmt == "auto":
-        found = registry.detect(text)
-        if found is None:
-            from .formats.errors import FormatError
-
-            raise FormatError(src, 1, "a known format (" + ", ".join(
-                f.name for f in registry.FORMATS if f.auto) + "); none recognised")
-        fmt = found
+        return registry.parse_auto(text, src, tz=getattr(args, "tz", None))
     df = registry.get(fmt).parse_text(io.StringIO(text), src, tz=getattr(args, "tz", None))
     return df, fmt
 

@@ -74,26 +74,6 @@ def write_manifest(run_dir: Path, manifest: dict) -> None:
     os.replace(tmp, Path(run_dir) / MANIFEST)
 
 
-def read_load_out(lines) -> pd.DataFrame:
-    """``load.out`` lines -> DataFrame: time (float64), stream (str), text (str)."""
-    import pandas as pd
-    rows = []
-    for line in lines:
-        line = line.rstrip("\n")
-        parts = line.split("\t", 2)
-        if len(parts) == 3:
-            try:
-                rows.append((float(parts[0]), parts[1], parts[2]))
-                continue
-            except ValueError:
-                pass
-        if rows:   # a stray line without a stamp continues the previous one
-            t, s, text = rows[-1]
-            rows[-1] = (t, s, text + "\n" + line)
-    return pd.DataFrame(rows, columns=["time", "stream", "text"]).astype(
-        {"time": "float64", "stream": str, "text": str})
-
-
 class Run:
     """A recorded run. Attributes (tables parsed lazily, on first use):
 
@@ -198,6 +178,8 @@ class Run:
 
     @functools.cached_property
     def load_lines(self) -> pd.DataFrame:
+        from .formats.loadout import read_load_out
+
         p = self.file("load_out")
         if p is None:
             return read_load_out([])

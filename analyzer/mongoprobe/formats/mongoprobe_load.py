@@ -66,6 +66,7 @@ from typing import Iterable
 import pandas as pd
 
 from .errors import FormatError
+from .loadout import STAMPED
 
 BUCKETS = ("256us", "1ms", "4ms", "16ms", "64ms", "256ms", "1s", "4s", "16s", "gt")
 HIST_COLUMNS = [f"{kind}_{b}" for kind in ("insert", "query") for b in BUCKETS]
@@ -82,7 +83,6 @@ MARKER = re.compile(r"^### phase (start|end) name=(\S+) time=(\d+(?:\.\d+)?)\s*$
 _INTERVAL = re.compile(
     r"^(\d+\.\d+) (\S+) (\d+\.\d+) (\d+\.\d+) (\d+\.\d+) (\d+) (\d+) "
     r"(\d+(?:,\d+){9}) (\d+\.\d+) (\d+(?:,\d+){9}) (\d+\.\d+)$")
-_STAMPED = re.compile(r"^(\d+\.\d+)\t(stdout|stderr)\t(.*)$", re.S)
 _NAME_SPEC = re.compile(r"^(\d+)i(?:@(\d+(?:\.\d+)?))?\.(\d+)q(?:-\d+)?$")
 
 
@@ -98,7 +98,7 @@ class LoadOutput:
 
 def is_mongoprobe_load(text: str) -> bool:
     for line in text.splitlines()[:5]:
-        m = _STAMPED.match(line)
+        m = STAMPED.match(line)
         if (m[3] if m else line).startswith("### load "):
             return True
     return False
@@ -108,7 +108,7 @@ def unstamp(lines: Iterable[str]) -> Iterable[tuple[int, str, float]]:
     """(line number, stdout text, receive time or NaN) from raw or load.out lines."""
     for n, line in enumerate(lines, 1):
         line = line.rstrip("\n")
-        m = _STAMPED.match(line)
+        m = STAMPED.match(line)
         if m:
             if m[2] == "stdout":
                 yield n, m[3], float(m[1])

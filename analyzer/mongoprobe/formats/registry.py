@@ -12,6 +12,12 @@ so the command line can list the names without paying for them.
 ``detect`` tries the checks in the order of ``FORMATS`` -- the most specific first -- and
 answers the first that accepts the text (its first 64 KiB). Formats marked ``auto=False``
 (views derived from another format, such as ``iostat-totals``) are never detected.
+``parse("auto", ...)`` parses with the first format that both accepts and reads the
+text; when none does, its ``FormatError`` names every format tried and why each refused
+(its signature line not found, or the parser's own error).
+
+Every parser also reads a run's ``load.out`` (``formats/loadout.py``): its stamps are
+taken off and both streams read in receive order, so ``parse ycsb RUN/load.out`` works.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ class FormatSpec:
     post: str | None = None  # "module:function" applied to the parsed frame
     latency: tuple[str, ...] = ()  # columns `mongoprobe quantize` renders by default
     by: str | None = None  # column it groups histograms by by default
+    sign: str = ""  # what the check looks for, named when it refuses a text
 
     def _fn(self, ref: str) -> Callable:
         mod, _, fn = ref.rpartition(":") if ":" in ref else (self.module, "", ref)
@@ -54,40 +61,55 @@ class FormatSpec:
 FORMATS: tuple[FormatSpec, ...] = (
     FormatSpec("ycsb", "ycsb", "parse_ycsb", "is_ycsb",
                "YCSB status lines: one row per interval per operation",
-               latency=("p99_us", "avg_us"), by="op"),
+               latency=("p99_us", "avg_us"), by="op",
+               sign="status lines '[DATE] N sec: N operations; ...'"),
     FormatSpec("ycsb-summary", "ycsb", "parse_ycsb_summary", "is_ycsb_summary",
                "YCSB final summary: [SECTION], METRIC, VALUE", latency=("value_us",),
-               by="section"),
+               by="section", sign="'[OVERALL], RunTime(ms), N' or '[OP], Operations, N'"),
+    FormatSpec("iibench", "iibench", "parse_iibench", "is_iibench",
+               "iibench.py progress lines: one row per interval",
+               sign="header 'i_sec t_sec i_ips t_ips ... retry_q'"),
+    FormatSpec("iibench-summary", "iibench", "parse_iibench_summary", "is_iibench_summary",
+               "iibench.py totals: Totals:, Query thread:, getmin",
+               sign="'Totals: S secs, R rows/sec, ...' or 'Query thread: N queries, ...'"),
     FormatSpec("iostat", "iostat", "parse_iostat", "is_iostat",
-               "sysstat iostat (-x) device rows"),
+               "sysstat iostat (-x) device rows", sign="iostat's 'Device' header"),
     FormatSpec("iostat-totals", "iostat", "parse_iostat", "is_iostat",
                "iostat summed over devices, one row per report", auto=False,
                post="iostat:iostat_totals"),
     FormatSpec("iostat-cpu", "iostat", "parse_iostat_cpu", "is_iostat",
                "iostat avg-cpu lines", auto=False),
     FormatSpec("mpstat", "mpstat", "parse_mpstat", "is_mpstat",
-               "sysstat mpstat CPU utilisation (-P ALL)"),
+               "sysstat mpstat CPU utilisation (-P ALL)", sign="mpstat's 'CPU %usr' header"),
     FormatSpec("pidstat", "pidstat", "parse_pidstat", "is_pidstat",
-               "sysstat pidstat (-u -d -w -r, -t), tables joined per interval"),
+               "sysstat pidstat (-u -d -w -r, -t), tables joined per interval",
+               sign="pidstat's 'UID PID' header"),
     FormatSpec("vmstat", "vmstat", "parse_vmstat", "is_vmstat",
-               "vmstat (Linux procps, -t, -w; SmartOS)"),
+               "vmstat (Linux procps, -t, -w; SmartOS)", sign="vmstat's 'r b swpd' header"),
     FormatSpec("insert-benchmark-hist", "insert_benchmark", "parse_insert_benchmark_hist",
-               "is_insert_benchmark_hist", "iibench response-time histogram rows"),
+               "is_insert_benchmark_hist", "iibench response-time histogram rows",
+               sign="header '256us 1ms 4ms ... gt max'"),
     FormatSpec("insert-benchmark", "insert_benchmark", "parse_insert_benchmark",
-               "is_insert_benchmark", "insert-benchmark result tables (long form)"),
+               "is_insert_benchmark", "insert-benchmark result tables (long form)",
+               sign="table header such as 'ipsAvg ipsP95' or 'ips.av qps.av'"),
     FormatSpec("quantize", "quantize", "parse_quantize", "is_quantize",
-               "DTrace quantize / bpftrace hist / bcc log2 histograms"),
+               "DTrace quantize / bpftrace hist / bcc log2 histograms",
+               sign="'value ---- Distribution ---- count' or '[lo, hi) N |@@|' rows"),
     FormatSpec("quantize-scalars", "quantize", "parse_scalars", "is_quantize",
                "scalar lines and probe footer next to printed histograms", auto=False),
     FormatSpec("events", "registry", "_parse_events", "_is_events",
                "per-request events: mongo_snoop.bt text or --events JSON lines",
-               latency=("latency_ns",), by="command"),
+               latency=("latency_ns",), by="command",
+               sign="JSON lines with latency_ns and request_id, or a 'TIME(s) ... LAT(us)' header"),
     FormatSpec("prometheus", "registry", "_parse_prometheus", "_is_prometheus",
-               "Prometheus text exposition (FerretDB /debug/metrics)"),
+               "Prometheus text exposition (FerretDB /debug/metrics)",
+               sign="'# TYPE name counter' lines"),
     FormatSpec("phase-markers", "phase_markers", "parse_phase_markers", "is_phase_markers",
-               "### phase start|end name=NAME time=EPOCH_SECONDS"),
+               "### phase start|end name=NAME time=EPOCH_SECONDS",
+               sign="'### phase start|end name=NAME' lines"),
     FormatSpec("mongoprobe-load", "registry", "_parse_load", "_is_load",
-               "mongoprobe load interval lines (or a run's load.out)"),
+               "mongoprobe load interval lines (or a run's load.out)",
+               sign="'### load uri=...' header line"),
 )
 _BY_NAME = {f.name: f for f in FORMATS}
 
@@ -113,10 +135,14 @@ def detect(text: str) -> str | None:
 
 
 def read_text(text_or_path: str | os.PathLike[str] | IO[str], source: str | None = None):
-    """(text, source) as every parser reads its input: text, path (one-line str) or file."""
+    """(text, source) as every parser reads its input: text, path (one-line str) or file;
+    a run's ``load.out`` gives the printed text of both streams, without the stamps."""
+    from .loadout import plain_text
     from .quantize import _read
 
-    return _read(text_or_path, source)
+    text, src = _read(text_or_path, source)
+    return plain_text(text), src
+
 
 
 def parse(name: str, text_or_path: str | os.PathLike[str] | IO[str],
@@ -125,16 +151,30 @@ def parse(name: str, text_or_path: str | os.PathLike[str] | IO[str],
     does not take (``tz`` for YCSB summaries) are dropped. Raises ``FormatError`` when
     ``auto`` recognises nothing, or on damaged input."""
     text, src = read_text(text_or_path, source)
-    if name == "auto":
-        found = detect(text)
-        if found is None:
-            from .errors import FormatError
+    if name != "auto":
+        # the text goes on as a file: a one-line text must not be taken for a path
+        return get(name).parse_text(io.StringIO(text), src, **kw)
+    return parse_auto(text, src, **kw)[0]
 
-            raise FormatError(src, 1, "a known format (" + ", ".join(
-                f.name for f in FORMATS if f.auto) + "); none recognised")
-        name = found
-    # the text goes on as a file: a one-line text must not be taken for a path
-    return get(name).parse_text(io.StringIO(text), src, **kw)
+
+def parse_auto(text: str, source: str, **kw: Any):
+    """(DataFrame, format name) of the first format that accepts and reads ``text``.
+    ``FormatError`` naming every format tried, and why each refused, when none does."""
+    from .errors import FormatError
+
+    why: list[str] = []
+    head = text[:65536]
+    for f in FORMATS:
+        if not f.auto:
+            continue
+        if not f.is_format(head):
+            why.append(f"{f.name}: no {f.sign or f.what}")
+            continue
+        try:
+            return f.parse_text(io.StringIO(text), source, **kw), f.name
+        except FormatError as e:
+            why.append(f"{f.name}: {e}")
+    raise FormatError(source, 1, "a known format; tried " + "; ".join(why))
 
 
 # --- formats whose modules predate this registry ----------------------------------------

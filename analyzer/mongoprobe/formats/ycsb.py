@@ -32,6 +32,8 @@ bracket (``0 sec: 0 operations;``) gives one row with ``op`` "" so no interval i
     p99_us      float64  99th percentile, us
     p999_us     float64  99.9th percentile, us
     p9999_us    float64  99.99th percentile, us
+    line        int64    the line's number in the input, from 1 (to find its receive time
+                         in a run's load.out, or the invocation it belongs to)
 
 An operation with ``Count=0`` prints ``Min=9223372036854775807, Avg=NaN, Max=0``: all its
 latency columns are NaN. Keys other than Count/Avg/Min/Max/90/99/99.9/99.99 (other
@@ -84,8 +86,9 @@ from .errors import FormatError
 from .quantize import _read
 
 STATUS_COLUMNS = ("time", "elapsed_s", "operations", "ops_per_s", "op", "count", "avg_us",
-                  "min_us", "max_us", "p90_us", "p99_us", "p999_us", "p9999_us")
-SUMMARY_COLUMNS = ("section", "metric", "value", "stat", "code", "value_us", "lo_us", "hi_us")
+                  "min_us", "max_us", "p90_us", "p99_us", "p999_us", "p9999_us", "line")
+SUMMARY_COLUMNS = ("section", "metric", "value", "stat", "code", "value_us", "lo_us", "hi_us",
+                   "line")
 _LAT = ("avg_us", "min_us", "max_us", "p90_us", "p99_us", "p999_us", "p9999_us")
 
 _NUM = r"(?:-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|NaN|-?Infinity)"
@@ -183,7 +186,7 @@ def parse_ycsb(
             y, mo, d, hh, mi, ss, ms = (int(m[i]) for i in range(1, 8))
             t = _epoch(datetime(y, mo, d, hh, mi, ss, ms * 1000), tz)
         base = {"time": t, "elapsed_s": int(m[8]), "operations": int(m[9]),
-                "ops_per_s": _num(m[10])}  # fmt: skip
+                "ops_per_s": _num(m[10]), "line": n}  # fmt: skip
         brackets = _BRACKET.findall(m[11] or "")
         if not brackets:
             rows.append({**base, "op": ""})
@@ -195,7 +198,8 @@ def parse_ycsb(
                           "YCSB status lines 'N sec: N operations; ...'; none found")
     df = pd.DataFrame(rows).reindex(columns=list(STATUS_COLUMNS))
     df = df.astype({"time": "float64", "elapsed_s": "int64", "operations": "int64",
-                    "ops_per_s": "float64", "op": "str", "count": "Int64"})  # fmt: skip
+                    "ops_per_s": "float64", "op": "str", "count": "Int64",
+                    "line": "int64"})  # fmt: skip
     return df.astype({c: "float64" for c in _LAT})
 
 
@@ -239,11 +243,11 @@ def parse_ycsb_summary(
         m = _SUMMARY.match(line)
         if not m:
             raise FormatError(src, n, "a YCSB summary line '[SECTION], METRIC, NUMBER'", line)
-        rows.append(_summary_row(m[1], m[2], _num(m[3])))
+        rows.append({**_summary_row(m[1], m[2], _num(m[3])), "line": n})
     if not rows:
         raise FormatError(src, max(len(text.splitlines()), 1),
                           "YCSB summary lines '[SECTION], METRIC, NUMBER'; none found")
     df = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     return df.astype({"section": "str", "metric": "str", "value": "float64", "stat": "str",
                       "code": "str", "value_us": "float64", "lo_us": "float64",
-                      "hi_us": "float64"})  # fmt: skip
+                      "hi_us": "float64", "line": "int64"})  # fmt: skip
