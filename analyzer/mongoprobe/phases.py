@@ -1,73 +1,276 @@
 """The per-phase table of a recorded run: what the seeds' authors built by hand.
 
-``phase_table(run)`` returns one row per phase (DataFrame, columns below) and
-``phase_json(run)`` the ``mongoprobe phases --json`` shape of DESIGN's contract.
+``phase_table(run)`` returns one row per phase (DataFrame, columns below),
+``phase_json(run)`` the ``mongoprobe phases --json`` shape of DESIGN's contract and
+``render(run_table)`` the shell tables. Every figure is computed here, once, from the
+load tool's model (``mongoprobe.loadtools``: phases, per-interval per-operation
+counts, the tool's client latency), the server's per-request events and the
+collectors' tables, whatever the tool.
 
-Throughput (the load tool's own numbers):
-    name, start, end          phase and its wall-clock bounds (epoch seconds)
-    ips_avg, ips_p95          inserts/s: mean, and the rate 95% of intervals reach
-    qps_avg, qps_p95          queries/s: the same
-    ops_avg                   ips_avg + qps_avg: the operations metrics are divided by
+Throughput (the load tool's own counts; ``rate_units`` says what one operation is):
+    name, start, end, tool    phase, its wall-clock bounds (epoch s), who named it
+    seconds                   end - start
+    ops_avg, ops_p95          all operations/s: mean over the phase, and the rate 95% of
+                              the tool's full reporting intervals reach (``p95_rate``)
+    ips_avg, ips_p95          the insert operation (YCSB INSERT; iibench and the built-in
+                              load count documents): NaN when the tool ran none
+    qps_avg, qps_p95          the query operations (READ, SCAN, query): the same
+    rates, rates_p95          {OP: operations/s} per operation, as the tool names it
+    ops_source                "tool"; "server" when the tool gives no rates (markers,
+                              phases from traffic): ops are then the server's work
+                              requests/s (``traffic.ADMIN_COMMANDS`` left out)
 System (vmstat, iostat summed over devices; means of the samples inside the phase):
     r_s, rmb_s, wmb_s         storage reads/s, MB/s read and written
     cs, us, sy, us_sy         context switches/s, user/system CPU %
     r_per_op, rkb_per_op, wkb_per_op, cs_per_op, cpu_per_op   (seeds' r/o … (us+sy)/o)
+    mcpu_per_op               seed 001's Mcpu/q: (us + sy) * 1e6 / ops
     cpu_us_per_op             CPU microseconds per operation (us+sy over all CPUs)
+    (every per-operation figure divides by ops_avg: ``normalize.per_op``)
 Server (pidstat of the target; the last sample of the phase):
     rss_mb                    resident set size at phase end
-    db_mb                     database size at phase end (the load's dbStats totalSize)
-Latency (server side, from the probe's per-request events in the phase):
-    latency_us                {command: {"count", "p50", "p95", "p99", "max"}} in µs
-Client (the load's own response-time histograms, insert and query):
-    client_ms                 {"insert"|"query": {"count", "p95_le_ms", "max_ms"}}: the
-                              bucket bound 95% of operations stayed under, and the max
+    db_mb                     database size at phase end (the built-in load's dbStats)
+Latency, server side (the probe's per-request events in the phase), in µs:
+    latency_us                {command: {"count", "avg", "p50", "p95", "p99", "max"}}
+    server_rates              {command: requests/s}
+Latency, client side (what the tool reports), in µs:
+    client_latency_us         {OP: {"count", "avg", "p50", "p95", "p99", "max"}}: None
+                              where the tool gives none; ``client_how`` {OP: how}
+                              (summary, bucket bound, status lines: loadtools)
+    client_ms                 {OP: {"count", "p95_le_ms", "max_ms"}} for histogram
+                              figures (the bucket bound 95% stayed under)
+    client_vs_server          {OP: {"command", "client": {...}, "server": {...},
+                              "diff": {stat: client - server}}}: the operation's
+                              command on the server (READ<->find, UPDATE<->update,
+                              INSERT<->insert, SCAN<->find, query<->find); the
+                              difference is the network, the client's queueing and
+                              its driver
 Network (when the run has a packet capture beside the latency probe):
     network_us                {"matched", "network_p50", "network_p99", "server_p50",
-                               "server_p99", "transport_p50", "transport_p99"} in µs:
-                              the capture's request-to-reply time, the probe's, and
-                              their difference (transport + queueing), per request
-Profile (when the run has on-CPU stacks and mongoprobe.stacks can read them):
+                               "server_p99", "transport_p50", "transport_p99"} in µs
+Profile (when the run has on-CPU stacks):
     categories                {category: share of samples}
 """
 
 from __future__ import annotations
 
 import math
+import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from . import normalize
+from . import loadtools, normalize, traffic
 
-NUMERIC = ["ips_avg", "ips_p95", "qps_avg", "qps_p95", "ops_avg", "r_s", "rmb_s", "wmb_s",
-           "cs", "us", "sy", "us_sy", "r_per_op", "rkb_per_op", "wkb_per_op", "cs_per_op",
-           "cpu_per_op", "cpu_us_per_op", "rss_mb", "db_mb"]
+NUMERIC = ["seconds", "ops_avg", "ops_p95", "ips_avg", "ips_p95", "qps_avg", "qps_p95",
+           "r_s", "rmb_s", "wmb_s", "cs", "us", "sy", "us_sy", "r_per_op", "rkb_per_op",
+           "wkb_per_op", "cs_per_op", "cpu_per_op", "mcpu_per_op", "cpu_us_per_op",
+           "rss_mb", "db_mb"]
+DICTS = ["rates", "rates_p95", "rate_units", "latency_us", "server_rates",
+         "client_latency_us", "client_how", "client_ms", "client_vs_server", "network_us",
+         "categories"]
+STATS = ("count", "avg", "p50", "p95", "p99", "max")
+
+
+class PhaseError(ValueError):
+    """A mistaken request: a --phases spec that does not parse, an unknown phase."""
 
 
 def optional_table(getter):
-    """``getter()``'s table, or None when it is empty, missing or unreadable: a
-    collector that did not run leaves its columns NaN (or its report section out),
-    and the manifest says why."""
+    """``getter()``'s table, or None when the run has no such output (``LookupError``,
+    as ``rundir.Run`` raises for a collector that did not run) or it is empty. Any
+    other failure -- a damaged file -- propagates: it is not a missing section."""
     try:
         df = getter()
-    except Exception:  # noqa: BLE001
+    except LookupError:
         return None
     return df if df is not None and len(df) else None
 
 
-def _latency(events: pd.DataFrame | None, start: float, end: float) -> dict:
-    if events is None or not len(events):
-        return {}
-    ev = events[(events["time"] >= start) & (events["time"] < end)]
-    out = {}
-    for cmd, part in ev.groupby("command", sort=True):
-        v = part["latency_ns"].to_numpy() / 1e3
-        out[str(cmd)] = {"count": int(len(v)),
-                         **{k: float(np.percentile(v, q)) for k, q in
-                            (("p50", 50), ("p95", 95), ("p99", 99))},
-                         "max": float(v.max())}
+def parse_phases(spec: str, origin: float) -> pd.DataFrame:
+    """``NAME=START..END,...`` -> (name, start, end). START and END are seconds from
+    ``origin`` (the recording's start), or epoch seconds when above 1e9."""
+    rows = []
+    for part in spec.split(","):
+        name, eq, span = part.strip().partition("=")
+        lo, dots, hi = span.partition("..")
+        try:
+            a, b = float(lo), float(hi)
+        except ValueError:
+            a = b = math.nan
+        if not name or not eq or not dots or math.isnan(a) or math.isnan(b):
+            raise PhaseError(f"--phases: {part.strip()!r} is not NAME=START..END "
+                             "(seconds from the recording's start, or epoch seconds)")
+        a, b = (a if a > 1e9 else origin + a), (b if b > 1e9 else origin + b)
+        if b <= a:
+            raise PhaseError(f"--phases: {name} ends before it starts")
+        rows.append((name, a, b))
+    return pd.DataFrame(rows, columns=["name", "start", "end"]).astype(
+        {"name": str, "start": "float64", "end": "float64"})
+
+
+@dataclass
+class Inputs:
+    """What the table is computed from, read once."""
+    tool: loadtools.ToolOutput
+    events: pd.DataFrame | None
+    vmstat: pd.DataFrame | None
+    iostat: pd.DataFrame | None
+    pidstat: pd.DataFrame | None
+    ncpu: int | None
+
+
+def inputs(run, phases: pd.DataFrame | None = None) -> Inputs:
+    tool = run.tool_output
+    if phases is not None:
+        tool = tool.with_phases(phases)
+    return Inputs(tool, optional_table(lambda: run.events), optional_table(lambda: run.vmstat),
+                  optional_table(lambda: run.iostat), optional_table(lambda: run.pidstat),
+                  (run.manifest.get("host") or {}).get("cpus"))
+
+
+# --- throughput ------------------------------------------------------------------------
+
+
+def _throughput(iv: pd.DataFrame, seconds: float, units: dict) -> dict[str, Any]:
+    """ops/ips/qps avg and p95, and per-operation rates, from a phase's intervals."""
+    out: dict[str, Any] = {k: math.nan for k in ("ops_avg", "ops_p95", "ips_avg",
+                                                  "ips_p95", "qps_avg", "qps_p95")}
+    out.update(rates={}, rates_p95={}, rate_units={})
+    if not len(iv) or not seconds > 0:
+        return out
+
+    def avg_p95(part: pd.DataFrame) -> tuple[float, float]:
+        f = part[part["full"]]
+        # the tool's own printed rate where it has one (its interval lengths may be
+        # rounded), else count / length; operations of one interval add up
+        rate = f["rate"].where(f["rate"].notna(), f["count"] / f["length_s"])
+        per = rate.groupby(f["time"], sort=True).sum()
+        return float(part["count"].sum()) / seconds, normalize.p95_rate(per)
+
+    out["ops_avg"], out["ops_p95"] = avg_p95(iv)
+    for role, key in (("insert", "ips"), ("query", "qps")):
+        mine = iv[iv["op"].map(lambda o: loadtools.op_role(o)[0] == role)]
+        if len(mine):
+            out[f"{key}_avg"], out[f"{key}_p95"] = avg_p95(mine)
+    for op, part in iv[iv["op"] != loadtools.ALL].groupby("op", sort=False):
+        out["rates"][op], out["rates_p95"][op] = avg_p95(part)
+        out["rate_units"][op] = units.get(op, "operations")
     return out
+
+
+def _server_throughput(ev: pd.DataFrame | None, start: float, end: float) -> dict:
+    """ops avg/p95 from the server's work requests, per second, when the tool has none."""
+    if ev is None:
+        return {"ops_avg": math.nan, "ops_p95": math.nan}
+    w = traffic.work(ev)
+    w = w[(w["end"] >= start) & (w["end"] < end)]
+    secs = np.floor(w["end"] - start)
+    n_full = int(math.floor(end - start))
+    per = np.bincount(secs.astype("int64"), minlength=n_full)[:n_full] if n_full else []
+    return {"ops_avg": len(w) / (end - start), "ops_p95": normalize.p95_rate(per)}
+
+
+# --- latency ---------------------------------------------------------------------------
+
+
+def _stats_us(v: np.ndarray) -> dict[str, float]:
+    return {"count": int(len(v)), "avg": float(v.mean()),
+            **{k: float(np.percentile(v, q)) for k, q in (("p50", 50), ("p95", 95),
+                                                          ("p99", 99))},
+            "max": float(v.max())}
+
+
+def _server(ev: pd.DataFrame | None, start: float, end: float) -> tuple[dict, dict]:
+    """({command: stats µs}, {command: requests/s}) of the events in [start, end)."""
+    if ev is None:
+        return {}, {}
+    part = ev[(ev["time"] >= start) & (ev["time"] < end)]
+    lat, rates = {}, {}
+    for cmd, p in part.groupby("command", sort=True):
+        lat[str(cmd)] = _stats_us(p["latency_ns"].to_numpy() / 1e3)
+        rates[str(cmd)] = len(p) / (end - start) if end > start else math.nan
+    return lat, rates
+
+
+def _client(cl: pd.DataFrame) -> tuple[dict, dict, dict]:
+    """(client_latency_us, client_how, client_ms) of one phase's client rows."""
+    lat, how, ms = {}, {}, {}
+    for r in cl.itertuples(index=False):
+        d = {"count": r.count, "avg": r.avg_us, "p50": r.p50_us, "p95": r.p95_us,
+             "p99": r.p99_us, "max": r.max_us}
+        lat[r.op] = {k: (None if v is None or math.isnan(v) else
+                         int(v) if k == "count" else float(v)) for k, v in d.items()}
+        how[r.op] = r.how
+        if r.how == "bucket bound" and not math.isnan(r.p95_us):
+            ms[r.op] = {"count": int(r.count), "p95_le_ms": r.p95_us / 1e3,
+                        "max_ms": r.max_us / 1e3}
+    return lat, how, ms
+
+
+def _versus(client: dict, server: dict) -> dict:
+    """{OP: {"command", "client", "server", "diff"}} for operations with a command."""
+    out = {}
+    for op, c in client.items():
+        cmd = loadtools.op_role(op)[1]
+        if cmd is None or cmd not in server:
+            continue
+        s = server[cmd]
+        out[op] = {"command": cmd, "client": c, "server": s,
+                   "diff": {k: c[k] - s[k] for k in STATS if c.get(k) is not None}}
+    return out
+
+
+# --- the table -------------------------------------------------------------------------
+
+
+def phase_table(run, phases: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per phase (the module docstring); ``phases`` (name, start, end)
+    replaces the tool's own."""
+    inp = inputs(run, phases)
+    return compute(inp, _categories(run, inp.tool.phases), _joined(run, inp.events))
+
+
+def compute(inp: Inputs, cats: dict | None = None,
+            joined: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The table from its inputs (a tool's output alone gives its throughput and
+    client columns): ``cats`` {phase: {category: share}}, ``joined`` capture pairs."""
+    tool = inp.tool
+    cats = cats or {}
+    info = tool.phase_info.set_index("phase")["db_size_bytes"].to_dict()
+    rows = []
+    for p in tool.phases.itertuples(index=False):
+        start, end = float(p.start), float(p.end)
+        r: dict[str, Any] = {"name": p.name, "start": start, "end": end, "tool": p.tool,
+                             "seconds": end - start}
+        iv = tool.intervals[tool.intervals["phase"] == p.name]
+        r.update(_throughput(iv, end - start, tool.units))
+        r["ops_source"] = "tool"
+        if not len(iv):
+            r.update(_server_throughput(inp.events, start, end))
+            r["ops_source"] = "server"
+        sm = normalize.system_means(inp.vmstat, inp.iostat, start, end)
+        r.update({"r_s": sm["r/s"], "rmb_s": sm["rkB/s"] / 1024, "wmb_s": sm["wkB/s"] / 1024,
+                  "cs": sm["cs"], "us": sm["us"], "sy": sm["sy"], "us_sy": sm["us"] + sm["sy"]})
+        m = normalize.per_op(r["ops_avg"], r_s=sm["r/s"], rkb_s=sm["rkB/s"], wkb_s=sm["wkB/s"],
+                             cs=sm["cs"], us=sm["us"], sy=sm["sy"], ncpu=inp.ncpu)
+        r.update({"r_per_op": m["r/o"], "rkb_per_op": m["rkb/o"], "wkb_per_op": m["wkb/o"],
+                  "cs_per_op": m["cs/o"], "cpu_per_op": m["(us+sy)/o"],
+                  "mcpu_per_op": m["Mcpu/o"], "cpu_us_per_op": m["cpu_us/o"]})
+        r["rss_mb"] = _rss_mb(inp.pidstat, start, end)
+        r["db_mb"] = float(info.get(p.name, math.nan)) / 2**20
+        r["latency_us"], r["server_rates"] = _server(inp.events, start, end)
+        cl = tool.client[tool.client["phase"] == p.name]
+        r["client_latency_us"], r["client_how"], r["client_ms"] = _client(cl)
+        r["client_vs_server"] = _versus(r["client_latency_us"], r["latency_us"])
+        r["categories"] = cats.get(p.name, {})
+        r["network_us"] = _network(joined, start, end)
+        rows.append(r)
+    df = pd.DataFrame(rows, columns=["name", "start", "end", "tool", "ops_source", *NUMERIC,
+                                     *DICTS])
+    return df.astype({c: "float64" for c in NUMERIC} | {"name": str, "tool": str,
+                                                         "ops_source": str})
 
 
 def _rss_mb(pidstat: pd.DataFrame | None, start: float, end: float) -> float:
@@ -79,85 +282,20 @@ def _rss_mb(pidstat: pd.DataFrame | None, start: float, end: float) -> float:
     return float(p["RSS"].iloc[-1]) / 1024.0     # pidstat prints kB
 
 
-# The load's response-time buckets (upper bounds, ms), as the insert benchmark prints them.
-_BUCKETS_MS = {"256us": 0.256, "1ms": 1, "4ms": 4, "16ms": 16, "64ms": 64, "256ms": 256,
-               "1s": 1000, "4s": 4000, "16s": 16000, "gt": math.inf}
-
-
-def _client(intervals: pd.DataFrame | None, name: str) -> dict:
-    """{"insert"|"query": {"count", "p95_le_ms", "max_ms"}} from the load's histograms:
-    p95_le_ms is the bucket bound 95% of the phase's operations stayed under."""
-    if intervals is None or "phase" not in intervals.columns:
-        return {}
-    part = intervals[intervals["phase"] == name]
-    out = {}
-    for k in ("insert", "query"):
-        cols = [f"{k}_{b}" for b in _BUCKETS_MS]
-        if not len(part) or not all(c in part for c in cols):
-            continue
-        counts = part[cols].sum().to_numpy()
-        n = int(counts.sum())
-        if not n:
-            continue
-        i = int(np.searchsorted(np.cumsum(counts), 0.95 * n))
-        out[k] = {"count": n, "p95_le_ms": list(_BUCKETS_MS.values())[i],
-                  "max_ms": float(part[f"{k}_max_s"].max() * 1e3)}
-    return out
-
-
-def _phases(run) -> pd.DataFrame:
-    ph = run.phases.copy()
-    end = run.manifest.get("end") or (ph["end"].max() if len(ph) else math.nan)
-    ph["end"] = ph["end"].fillna(end)
-    return ph
-
-
-def phase_table(run) -> pd.DataFrame:
-    ph = _phases(run)
-    vm, io = optional_table(lambda: run.vmstat), optional_table(lambda: run.iostat)
-    pid, ev = optional_table(lambda: run.pidstat), optional_table(lambda: run.events)
-    intervals = optional_table(lambda: run.load_intervals)
-    ncpu = (run.manifest.get("host") or {}).get("cpus")
-    cats = _categories(run, ph)
-    joined = _joined(run, ev)
-    rows = []
-    for p in ph.itertuples(index=False):
-        r: dict[str, Any] = {"name": p.name, "start": float(p.start), "end": float(p.end)}
-        for k in ("ips_avg", "ips_p95", "qps_avg", "qps_p95"):
-            r[k] = float(getattr(p, k)) if hasattr(p, k) else math.nan
-        r["ops_avg"] = np.nansum([r["ips_avg"], r["qps_avg"]])
-        sm = normalize.system_means(vm, io, r["start"], r["end"])
-        r.update({"r_s": sm["r/s"], "rmb_s": sm["rkB/s"] / 1024, "wmb_s": sm["wkB/s"] / 1024,
-                  "cs": sm["cs"], "us": sm["us"], "sy": sm["sy"], "us_sy": sm["us"] + sm["sy"]})
-        m = normalize.per_op(r["ops_avg"], r_s=sm["r/s"], rkb_s=sm["rkB/s"], wkb_s=sm["wkB/s"],
-                             cs=sm["cs"], us=sm["us"], sy=sm["sy"], ncpu=ncpu)
-        r.update({"r_per_op": m["r/o"], "rkb_per_op": m["rkb/o"], "wkb_per_op": m["wkb/o"],
-                  "cs_per_op": m["cs/o"], "cpu_per_op": m["(us+sy)/o"],
-                  "cpu_us_per_op": m["cpu_us/o"]})
-        r["rss_mb"] = _rss_mb(pid, r["start"], r["end"])
-        db = getattr(p, "db_size_bytes", math.nan)
-        r["db_mb"] = float(db) / 2**20 if db is not None else math.nan
-        r["latency_us"] = _latency(ev, r["start"], r["end"])
-        r["client_ms"] = _client(intervals, p.name)
-        r["categories"] = cats.get(p.name, {})
-        r["network_us"] = _network(joined, r["start"], r["end"])
-        rows.append(r)
-    df = pd.DataFrame(rows, columns=["name", "start", "end", *NUMERIC, "latency_us",
-                                     "client_ms", "network_us", "categories"])
-    return df.astype({c: "float64" for c in NUMERIC})
-
-
 def _joined(run, events: pd.DataFrame | None) -> pd.DataFrame | None:
     """The probe's events joined with the capture's request/reply pairs, if both exist."""
-    path = run.file("pcap") if hasattr(run, "file") else None
+    path = run.file("pcap")
     if path is None or events is None:
         return None
+    from . import pcap
+    from .formats.errors import FormatError
+    port = (run.manifest.get("target") or {}).get("port")
     try:
-        from . import pcap
-        port = (run.manifest.get("target") or {}).get("port")
-        j = pcap.join_with_probe(pcap.pairs(pcap.messages(str(path), port)), events)
-    except Exception:  # noqa: BLE001 - an unreadable capture leaves the columns out
+        msgs = pcap.messages(str(path), port)
+    except FormatError as e:
+        warnings.warn(f"{e}: network-side latency left out")
         return None
+    j = pcap.join_with_probe(pcap.pairs(msgs), events)
     return j[j["matched"]]
 
 
@@ -177,11 +315,54 @@ def _network(joined: pd.DataFrame | None, start: float, end: float) -> dict:
 
 def _categories(run, ph: pd.DataFrame) -> dict[str, dict[str, float]]:
     """Share of on-CPU samples per category and phase, when the run has a profile."""
-    try:
-        from . import stacks
-        return stacks.run_category_shares(run, ph)
-    except Exception:  # noqa: BLE001 - no profile, or the stacks module lacks it
+    if run.file("profile") is None:
         return {}
+    from . import stacks
+    return stacks.run_category_shares(run, ph[["name", "start", "end"]])
+
+
+def interval_table(run, phases: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The tool's per-interval rates beside the server's, one row per interval and
+    operation (for plots and notebooks)::
+
+        phase, op str; time (interval end, wall s), length_s, rate (the tool's
+        operations/s) float64; command str (the operation's server command, "" when
+        none); server_rate float64 (that command's requests/s in the same interval,
+        from the probe; NaN without one)
+
+    A tool without rates (markers, phases from traffic) gives the server's per-second
+    requests of each work command instead (op "", rate NaN)."""
+    inp = inputs(run, phases)
+    iv = inp.tool.intervals
+    cols = {"phase": str, "op": str, "time": "float64", "length_s": "float64",
+            "rate": "float64", "command": str, "server_rate": "float64"}
+    if not len(iv):
+        if inp.events is None:
+            return loadtools.frame([], cols)
+        ps = traffic.per_second(inp.events)
+        ph = inp.tool.phases
+        rows = []
+        for p in ph.itertuples(index=False):
+            part = ps[(ps["second"] >= math.floor(p.start)) & (ps["second"] < p.end)]
+            rows += [[p.name, "", float(sec + 1), 1.0, math.nan, cmd, float(n)]
+                     for sec, cmd, n in zip(part["second"], part["command"], part["requests"])]
+        return loadtools.frame(rows, cols)
+    cmds = iv["op"].map(lambda o: loadtools.op_role(o)[1] or "")
+    rate = iv["count"] / iv["length_s"].where(iv["length_s"] > 0)
+    srv = np.full(len(iv), np.nan)
+    if inp.events is not None:
+        ev = inp.events
+        for cmd in set(cmds) - {""}:
+            t = np.sort(ev.loc[ev["command"] == cmd, "time"].to_numpy())
+            sel = (cmds == cmd).to_numpy()
+            hi, lo = iv["time"].to_numpy()[sel], (iv["time"] - iv["length_s"]).to_numpy()[sel]
+            n = np.searchsorted(t, hi, side="right") - np.searchsorted(t, lo, side="right")
+            srv[sel] = n / iv["length_s"].to_numpy()[sel]
+    return loadtools.frame(list(zip(iv["phase"], iv["op"], iv["time"], iv["length_s"], rate,
+                                    cmds, srv)), cols)
+
+
+# --- JSON ------------------------------------------------------------------------------
 
 
 def _clean(v: Any) -> Any:
@@ -192,40 +373,141 @@ def _clean(v: Any) -> Any:
     return v
 
 
-def phase_json(run) -> dict:
-    t = phase_table(run)
-    out = []
-    for rec in t.to_dict(orient="records"):
-        rec = {k: _clean(v) for k, v in rec.items()}
-        rec["latency_us"] = {c: {k: v for k, v in d.items() if k != "count"}
-                             for c, d in rec["latency_us"].items()}
-        out.append(rec)
-    return {"phases": out}
+def phase_json(run, phases: pd.DataFrame | None = None) -> dict:
+    """``{"tool", "lost", "phases"}`` (DESIGN's contract)."""
+    t = phase_table(run, phases)
+    return {"tool": tool_json(run, phases), "lost": run.lost,
+            "phases": [{k: _clean(v) for k, v in rec.items()}
+                       for rec in t.to_dict(orient="records")]}
 
 
-def render(t: pd.DataFrame) -> str:
-    """Shell tables (< 80 columns): throughput, system per operation, latency."""
-    def num(v, fmt):
-        return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
+def tool_json(run, phases: pd.DataFrame | None = None) -> dict:
+    """Which tool's output the phases come from, and what was tried before it."""
+    t = run.tool_output if phases is None else run.tool_output.with_phases(phases)
+    return {"name": t.tool, "version": t.version or None, "notes": list(t.notes),
+            "tried": [{"adapter": a, "why": w} for a, w in run.tool_tried]}
 
-    lines = [f"{'phase':14s} {'ipsAvg':>8s} {'ipsP95':>8s} {'qpsAvg':>8s} {'qpsP95':>8s}"
-             f" {'dbSize':>7s} {'rssSize':>7s}"]
+
+# --- shell tables ----------------------------------------------------------------------
+
+
+def _num(v: Any, fmt: str, width: int) -> str:
+    """A number for a column; ``-`` padded like one when there is none."""
+    if v is None or (isinstance(v, float) and (math.isnan(v) or math.isinf(v))):
+        return "-".rjust(width)
+    return format(v, f"{width}{fmt}")
+
+
+def _size(v: float, width: int = 8) -> str:
+    return _num(v, ".1f", width - 2) + "MB" if not math.isnan(v) else "-".rjust(width)
+
+
+def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) -> str:
+    """Shell tables (< 80 columns): throughput, operations, system per operation,
+    server latency, client vs server. ``tool``/``lost``: ``tool_json``, ``Run.lost``."""
+    w = 14
+    lines = []
+    if tool is not None:
+        lines.append(tool_line(tool))
+        lines.append("")
+    lines.append(f"{'phase':{w}s} {'opsAvg':>7s} {'opsP95':>7s} {'ipsAvg':>7s} {'ipsP95':>7s}"
+                 f" {'qpsAvg':>7s} {'qpsP95':>7s} {'dbSize':>8s} {'rssSize':>8s}")
     for r in t.itertuples():
-        lines.append(f"{r.name[:14]:14s} {num(r.ips_avg, '8.0f')} {num(r.ips_p95, '8.0f')} "
-                     f"{num(r.qps_avg, '8.0f')} {num(r.qps_p95, '8.0f')} "
-                     f"{num(r.db_mb, '5.1f')}MB {num(r.rss_mb, '5.1f')}MB")
-    lines += ["", f"{'phase':14s} {'r/s':>6s} {'rMB/s':>6s} {'wMB/s':>6s} {'r/o':>6s} "
+        lines.append(f"{r.name[:w]:{w}s} {_num(r.ops_avg, '.0f', 7)} {_num(r.ops_p95, '.0f', 7)} "
+                     f"{_num(r.ips_avg, '.0f', 7)} {_num(r.ips_p95, '.0f', 7)} "
+                     f"{_num(r.qps_avg, '.0f', 7)} {_num(r.qps_p95, '.0f', 7)} "
+                     f"{_size(r.db_mb)} {_size(r.rss_mb)}")
+    if (t["ops_source"] == "server").any():
+        lines.append("  (ops from the server's requests where the tool gives no rates: "
+                     + ", ".join(t.loc[t["ops_source"] == "server", "name"]) + ")")
+    lines += ["", f"{'phase':{w}s} {'operation':20s} {'rate/s':>8s} {'p95/s':>8s}  "
+                  f"{'server command':20s} {'req/s':>7s}"]
+    probe = lost is None or lost.get("probe") is not None
+    for r in t.itertuples():
+        shown = set()
+        for op, rate in r.rates.items():
+            cmd = loadtools.op_role(op)[1]
+            unit = r.rate_units.get(op, "operations")
+            label = op if unit == "operations" else f"{op} ({_UNIT_WORDS.get(unit, unit)})"
+            # a command the probe never saw in the phase ran 0 times, if there was a probe
+            srv = r.server_rates.get(cmd, 0.0 if probe else math.nan) if cmd else math.nan
+            shown.add(cmd)
+            lines.append(f"{r.name[:w]:{w}s} {label[:20]:20s} {_num(rate, '.1f', 8)} "
+                         f"{_num(r.rates_p95.get(op), '.1f', 8)}  {(cmd or '-')[:20]:20s} "
+                         f"{_num(srv, '.1f', 7)}")
+        for cmd, srv in sorted(r.server_rates.items(), key=lambda kv: -kv[1]):
+            if cmd in shown or cmd in traffic.ADMIN_COMMANDS:
+                continue
+            lines.append(f"{r.name[:w]:{w}s} {'-':20s} {'-':>8s} {'-':>8s}  {cmd[:20]:20s} "
+                         f"{_num(srv, '.1f', 7)}")
+    lines += ["", f"{'phase':{w}s} {'r/s':>6s} {'rMB/s':>6s} {'wMB/s':>6s} {'r/o':>6s} "
                   f"{'rKB/o':>6s} {'wKB/o':>6s} {'cs/o':>6s} {'us+sy':>6s} {'cpuus/o':>8s}"]
     for r in t.itertuples():
-        lines.append(f"{r.name[:14]:14s} {num(r.r_s, '6.0f')} {num(r.rmb_s, '6.1f')} "
-                     f"{num(r.wmb_s, '6.1f')} {num(r.r_per_op, '6.2f')} "
-                     f"{num(r.rkb_per_op, '6.1f')} {num(r.wkb_per_op, '6.1f')} "
-                     f"{num(r.cs_per_op, '6.1f')} {num(r.us_sy, '6.1f')} "
-                     f"{num(r.cpu_us_per_op, '8.0f')}")
-    lines += ["", f"{'phase':14s} {'command':12s} {'count':>7s} {'p50us':>8s} {'p95us':>8s} "
-                  f"{'p99us':>8s} {'maxus':>9s}"]
+        lines.append(f"{r.name[:w]:{w}s} {_num(r.r_s, '.0f', 6)} {_num(r.rmb_s, '.1f', 6)} "
+                     f"{_num(r.wmb_s, '.1f', 6)} {_num(r.r_per_op, '.2f', 6)} "
+                     f"{_num(r.rkb_per_op, '.1f', 6)} {_num(r.wkb_per_op, '.1f', 6)} "
+                     f"{_num(r.cs_per_op, '.1f', 6)} {_num(r.us_sy, '.1f', 6)} "
+                     f"{_num(r.cpu_us_per_op, '.0f', 8)}")
+    lines += ["", "server latency (the probe), us", f"{'phase':{w}s} {'command':20s} "
+              f"{'count':>7s} {'p50':>8s} {'p95':>8s} {'p99':>8s} {'max':>9s}"]
     for r in t.itertuples():
         for cmd, d in sorted(r.latency_us.items(), key=lambda kv: -kv[1]["count"]):
-            lines.append(f"{r.name[:14]:14s} {cmd[:12]:12s} {d['count']:7d} {d['p50']:8.0f} "
-                         f"{d['p95']:8.0f} {d['p99']:8.0f} {d['max']:9.0f}")
+            lines.append(f"{r.name[:w]:{w}s} {cmd[:20]:20s} {d['count']:7d} "
+                         f"{d['p50']:8.0f} {d['p95']:8.0f} {d['p99']:8.0f} {d['max']:9.0f}")
+    vs = [(r.name, op, r.client_how.get(op), d) for r in t.itertuples()
+          for op, d in r.client_vs_server.items()]
+    if vs:
+        lines += ["", "client (the tool's own) vs server (the probe) latency, us; diff: "
+                      "network, client queueing, driver",
+                  f"{'phase':{w}s} {'operation':12s} {'command':10s} {'stat':5s} "
+                  f"{'client':>10s} {'server':>10s} {'diff':>10s}"]
+        for name, op, how, d in vs:
+            first = True
+            for k in STATS:
+                c = d["client"].get(k)
+                if c is None:
+                    continue
+                head = (f"{name[:w]:{w}s} {op[:12]:12s} {d['command'][:10]:10s}" if first
+                        else " " * (w + 24))
+                first = False
+                # a histogram's percentile is the bound of its bucket: at most this
+                bound = "<=" if how == "bucket bound" and k in ("p50", "p95", "p99") else ""
+                lines.append(f"{head} {k:5s} {(bound + format(c, '.0f')).rjust(10)} "
+                             f"{_num(float(d['server'][k]), '.0f', 10)} "
+                             f"{_num(float(d['diff'][k]), '.0f', 10)}")
+    if lost is not None:
+        lines += ["", lost_line(lost)]
     return "\n".join(lines) + "\n"
+
+
+_UNIT_WORDS = {"documents": "docs"}
+
+
+def tool_line(tool: dict) -> str:
+    if tool["name"] in loadtools.ADAPTERS:
+        head = f"phases from the load tool's output: {tool['name']}"
+        if tool["version"]:
+            head += f" {tool['version']}"
+    else:
+        head = f"phases from {tool['name']}"
+    tried = "; ".join(f"{t['adapter']} ({t['why']})" for t in tool["tried"])
+    if tool["name"] not in loadtools.ADAPTERS and tried:
+        head += f" (no adapter read the tool's output: {tried})"
+    return "\n".join([head] + [f"  {n}" for n in tool["notes"]])
+
+
+def lost_line(lost: dict) -> str:
+    """The losses of a run, one line per source, as the probes print them."""
+    out = []
+    probe = lost.get("probe")
+    if probe is None:
+        out.append("lost: no latency probe in this run")
+    else:
+        out.append(f"lost: unmatched replies {probe['unmatched_replies']}, requests without "
+                   f"reply {probe['requests_without_reply']}, malformed headers "
+                   f"{probe['malformed']}, dropped events {probe['dropped']}")
+    for c in lost.get("collectors", []):
+        out.append(f"lost: collector {c['name']} {c['status']}"
+                   + (f" at {c['died_at']:.1f} s" if c.get("died_at") is not None else "")
+                   + (f": {c['why']}" if c.get("why") else ""))
+    return "\n".join(out)

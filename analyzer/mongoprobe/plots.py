@@ -42,20 +42,27 @@ def _bands(ax, phases: pd.DataFrame, t0: float) -> None:
                 ha="center", va="bottom", fontsize=8)
 
 
-def _t0(phases: pd.DataFrame, *frames: pd.DataFrame) -> float:
+def _t0(phases: pd.DataFrame, *frames: pd.DataFrame, t0: float | None = None) -> float:
+    """The time origin: ``t0`` when given (the report gives every plot the recording's
+    start, so their axes agree), else the earliest time drawn."""
+    if t0 is not None:
+        return float(t0)
     starts = [phases["start"].min()] if len(phases) else []
     starts += [f["time"].min() for f in frames if len(f)]
     return float(min(starts)) if starts else 0.0
 
 
 def rates_over_time(rates: pd.DataFrame, phases: pd.DataFrame, columns: list[str],
-                    title: str = "throughput", ylabel: str = "ops/s") -> bytes:
-    t0 = _t0(phases, rates)
+                    title: str = "throughput", ylabel: str = "ops/s",
+                    dashed: list[str] = (), t0: float | None = None) -> bytes:
+    """Rate columns over time (``dashed``: drawn dashed, e.g. the server's side)."""
+    t0 = _t0(phases, rates, t0=t0)
     fig, ax = plt.subplots(figsize=(9, 3))
     _bands(ax, phases, t0)
-    for c in columns:
+    for c in list(columns) + list(dashed):
         if c in rates:
-            ax.plot(rates["time"] - t0, rates[c], label=c, lw=1.2)
+            ax.plot(rates["time"] - t0, rates[c], label=c, lw=1.2,
+                    ls="--" if c in dashed else "-")
     ax.set_xlabel("seconds")
     ax.set_ylabel(ylabel)
     ax.set_title(title, pad=14)
@@ -65,9 +72,10 @@ def rates_over_time(rates: pd.DataFrame, phases: pd.DataFrame, columns: list[str
 
 
 def series_panels(series: pd.DataFrame, phases: pd.DataFrame,
-                  panels: list[tuple[str, list[str]]], title: str) -> bytes:
+                  panels: list[tuple[str, list[str]]], title: str,
+                  t0: float | None = None) -> bytes:
     """Stacked panels sharing the time axis: [(ylabel, [columns])...]."""
-    t0 = _t0(phases, series)
+    t0 = _t0(phases, series, t0=t0)
     panels = [(y, [c for c in cols if c in series]) for y, cols in panels]
     panels = [(y, cols) for y, cols in panels if cols]
     fig, axes = plt.subplots(max(len(panels), 1), 1, figsize=(9, 1.8 * max(len(panels), 1)),
@@ -84,13 +92,13 @@ def series_panels(series: pd.DataFrame, phases: pd.DataFrame,
 
 
 def latency_heatmap(events: pd.DataFrame, phases: pd.DataFrame, command: str,
-                    bucket_s: float = 1.0) -> bytes:
+                    bucket_s: float = 1.0, t0: float | None = None) -> bytes:
     """Time x log2(latency) heat map for one command: periodic stalls show as columns."""
     ev = events[events["command"] == command]
-    t0 = _t0(phases, ev)
+    t0 = _t0(phases, ev, t0=t0)
     fig, ax = plt.subplots(figsize=(9, 3))
     if len(ev):
-        x = ((ev["time"] - t0) // bucket_s).astype(int).to_numpy()
+        x = np.maximum(((ev["time"] - t0) // bucket_s).astype(int).to_numpy(), 0)
         y = np.floor(np.log2(np.maximum(ev["latency_ns"].to_numpy(), 1))).astype(int)
         nx, ylo, yhi = x.max() + 1, y.min(), y.max() + 1
         grid = np.zeros((yhi - ylo, nx))
@@ -119,7 +127,10 @@ def latency_histograms(events: pd.DataFrame, phases: pd.DataFrame, command: str)
         if part.empty:
             continue
         k = np.floor(np.log2(np.maximum(part.to_numpy(), 1))).astype(int)
-        vals, counts = np.unique(k, return_counts=True)
+        # every bucket between the lowest and the highest, the empty ones at 0, so a
+        # line never joins two buckets across an empty one
+        vals = np.arange(k.min(), k.max() + 1)
+        counts = np.bincount(k - k.min(), minlength=len(vals))
         ax.plot(vals, counts / counts.sum(), marker="o", lw=1, label=f"{p.name} (n={len(part)})")
     ax.set_xlabel("server latency (log2 buckets)")
     lo, hi = ax.get_xlim()
@@ -127,7 +138,11 @@ def latency_histograms(events: pd.DataFrame, phases: pd.DataFrame, command: str)
     ax.set_xticks(list(ticks), [_fmt_ns(2 ** t) for t in ticks], fontsize=7)
     ax.set_ylabel("share of requests")
     ax.set_title(f"{command}: latency distribution per phase")
-    ax.legend(fontsize=7)
+    if ax.lines:
+        ax.legend(fontsize=7)
+    else:
+        ax.text(0.5, 0.5, "no requests inside the phases", transform=ax.transAxes,
+                ha="center")
     return _png(fig)
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import math
 import sys
 import time
@@ -20,8 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import loadtools, plots, traffic
 from . import phases as phases_mod
-from . import plots
 
 CSS = """
 body { font-family: sans-serif; margin: 2em; max-width: 1100px; color: #222; }
@@ -72,66 +71,109 @@ def _table(df: pd.DataFrame, fmt: dict[str, str], left: set[str] = frozenset({"p
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
-def build(run, diff: tuple[str, str] | None = None, top_commands: int = 3) -> str:
-    """The report's HTML text."""
-    m = run.manifest
-    t = phases_mod.phase_table(run)
-    ph = t[["name", "start", "end"]]
-    table = phases_mod.optional_table
-    events, intervals = table(lambda: run.events), table(lambda: run.load_intervals)
-    vm, io = table(lambda: run.vmstat), table(lambda: run.iostat)
-    cmds = [] if events is None else list(events["command"].value_counts().index[:top_commands])
-    prog = Progress(3 + 2 * len(cmds) + 2, "report")
-    parts = [f"<h1>mongoprobe run: {html.escape(Path(run.path).name)}</h1>"]
+def _kv_table(rows: list[tuple[str, str]]) -> str:
+    return ("<table>" + "".join(f'<tr><th class="l">{html.escape(k)}</th>'
+                                f'<td class="l">{html.escape(str(v))}</td></tr>'
+                                for k, v in rows) + "</table>")
 
+
+def _run_section(run) -> str:
+    m = run.manifest
     cmd = " ".join((m.get("command") or {}).get("argv") or [])
     tgt = m.get("target") or {}
+    host = m.get("host") or {}
     tools = ", ".join(f"{k} {v}" for k, v in (m.get("tools") or {}).items() if v)
-    parts.append(
-        "<h2>Run</h2><table>"
-        + "".join(f'<tr><th class="l">{k}</th><td class="l">{html.escape(str(v))}</td></tr>'
-                  for k, v in (("command", cmd),
-                               ("target", f"{tgt.get('kind', '')} pid {tgt.get('pid')} "
-                                          f"{tgt.get('exe') or ''} {tgt.get('version') or ''}"),
-                               ("start", time.strftime("%Y-%m-%d %H:%M:%S",
-                                                       time.gmtime(m.get("start") or 0)) + " UTC"),
-                               ("duration", f"{(m.get('end') or 0) - (m.get('start') or 0):.1f} s"),
-                               ("host", json.dumps(m.get("host"))),
-                               ("kernel", (m.get("kernel") or {}).get("release")),
-                               ("tools", tools)))
-        + "</table>")
-    trouble = [f"{n}: {c.get('status')} {c.get('error') or c.get('note') or ''}"
-               for n, c in (m.get("collectors") or {}).items()
-               if c.get("status") in ("died", "failed", "skipped")]
-    if trouble:
-        parts.append('<p class="note">' + "<br>".join(html.escape(x) for x in trouble) + "</p>")
+    return "<h2>Run</h2>" + _kv_table([
+        ("command", cmd),
+        ("target", f"{tgt.get('kind', '')} pid {tgt.get('pid')} {tgt.get('exe') or ''} "
+                   f"{tgt.get('version') or ''}"),
+        ("start", time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(m.get("start") or 0))
+         + " UTC"),
+        ("duration", f"{(m.get('end') or 0) - (m.get('start') or 0):.1f} s"),
+        ("host", f"{host.get('hostname', '')}: {host.get('cpus', '?')} CPUs "
+                 f"({host.get('cpu_model', '')}), {(host.get('mem_total_kb') or 0) / 2**20:.1f}"
+                 f" GiB, {host.get('os', '')}"),
+        ("kernel", (m.get("kernel") or {}).get("release")),
+        ("tools", tools)])
+
+
+def _lost_section(lost: dict) -> str:
+    from .phases import lost_line
+    text = lost_line(lost)
+    bad = lost.get("probe") is None or any(lost["probe"].values()) or lost["collectors"]
+    cls = ' class="note"' if bad else ""
+    return f"<p{cls}>" + "<br>".join(html.escape(x) for x in text.splitlines()) + "</p>"
+
+
+def build(run, diff: tuple[str, str] | None = None, phases: pd.DataFrame | None = None,
+          top_commands: int = 3) -> str:
+    """The report's HTML text; ``phases`` replaces the tool's own (``--phases``)."""
+    t = phases_mod.phase_table(run, phases)
+    ph = t[["name", "start", "end"]]
+    if diff is not None:
+        unknown = [n for n in diff if n not in set(ph["name"])]
+        if unknown:
+            raise phases_mod.PhaseError(f"--diff: no phase {', '.join(map(repr, unknown))} "
+                                        f"in this run; its phases: {', '.join(ph['name'])}")
+    t0 = float(run.manifest.get("start") or ph["start"].min())
+    table = phases_mod.optional_table
+    events = table(lambda: run.events)
+    vm, io = table(lambda: run.vmstat), table(lambda: run.iostat)
+    cmds = [] if events is None else [c for c in events["command"].value_counts().index
+                                      if c not in traffic.ADMIN_COMMANDS][:top_commands]
+    prog = Progress(3 + 2 * len(cmds) + 2, "report")
+    tool = phases_mod.tool_json(run, phases)
+    parts = [f"<h1>mongoprobe run: {html.escape(Path(run.path).name)}</h1>",
+             _run_section(run), _lost_section(run.lost)]
+    parts.append("<p>" + "<br>".join(html.escape(x) for x in
+                                     phases_mod.tool_line(tool).splitlines()) + "</p>")
     prog.step("tables")
 
-    thr = t[["name", "ips_avg", "ips_p95", "qps_avg", "qps_p95", "db_mb", "rss_mb"]].rename(
-        columns={"name": "phase"})
+    thr = t[["name", "tool", "ops_avg", "ops_p95", "ips_avg", "ips_p95", "qps_avg", "qps_p95",
+             "db_mb", "rss_mb"]].rename(columns={"name": "phase", "db_mb": "dbSize MB",
+                                                  "rss_mb": "rssSize MB"})
+    op_rows = [{"phase": r.name, "operation": op, "counts": r.rate_units.get(op, "operations"),
+                "rate/s": v, "p95/s": r.rates_p95.get(op, math.nan),
+                "server command": loadtools.op_role(op)[1] or "-",
+                "server req/s": r.server_rates.get(loadtools.op_role(op)[1] or "", math.nan)}
+               for r in t.itertuples() for op, v in r.rates.items()]
     sysm = t[["name", "r_s", "rmb_s", "wmb_s", "r_per_op", "rkb_per_op", "wkb_per_op", "cs",
               "us", "sy", "cs_per_op", "cpu_per_op", "cpu_us_per_op"]].rename(
         columns={"name": "phase", "r_s": "r/s", "rmb_s": "rMB/s", "wmb_s": "wMB/s",
                  "r_per_op": "r/o", "rkb_per_op": "rKB/o", "wkb_per_op": "wKB/o",
                  "cs_per_op": "cs/o", "cpu_per_op": "(us+sy)/o", "cpu_us_per_op": "CPU µs/op"})
-    lat_rows = [{"phase": r.name, "command": c, "count": d["count"], "p50 µs": d["p50"],
-                 "p95 µs": d["p95"], "p99 µs": d["p99"], "max µs": d["max"]}
+    lat_rows = [{"phase": r.name, "command": c, "count": d["count"], "avg µs": d["avg"],
+                 "p50 µs": d["p50"], "p95 µs": d["p95"], "p99 µs": d["p99"], "max µs": d["max"]}
                 for r in t.itertuples() for c, d in r.latency_us.items()]
     parts.append("<h2>Phases</h2>"
-                 + _table(thr, {"rss_mb": ".1f", "db_mb": ".1f"}, left={"phase"})
-                 + _table(sysm, {"r/s": ".1f", "cs": ".0f", "CPU µs/op": ".0f",
-                                 "(us+sy)/o": ".4f"}, left={"phase"}))
-    cli_rows = [{"phase": r.name, "operation": k, "count": d["count"],
-                 "p95 ≤ ms": d["p95_le_ms"], "max ms": d["max_ms"]}
-                for r in t.itertuples() for k, d in r.client_ms.items()]
-    if cli_rows:
-        parts.append("<h3>Client-side latency (the load's own histograms)</h3>"
-                     + _table(pd.DataFrame(cli_rows), {"p95 ≤ ms": "g", "max ms": ".1f"},
-                              left={"phase", "operation"}))
+                 + _table(thr, {"rssSize MB": ".1f", "dbSize MB": ".1f", "ops_avg": ".1f",
+                                "ops_p95": ".1f", "ips_avg": ".1f", "ips_p95": ".1f",
+                                "qps_avg": ".1f", "qps_p95": ".1f"}, left={"phase", "tool"}))
+    if op_rows:
+        parts.append("<h3>Per operation: the tool's rate and the server's for its command</h3>"
+                     + _table(pd.DataFrame(op_rows), {"rate/s": ".1f", "p95/s": ".1f",
+                                                       "server req/s": ".1f"},
+                              left={"phase", "operation", "counts", "server command"}))
+    parts.append(_table(sysm, {"r/s": ".1f", "cs": ".0f", "CPU µs/op": ".0f",
+                               "(us+sy)/o": ".4f"}, left={"phase"}))
+    vs_rows = [{"phase": r.name, "operation": op, "command": d["command"], "stat": k,
+                "client µs": d["client"][k], "server µs": d["server"][k],
+                "client − server µs": d["diff"][k], "client figure": r.client_how.get(op, "")}
+               for r in t.itertuples() for op, d in r.client_vs_server.items()
+               for k in phases_mod.STATS if d["client"].get(k) is not None]
+    if vs_rows:
+        parts.append("<h3>Client (the tool's own) vs server (the probe) latency</h3>"
+                     "<p>The difference is what the server does not see: the network, the "
+                     "client's queueing and its driver. Histogram figures (bucket bound) "
+                     "are the upper bound of the bucket the percentile is in.</p>"
+                     + _table(pd.DataFrame(vs_rows), {"client µs": ".0f", "server µs": ".0f",
+                                                      "client − server µs": ".0f"},
+                              left={"phase", "operation", "command", "stat",
+                                    "client figure"}))
     if lat_rows:
         parts.append("<h3>Server-side latency per command (probe)</h3>"
-                     + _table(pd.DataFrame(lat_rows), {"p50 µs": ".0f", "p95 µs": ".0f",
-                                                       "p99 µs": ".0f", "max µs": ".0f"},
+                     + _table(pd.DataFrame(lat_rows), {k: ".0f" for k in (
+                         "avg µs", "p50 µs", "p95 µs", "p99 µs", "max µs")},
                               left={"phase", "command"}))
     net = [{"phase": r.name, **r.network_us} for r in t.itertuples() if r.network_us]
     if net:
@@ -146,17 +188,14 @@ def build(run, diff: tuple[str, str] | None = None, top_commands: int = 3) -> st
                      + _table(pd.DataFrame(cats).fillna(0.0), {}, left={"phase"}))
 
     parts.append("<h2>Throughput</h2>")
-    if intervals is not None:
-        parts.append(_img(plots.rates_over_time(intervals, ph, ["ips", "qps"]),
-                          "throughput over time"))
-    else:
-        parts.append("<p>The load tool's output has no interval rates.</p>")
+    parts.append(_throughput_plot(run, ph, phases, t0))
     prog.step("throughput")
 
     if cmds:
         parts.append("<h2>Server-side latency</h2>")
         for c in cmds:
-            parts.append(_img(plots.latency_heatmap(events, ph, c), f"{c} latency heat map"))
+            parts.append(_img(plots.latency_heatmap(events, ph, c, t0=t0),
+                              f"{c} latency heat map"))
             prog.step(f"{c} heat map")
             parts.append(_img(plots.latency_histograms(events, ph, c), f"{c} latency histogram"))
             prog.step(f"{c} histogram")
@@ -166,17 +205,17 @@ def build(run, diff: tuple[str, str] | None = None, top_commands: int = 3) -> st
         parts.append(_img(plots.series_panels(vm[vm["sample"] > 0], ph,
                                               [("CPU %", ["us", "sy", "wa"]),
                                                ("cs/s", ["cs"]), ("run queue", ["r", "b"])],
-                                              "vmstat"), "vmstat"))
+                                              "vmstat", t0=t0), "vmstat"))
     if io is not None:
         from .formats.iostat import iostat_totals
         tot = iostat_totals(io)
         tot = tot[tot["sample"] > 0] if "sample" in tot else tot
         parts.append(_img(plots.series_panels(tot, ph, [("IO/s", ["r/s", "w/s"]),
                                                         ("kB/s", ["rkB/s", "wkB/s"])],
-                                              "iostat (all devices)"), "iostat"))
+                                              "iostat (all devices)", t0=t0), "iostat"))
     prog.step("system")
 
-    svgs = _flamegraphs(run, t, diff)
+    svgs = _flamegraphs(run, ph, diff)
     if svgs:
         parts.append("<h2>Flame graphs</h2>")
         for title, svg in svgs:
@@ -190,16 +229,43 @@ def build(run, diff: tuple[str, str] | None = None, top_commands: int = 3) -> st
             f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>\n")
 
 
-def _flamegraphs(run, t: pd.DataFrame, diff) -> list[tuple[str, str]]:
-    """Per-phase (and diff) SVGs, when the run has stacks and the renderer is there."""
-    try:
-        from . import stacks
-        return stacks.run_flamegraphs(run, t[["name", "start", "end"]], diff)
-    except Exception:  # noqa: BLE001 - no profile in this run, or no renderer
+def _throughput_plot(run, ph: pd.DataFrame, phases, t0: float) -> str:
+    """The tool's per-interval rates per operation (solid) and the server's for the
+    same command (dashed); the server's per-command rates when the tool has none."""
+    iv = phases_mod.interval_table(run, phases)
+    if not len(iv):
+        return "<p>Neither the load tool's output nor a latency probe gives rates.</p>"
+    if (iv["op"] == "").all():
+        wide = iv.pivot_table(index="time", columns="command", values="server_rate",
+                              aggfunc="sum").fillna(0.0).reset_index()
+        cols = [c for c in wide.columns if c != "time" and c not in traffic.ADMIN_COMMANDS]
+        return _img(plots.rates_over_time(wide, ph, cols, title="server requests/s "
+                                          "(the tool prints no rates)", t0=t0),
+                    "server requests over time")
+    wide = iv.pivot_table(index="time", columns="op", values="rate", aggfunc="sum"
+                          ).reset_index()
+    srv = iv[iv["command"] != ""].pivot_table(index="time", columns="command",
+                                               values="server_rate", aggfunc="first")
+    srv.columns = [f"server {c}" for c in srv.columns]
+    wide = wide.merge(srv.reset_index(), on="time", how="left")
+    ops = [c for c in wide.columns if c != "time" and not c.startswith("server ")]
+    dashed = [c for c in wide.columns if c.startswith("server ")]
+    return _img(plots.rates_over_time(wide, ph, ops, dashed=dashed, t0=t0,
+                                      title="throughput: the tool's operations/s (solid), "
+                                            "the server's requests/s (dashed)"),
+                "throughput over time")
+
+
+def _flamegraphs(run, ph: pd.DataFrame, diff) -> list[tuple[str, str]]:
+    """Per-phase (and diff) SVGs when the run has an on-CPU profile."""
+    if run.file("profile") is None:
         return []
+    from . import stacks
+    return stacks.run_flamegraphs(run, ph, diff)
 
 
-def write(run, out: Path, diff: tuple[str, str] | None = None) -> Path:
+def write(run, out: Path, diff: tuple[str, str] | None = None,
+          phases: pd.DataFrame | None = None) -> Path:
     out = Path(out)
-    out.write_text(build(run, diff))
+    out.write_text(build(run, diff, phases))
     return out

@@ -91,8 +91,11 @@ class Run:
                     (else None)
     load_intervals  the load's interval table (empty when not mongoprobe load)
     load_summary    the load's summary dict (None when absent)
-    phases          name, start, end (wall seconds) and, for mongoprobe load, the
-                    phase numbers of formats/mongoprobe_load.py
+    tool_output     the load tool's output read by mongoprobe.loadtools: phases,
+                    per-interval rates, client latency (or phases from the traffic)
+    tool_tried      the adapters that refused the output, and why
+    phases          name, start, end (wall seconds), tool, label (tool_output's)
+    lost            the latency probe's loss counters and collectors that died
     metrics_delta   {command: requests} FerretDB counted during the run (or None)
     vmstat, iostat, pidstat   the collectors' tables (formats/<name>.py, raw: the
                     first sample is since boot)
@@ -216,37 +219,76 @@ class Run:
         return self.load.summary if self.load is not None else None
 
     @functools.cached_property
-    def phases(self) -> pd.DataFrame:
-        """Phases from the load's ``### phase start|end`` markers (any tool may print
-        them; formats/phase_markers.py reads them, taking the receive time for a
-        marker without ``time=``); without markers, one phase ``run`` spanning the
-        command. A phase never ended ends with the command."""
-        import pandas as pd
+    def _tool(self):
+        """(ToolOutput, [(adapter, why it refused)]): the load tool's output read by the
+        first adapter that recognises it (``mongoprobe.loadtools``); else phases from
+        the server's traffic (``mongoprobe.traffic``); else one phase ``run``."""
+        from . import loadtools, traffic
 
+        source = str(self.file("load_out") or f"{self.path}/{LOAD_OUT}")
+        found, tried = loadtools.read_output(self.load_lines, source)
+        if found is not None:
+            return found, tried
+        events = self.events if self.file("latency") is not None else None
+        ph = traffic.infer(events) if events is not None and len(events) else None
+        if ph is not None and len(ph):
+            rows = [[p.name, p.start, p.end, "traffic", ""] for p in ph.itertuples()]
+            return loadtools.ToolOutput("traffic", loadtools.frame(
+                rows, loadtools.PHASE_COLUMNS), notes=[
+                "phases found in the server's traffic (its per-second command mix): "
+                "no adapter recognised the tool's output and it prints no markers"]), tried
         cmd = self.manifest.get("command") or {}
-        cmd_end = cmd.get("end") or self.manifest.get("end")
-        if self.load is not None and len(self.load.phases):
-            df = self.load.phases.copy()
-        else:
-            df = self._marker_phases()
-            if df.empty:
-                start = cmd.get("start") or self.manifest.get("start")
-                df = pd.DataFrame([("run", start, cmd_end)], columns=PHASE_COLUMNS)
+        start = cmd.get("start") or self.manifest.get("start")
+        end = cmd.get("end") or self.manifest.get("end")
+        why = ("the run has no latency probe to find phases in its traffic"
+               if events is None else "the server saw no work requests")
+        return loadtools.ToolOutput("command", loadtools.frame(
+            [["run", start, end, "command", " ".join(cmd.get("argv") or [])]],
+            loadtools.PHASE_COLUMNS), notes=[f"one phase, the whole command: {why}"]), tried
+
+    @property
+    def tool_output(self):
+        """The load tool's phases, rates and client latency (``loadtools.ToolOutput``)."""
+        return self._tool[0]
+
+    @property
+    def tool_tried(self) -> list[tuple[str, str]]:
+        """(adapter, why it refused the output) for each adapter tried before the one
+        that read it (all of them when none did)."""
+        return self._tool[1]
+
+    @property
+    def phases(self) -> pd.DataFrame:
+        """name, start, end (wall seconds), tool, label: from the load tool's output
+        (``tool_output``). A phase never ended ends with the command."""
+        df = self.tool_output.phases.copy()
+        cmd_end = (self.manifest.get("command") or {}).get("end") or self.manifest.get("end")
         if cmd_end is not None:
             df["end"] = df["end"].fillna(float(cmd_end))
-        return df.astype({"name": str, "start": "float64", "end": "float64"})
+        return df
 
-    def _marker_phases(self) -> pd.DataFrame:
-        out = self.load_lines[self.load_lines["stream"] == "stdout"]
-        try:
-            from .formats.phase_markers import parse_phase_markers
-        except ModuleNotFoundError as e:
-            if e.name != "mongoprobe.formats.phase_markers":
-                raise
-            from .formats.mongoprobe_load import parse_markers
-            return _pair_markers(parse_markers(out["text"]))
-        return parse_phase_markers(list(out["text"]), str(self.file("load_out")),
-                                   receive_times=list(out["time"]))
+    @property
+    def lost(self) -> dict:
+        """What the run lost: ``probe`` (the latency probe's counters, None without
+        one) and ``collectors`` that died, failed or were skipped (name, status,
+        died_at in seconds from the start, why)."""
+        from . import latency
+
+        probe = None
+        for key in ("latency", "latency_hist"):
+            if self.file(key) is not None:
+                out = self.latency_output if key == "latency" else self.latency_hist_output
+                s = latency.from_bpftrace(out).lost
+                probe = s if probe is None else {k: probe[k] + s[k] for k in probe}
+        t0 = self.manifest.get("start") or 0.0
+        bad = []
+        for name, c in (self.manifest.get("collectors") or {}).items():
+            if c.get("status") in ("died", "failed", "skipped"):
+                died = c.get("died_at")
+                bad.append({"name": name, "status": c["status"],
+                            "died_at": None if died is None else died - t0,
+                            "why": c.get("error") or c.get("note") or ""})
+        return {"probe": probe, "collectors": bad}
 
     # --- FerretDB's own counts ------------------------------------------------------
 
@@ -329,16 +371,6 @@ def _complete_lines(fh):
     for line in fh:
         if line.endswith("\n"):
             yield line
-
-
-def _pair_markers(mk: pd.DataFrame) -> pd.DataFrame:
-    import pandas as pd
-    rows = []
-    for name in dict.fromkeys(mk.loc[mk["event"] == "start", "name"]):
-        start = mk[(mk["name"] == name) & (mk["event"] == "start")]["time"].iloc[0]
-        ends = mk[(mk["name"] == name) & (mk["event"] == "end")]["time"]
-        rows.append((name, start, float(ends.iloc[0]) if len(ends) else math.nan))
-    return pd.DataFrame(rows, columns=PHASE_COLUMNS)
 
 
 def load_run(path: str | os.PathLike) -> Run:

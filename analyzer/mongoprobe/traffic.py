@@ -1,0 +1,166 @@
+"""Phases found in the server's own traffic, for load tools the analyzer cannot read.
+
+When no adapter recognises a load tool's output (``mongoprobe.loadtools``) and it
+prints no phase markers, the phases come from what the latency probe saw: the
+per-second command mix of the server's requests. Each request occupies the server
+from its receive to its reply (``time - latency_ns``, ``time``), so a slow query keeps
+its second active although it completes in another.
+
+    1. Seconds are active when a work request is in flight in them (handshakes and
+       monitoring -- ``ADMIN_COMMANDS`` -- are not work). An idle gap of at least
+       ``gap_s`` seconds separates phases.
+    2. Each active second has a mix: the commands in flight for at least ``share`` of
+       the second, or completing at least ``share`` of its requests. Runs of seconds
+       with one mix are candidate phases; a run shorter than ``min_s`` seconds (the
+       second in which one phase hands over to the next holds both mixes) joins the
+       run before it.
+    3. Each boundary between two runs is then placed on a request: the first receive
+       of a command the new phase brings, else the last reply of a command the old
+       phase had; across a gap, a phase ends at its last reply and the next starts at
+       its first receive. Runs with fewer than ``min_requests`` work requests are not
+       phases (a tool's setup: drop, createIndexes).
+    4. A phase is named by the commands of its mix, busiest first (``insert+find``,
+       ``find``); a repeated name is numbered.
+
+``infer(events)`` -> DataFrame(name, start, end) in wall seconds; empty when there is
+no work traffic. ``per_second(events)`` -> the (second, command, requests) counts used,
+``second`` being the epoch second. Checked on the built-in load with its markers taken
+out: every boundary within a second of its marker (``tests/test_traffic.py``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+# Handshake, authentication, monitoring and session bookkeeping: every client sends
+# them whatever the workload, so they neither make a phase nor count as its work.
+ADMIN_COMMANDS = frozenset({
+    "hello", "isMaster", "ismaster", "ping", "buildInfo", "buildinfo", "endSessions",
+    "saslStart", "saslContinue", "authenticate", "getnonce", "logout", "getParameter",
+    "getCmdLineOpts", "getLog", "serverStatus", "hostInfo", "whatsmyuri", "dbStats",
+    "collStats", "listDatabases", "connectionStatus", "getFreeMonitoringStatus",
+    "atlasVersion", "[compressed]",
+})
+
+
+def work(events: pd.DataFrame) -> pd.DataFrame:
+    """The events of work requests: start (receive) and end (reply) times, command."""
+    ev = events[~events["command"].isin(ADMIN_COMMANDS) & events["time"].notna()]
+    end = ev["time"].to_numpy(dtype=float)
+    start = end - ev["latency_ns"].to_numpy(dtype=float) / 1e9
+    return pd.DataFrame({"start": start, "end": end, "command": ev["command"].to_numpy()}
+                        ).sort_values("end", kind="stable").reset_index(drop=True)
+
+
+def per_second(events: pd.DataFrame) -> pd.DataFrame:
+    """Work requests completed per epoch second and command."""
+    w = work(events)
+    sec = np.floor(w["end"]).astype("int64")
+    return (w.assign(second=sec).groupby(["second", "command"], sort=True).size()
+            .rename("requests").reset_index())
+
+
+def _occupancy(w: pd.DataFrame, s0: int, n: int) -> pd.DataFrame:
+    """Seconds in flight per (second index, command): each request's [start, end]
+    spread over the seconds it overlaps."""
+    occ: dict[tuple[int, str], float] = {}
+    for st, en, cmd in zip(w["start"], w["end"], w["command"]):
+        a, b = int(math.floor(st)) - s0, int(math.floor(en)) - s0
+        for k in range(max(a, 0), min(b, n - 1) + 1):
+            lo, hi = max(st, s0 + k), min(en, s0 + k + 1)
+            if hi > lo:
+                occ[(k, cmd)] = occ.get((k, cmd), 0.0) + hi - lo
+    return pd.Series(occ, dtype="float64")
+
+
+def infer(events: pd.DataFrame, gap_s: float = 2.0, share: float = 0.1, min_s: int = 2,
+          min_requests: int = 10) -> pd.DataFrame:
+    """The phases of the module docstring, from per-request events (``wire_events``)."""
+    w = work(events)
+    cols = ["name", "start", "end"]
+    if not len(w):
+        return pd.DataFrame(columns=cols).astype({"name": str, "start": "float64",
+                                                  "end": "float64"})
+    s0 = int(math.floor(w["start"].min()))
+    n = int(math.floor(w["end"].max())) - s0 + 1
+    occ = _occupancy(w, s0, n)
+    done = w.assign(k=np.floor(w["end"]).astype("int64") - s0).groupby(["k", "command"]).size()
+    mixes: list[frozenset] = []
+    for k in range(n):
+        o = occ.xs(k, level=0) if k in occ.index.get_level_values(0) else pd.Series(dtype=float)
+        d = done.xs(k, level=0) if k in done.index.get_level_values(0) else pd.Series(dtype=int)
+        total = float(d.sum())
+        mix = {c for c, v in o.items() if v >= share} | {
+            c for c, v in d.items() if total and v >= share * total}
+        mixes.append(frozenset(mix))
+    return _place(w, s0, _runs(mixes, gap_s, min_s), share, min_requests)
+
+
+def _runs(mixes: list[frozenset], gap_s: float, min_s: int) -> list[list]:
+    """[first second, last second, mix, preceded by a gap] of runs of one mix."""
+    runs: list[list] = []
+    idle = math.inf
+    for k, mix in enumerate(mixes):
+        if not mix:
+            idle += 1
+            continue
+        if runs and idle < gap_s and mix == runs[-1][2]:
+            runs[-1][1] = k
+        else:
+            runs.append([k, k, mix, idle >= gap_s])
+        idle = 0
+    merged: list[list] = []
+    for r in runs:
+        short = r[1] - r[0] + 1 < min_s
+        if merged and not r[3] and short:
+            merged[-1][1] = r[1]          # a hand-over second joins the run before it
+        elif merged and not r[3] and r[2] == merged[-1][2]:
+            merged[-1][1] = r[1]
+        else:
+            merged.append(r)
+    return merged
+
+
+def _place(w: pd.DataFrame, s0: int, runs: list[list], share: float,
+           min_requests: int) -> pd.DataFrame:
+    """Exact bounds on requests, names; runs too small to be phases are dropped."""
+    cuts = [math.nan]   # NaN: the phase starts (ends) on its own first (last) request
+    for prev, nxt in zip(runs, runs[1:]):
+        lo, hi = s0 + prev[0], s0 + nxt[1] + 1
+        near = w[(w["end"] >= lo) & (w["end"] < hi)]
+        if nxt[3]:
+            cuts.append(math.nan)   # a gap: both sides end on their own requests
+            continue
+        new = nxt[2] - prev[2]
+        old = prev[2] - nxt[2]
+        around = s0 + nxt[0]
+        if new:
+            first = near[near["command"].isin(new) & (near["end"] >= around - 1)]
+            cut = float(first["start"].min()) if len(first) else float(around)
+        elif old:
+            last = near[near["command"].isin(old) & (near["end"] < around + 1)]
+            cut = float(last["end"].max()) if len(last) else float(around)
+        else:
+            cut = float(around)
+        cuts.append(cut)
+    cuts.append(math.nan)
+    rows = []
+    for i, r in enumerate(runs):
+        lo = cuts[i] if not math.isnan(cuts[i]) else s0 + r[0]
+        hi = cuts[i + 1] if not math.isnan(cuts[i + 1]) else s0 + r[1] + 1
+        mine = w[(w["end"] > lo if i else w["end"] >= lo) & (w["end"] <= hi)]
+        if len(mine) < min_requests:
+            continue
+        start = float(mine["start"].min()) if math.isnan(cuts[i]) else lo
+        end = float(mine["end"].max()) if math.isnan(cuts[i + 1]) else hi
+        counts = mine["command"].value_counts()
+        name = "+".join(c for c in counts.index if c in r[2])
+        rows.append([name, start, end])
+    from .loadtools import number_repeats
+
+    df = pd.DataFrame(rows, columns=["name", "start", "end"])
+    df["name"] = number_repeats(list(df["name"]))
+    return df.astype({"name": str, "start": "float64", "end": "float64"})
