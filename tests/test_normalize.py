@@ -188,33 +188,35 @@ def test_system_means_drop_the_since_boot_row() -> None:
         nz.system_means(parse_vmstat(ROOT / "samples/sysstat/vmstat-1.txt"), start=1, end=2)
 
 
-def test_phase_metrics_on_ycsb_intervals() -> None:
-    df = parse_ycsb(ROOT / "samples/ycsb/ycsb-0.17-load.status.txt", tz="UTC")
-    ins = nz.ycsb_ops(df, ["INSERT"])
-    t = ins["time"]
-    phases = pd.DataFrame({"name": ["first", "rest"], "start": [t.iloc[0], t.iloc[5]],
-                           "end": [t.iloc[5], float("nan")]})  # fmt: skip
-    pm = nz.phase_metrics(phases, inserts=ins, interval=1.0)
-    assert list(pm.columns) == list(nz.PHASE_COLUMNS)
-    a = pm.iloc[0]
-    assert a["ips_avg"] == pytest.approx(4764 / (t.iloc[5] - t.iloc[0]))
-    assert a["intervals"] == 4 and math.isnan(a["qps_avg"]) and math.isnan(a["r_per_op"])
-    rates = nz.window_rates(t[:6], ins["operations"][:6], 1.0)
-    assert a["ips_p95"] == nz.p95_rate(rates) == rates.min()
-    assert pm.iloc[1]["ips_avg"] == pytest.approx((20000 - 4764) / (t.iloc[-1] - t.iloc[5]))
+def test_the_phase_model_on_ycsb_intervals() -> None:
+    # the YCSB adapter's intervals through the one phase model: avg over the phase,
+    # p95 the nearest-rank 5th percentile of the full intervals' rates
+    from mongoprobe import loadtools, phases
+    from mongoprobe.formats import loadout
+
+    text = (ROOT / "samples/ycsb/ycsb-0.17-load.status.txt").read_text()
+    tool, _ = loadtools.read_output(loadout.read_output(text))
+    row = phases.compute(phases.Inputs(tool, None, None, None, None, None)).iloc[0]
+    iv = tool.intervals
+    assert iv["count"].sum() == 20000
+    p = tool.phases.iloc[0]
+    assert row["ips_avg"] == pytest.approx(20000 / (p["end"] - p["start"]))
+    full = iv[iv["full"]]
+    assert row["ips_p95"] == nz.p95_rate(full["count"] / full["length_s"])
+    assert math.isnan(row["qps_avg"]) and math.isnan(row["r_per_op"])
 
 
-def test_phase_metrics_of_a_recorded_run() -> None:
-    run = ROOT / "samples/load/run-ferretdb"
-    if not (run / "load.stdout").exists():
-        pytest.skip("samples/load/run-ferretdb is not there")
-    phases = parse_phase_markers(run / "load.stdout")
-    v = parse_vmstat(run / "vmstat.txt")
-    i = parse_iostat(run / "iostat.txt")
-    pm = nz.phase_metrics(phases, vmstat=v, iostat=i, ncpu=i.attrs["ncpu"])
-    assert len(pm) == len(phases) and pm["name"].tolist() == phases["name"].tolist()
-    for ph in phases.itertuples():
-        m = nz.system_means(v, i, ph.start, ph.end)
+def test_phase_table_of_a_recorded_run() -> None:
+    import mongoprobe
+    from mongoprobe import phases
+
+    run = mongoprobe.load_run(ROOT / "samples/load/run-ferretdb")
+    t = phases.phase_table(run)
+    v, i = run.vmstat, run.iostat
+    assert t["name"].tolist() == run.phases["name"].tolist()
+    for r in t.itertuples():
+        m = nz.system_means(v, i, r.start, r.end)
         assert m["samples_vmstat"] >= 1 and m["samples_iostat"] >= 1
-        assert not math.isnan(m["cs"]) and not math.isnan(m["r/s"])
-    assert pm["cs_per_op"].isna().all()  # no operation counts given: nothing per op
+        assert r.cs_per_op == pytest.approx(m["cs"] / r.ops_avg)
+        assert r.cpu_us_per_op == pytest.approx(
+            (m["us"] + m["sy"]) / 100 * run.manifest["host"]["cpus"] * 1e6 / r.ops_avg)

@@ -189,7 +189,7 @@ def test_probe_counts_equal_load_and_ferretdb_counts(recorded):
         got = inside["command"].value_counts().to_dict()
         for cmd in ("insert", "find"):
             assert got.get(cmd, 0) == p["commands"].get(cmd, 0), (p["name"], cmd)
-    assert r.phases.set_index("name").loc["0i.2q", "inserts"] == 0
+    assert r.load.phases.set_index("name").loc["0i.2q", "inserts"] == 0
 
 
 def test_load_run_tables(recorded):

@@ -41,7 +41,7 @@ def test_phases_text_is_under_80_columns():
     r = mp("phases", str(RUN))
     assert r.returncode == 0, r.stderr
     assert max(len(line) for line in r.stdout.splitlines()) < 80
-    assert "2i.1q" in r.stdout and "p99us" in r.stdout
+    assert "2i.1q" in r.stdout and "server latency (the probe), us" in r.stdout
 
 
 def test_report_renders_in_headless_chromium(tmp_path):

@@ -206,12 +206,16 @@ def _sum_take(stats: list[Stats]) -> tuple[int, list[int], float]:
     return items, hist, mx
 
 
-def p95_rate(rates: list[float]) -> float:
-    """The rate 95% of intervals reached: the 5th percentile (nearest rank)."""
-    if not rates:
-        return 0.0
-    s = sorted(rates)
-    return s[max(0, math.ceil(0.05 * len(s)) - 1)]
+def _rate(r: float | None) -> str:
+    return "-" if r is None else f"{r:.1f}/s"
+
+
+def _p95(rates: list[float]) -> float | None:
+    """normalize.p95_rate rounded for the summary; None without a full interval."""
+    from .normalize import p95_rate
+
+    r = p95_rate(rates)
+    return None if math.isnan(r) else round(r, 3)
 
 
 # --- command monitoring --------------------------------------------------------------
@@ -464,8 +468,8 @@ def _run_phase(run: _Run, phase: Phase, seeds: random.Random) -> dict:
         "queries": sum(s.total_items for s in qry),
         "ips_avg": round(cum_i / seconds, 3) if seconds > 0 else 0.0,
         "qps_avg": round(cum_q / seconds, 3) if seconds > 0 else 0.0,
-        "ips_p95": round(p95_rate([ni / ln for ln, ni, _ in full]), 3),
-        "qps_p95": round(p95_rate([nq / ln for ln, _, nq in full]), 3),
+        "ips_p95": _p95([ni / ln for ln, ni, _ in full]),
+        "qps_p95": _p95([nq / ln for ln, _, nq in full]),
         "insert_hist": dict(zip(BUCKETS, ihist_tot)),
         "insert_max_s": round(max((s.total_max_s for s in ins), default=0.0), 6),
         "query_hist": dict(zip(BUCKETS, qhist_tot)),
@@ -478,7 +482,7 @@ def _run_phase(run: _Run, phase: Phase, seeds: random.Random) -> dict:
         "db_size_bytes": db_size,
     }
     _out(f"# phase {phase.name}: {seconds:.1f} s, {result['inserts']:,} inserts "
-         f"({result['ips_avg']:.1f}/s, p95 {result['ips_p95']:.1f}/s), "
+         f"({result['ips_avg']:.1f}/s, p95 {_rate(result['ips_p95'])}), "
          f"{result['queries']:,} queries ({result['qps_avg']:.1f}/s)")
     _out("#       " + "".join(f"{b:>7}" for b in BUCKETS) + "     max")
     _out(_table("insert", ihist_tot, result["insert_max_s"]))

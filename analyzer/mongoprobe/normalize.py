@@ -47,7 +47,9 @@ Functions:
     per_op(ops, r_s=..., rkb_s=..., ...)  the per-operation metrics above
     normalize_table(wide, kb_per_mb)    recompute a seed table's normalised columns
     system_means(vmstat, iostat, start, end)   mean r/s rkB/s wkB/s cs us sy
-    phase_metrics(phases, inserts, queries, vmstat, iostat, ncpu)   one row per phase
+
+The phase table of a recorded run (``mongoprobe.phases``) uses these functions, for any
+load tool; p95 there is over the tool's own reporting intervals.
 
 Times are seconds (epoch seconds when aligned with phase markers and ``-t`` timestamps).
 """
@@ -277,49 +279,3 @@ def system_means(vmstat: pd.DataFrame | None = None, iostat: pd.DataFrame | None
             if src in d.columns and len(d):
                 out[c] = float(d[src].mean())
     return out
-
-
-PHASE_COLUMNS = ("name", "start", "end", "ips_avg", "ips_p95", "qps_avg", "qps_p95",
-                 "ops_avg", "intervals", "r_per_op", "rkb_per_op", "wkb_per_op",
-                 "cs_per_op", "cpu_per_op", "mcpu_per_op", "cpu_us_per_op")
-
-
-def phase_metrics(phases: pd.DataFrame, inserts: pd.DataFrame | None = None,
-                  queries: pd.DataFrame | None = None, vmstat: pd.DataFrame | None = None,
-                  iostat: pd.DataFrame | None = None, ncpu: int | None = None,
-                  interval: float = P95_INTERVAL_S) -> pd.DataFrame:
-    """One row per phase (``formats.phase_markers`` frame): insert and query throughput
-    (avg and p95 as defined above, from ``(time, operations)`` frames such as
-    ``ycsb_ops``), and the system metrics of the phase per operation, where an operation
-    is an insert or a query (``ops_avg = ips_avg + qps_avg``):
-
-        r_per_op r/o, rkb_per_op rkb/o, wkb_per_op wkb/o, cs_per_op cs/o,
-        cpu_per_op (us+sy)/o, mcpu_per_op Mcpu/o, cpu_us_per_op cpu_us/o (needs ncpu)
-
-    A phase without an end (interrupted) runs to the last sample. Missing inputs give NaN.
-    """
-    rows = []
-    for ph in phases.itertuples(index=False):
-        end = None if pd.isna(ph.end) else float(ph.end)
-        r: dict[str, Any] = {"name": ph.name, "start": float(ph.start), "end": ph.end}
-        total, nint = 0.0, 0
-        for kind, frame in (("ips", inserts), ("qps", queries)):
-            if frame is None:
-                r[f"{kind}_avg"] = r[f"{kind}_p95"] = math.nan
-                continue
-            tp = throughput(frame["time"], frame["operations"], interval, ph.start, end)
-            r[f"{kind}_avg"], r[f"{kind}_p95"] = tp["avg"], tp["p95"]
-            total += 0.0 if math.isnan(tp["avg"]) else tp["avg"]
-            nint = max(nint, tp["intervals"])
-        r["ops_avg"] = total if (inserts is not None or queries is not None) else math.nan
-        r["intervals"] = nint
-        sm = system_means(vmstat, iostat, ph.start, end)
-        m = per_op(r["ops_avg"], r_s=sm["r/s"], rkb_s=sm["rkB/s"], wkb_s=sm["wkB/s"],
-                   cs=sm["cs"], us=sm["us"], sy=sm["sy"], ncpu=ncpu)  # fmt: skip
-        r.update({"r_per_op": m["r/o"], "rkb_per_op": m["rkb/o"], "wkb_per_op": m["wkb/o"],
-                  "cs_per_op": m["cs/o"], "cpu_per_op": m["(us+sy)/o"],
-                  "mcpu_per_op": m["Mcpu/o"], "cpu_us_per_op": m["cpu_us/o"]})  # fmt: skip
-        rows.append(r)
-    df = pd.DataFrame(rows, columns=list(PHASE_COLUMNS))
-    return df.astype({"name": "str", "intervals": "int64"} | {
-        c: "float64" for c in PHASE_COLUMNS if c not in ("name", "intervals")})

@@ -54,6 +54,7 @@ Profile (when the run has on-CPU stacks):
 from __future__ import annotations
 
 import math
+import textwrap
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -398,7 +399,7 @@ def _num(v: Any, fmt: str, width: int) -> str:
     return format(v, f"{width}{fmt}")
 
 
-def _size(v: float, width: int = 8) -> str:
+def _size(v: float, width: int = 7) -> str:
     return _num(v, ".1f", width - 2) + "MB" if not math.isnan(v) else "-".rjust(width)
 
 
@@ -411,7 +412,7 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
         lines.append(tool_line(tool))
         lines.append("")
     lines.append(f"{'phase':{w}s} {'opsAvg':>7s} {'opsP95':>7s} {'ipsAvg':>7s} {'ipsP95':>7s}"
-                 f" {'qpsAvg':>7s} {'qpsP95':>7s} {'dbSize':>8s} {'rssSize':>8s}")
+                 f" {'qpsAvg':>7s} {'qpsP95':>7s} {'dbSize':>7s} {'rssSize':>7s}")
     for r in t.itertuples():
         lines.append(f"{r.name[:w]:{w}s} {_num(r.ops_avg, '.0f', 7)} {_num(r.ops_p95, '.0f', 7)} "
                      f"{_num(r.ips_avg, '.0f', 7)} {_num(r.ips_p95, '.0f', 7)} "
@@ -457,8 +458,8 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
     vs = [(r.name, op, r.client_how.get(op), d) for r in t.itertuples()
           for op, d in r.client_vs_server.items()]
     if vs:
-        lines += ["", "client (the tool's own) vs server (the probe) latency, us; diff: "
-                      "network, client queueing, driver",
+        lines += ["", "client (the tool's own) vs server (the probe) latency, us",
+                  "  (diff: the network, the client's queueing, its driver)",
                   f"{'phase':{w}s} {'operation':12s} {'command':10s} {'stat':5s} "
                   f"{'client':>10s} {'server':>10s} {'diff':>10s}"]
         for name, op, how, d in vs:
@@ -477,7 +478,10 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
                              f"{_num(float(d['diff'][k]), '.0f', 10)}")
     if lost is not None:
         lines += ["", lost_line(lost)]
-    return "\n".join(lines) + "\n"
+    # prose lines (notes, losses) wrapped to the width of the tables
+    lines = [x for s in lines for x in s.split("\n")]
+    return "".join(textwrap.fill(s, 79, subsequent_indent="    ", break_on_hyphens=False)
+                   + "\n" if len(s) > 79 else s + "\n" for s in lines)
 
 
 _UNIT_WORDS = {"documents": "docs"}

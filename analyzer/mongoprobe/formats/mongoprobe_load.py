@@ -37,8 +37,8 @@ ones are read)::
     totalSize at the phase's end, NaN when the output or the server has none)
 
 The phase numbers come from the summary line when there is one, else from the
-interval lines (output cut short: the phase's last cumulative counts); ``ips_p95``
-is the rate 95% of the full intervals reached (see load.py).
+interval lines (output cut short: the phase's last cumulative counts; ``ips_p95``
+and ``qps_p95`` are then NaN: the analysis computes them, ``mongoprobe.phases``).
 
 ``commands`` (from the summary): ``phase`` (a phase name, or ``setup``,
 ``teardown``, ``other``), ``command``, ``count`` -- what pymongo's command monitoring
@@ -116,13 +116,6 @@ def unstamp(lines: Iterable[str]) -> Iterable[tuple[int, str, float]]:
             yield n, line, math.nan
 
 
-def p95_rate(rates: list[float]) -> float:
-    if not rates:
-        return 0.0
-    s = sorted(rates)
-    return s[max(0, math.ceil(0.05 * len(s)) - 1)]
-
-
 def parse_markers(lines: Iterable[str]) -> pd.DataFrame:
     """Only the ``### phase start|end`` markers, from any tool's output."""
     rows = []
@@ -188,13 +181,10 @@ def parse_mongoprobe_load(lines: Iterable[str], source: str = "<load>") -> LoadO
         "time", "elapsed_s", "length_s", "ips", "qps", "insert_max_s", "query_max_s")
         else "int64") for c in INTERVAL_COLUMNS})
     mk = _markers_df(markers)
-    interval = float(header.get("interval", summary.get("interval", 1) if summary else 1))
-    return LoadOutput(iv, _phases(mk, iv, summary, interval), _commands(summary), mk,
-                      summary, header)
+    return LoadOutput(iv, _phases(mk, iv, summary), _commands(summary), mk, summary, header)
 
 
-def _phases(mk: pd.DataFrame, iv: pd.DataFrame, summary: dict | None,
-            interval: float) -> pd.DataFrame:
+def _phases(mk: pd.DataFrame, iv: pd.DataFrame, summary: dict | None) -> pd.DataFrame:
     by_name = {p["name"]: p for p in (summary or {}).get("phases", [])}
     rows = []
     for name in dict.fromkeys(mk.loc[mk["event"] == "start", "name"]):
@@ -215,11 +205,10 @@ def _phases(mk: pd.DataFrame, iv: pd.DataFrame, summary: dict | None,
                    (sub["time"].iloc[-1] if len(sub) else start)) - start
         inserts = int(sub["inserts"].iloc[-1]) if len(sub) else 0
         queries = int(sub["queries"].iloc[-1]) if len(sub) else 0
-        full = sub[sub["length_s"] >= interval / 2]
         rows.append([name, start, end, seconds, ins, qry, rate, inserts, queries,
                      inserts / seconds if seconds > 0 else 0.0,
                      queries / seconds if seconds > 0 else 0.0,
-                     p95_rate(list(full["ips"])), p95_rate(list(full["qps"])),
+                     math.nan, math.nan,   # printed in the summary only
                      float(sub["insert_max_s"].max()) if len(sub) else 0.0,
                      float(sub["query_max_s"].max()) if len(sub) else 0.0,
                      math.isnan(end), math.nan])
