@@ -421,8 +421,8 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
     if (t["ops_source"] == "server").any():
         lines.append("  (ops from the server's requests where the tool gives no rates: "
                      + ", ".join(t.loc[t["ops_source"] == "server", "name"]) + ")")
-    lines += ["", f"{'phase':{w}s} {'operation':20s} {'rate/s':>8s} {'p95/s':>8s}  "
-                  f"{'server command':20s} {'req/s':>7s}"]
+    lines += ["", f"{'phase':{w}s} {'operation':16s} {'rate/s':>8s} {'p95/s':>8s}  "
+                  f"{'server command':16s} {'req/s':>7s}"]
     probe = lost is None or lost.get("probe") is not None
     for r in t.itertuples():
         shown = set()
@@ -433,13 +433,13 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
             # a command the probe never saw in the phase ran 0 times, if there was a probe
             srv = r.server_rates.get(cmd, 0.0 if probe else math.nan) if cmd else math.nan
             shown.add(cmd)
-            lines.append(f"{r.name[:w]:{w}s} {label[:20]:20s} {_num(rate, '.1f', 8)} "
-                         f"{_num(r.rates_p95.get(op), '.1f', 8)}  {(cmd or '-')[:20]:20s} "
+            lines.append(f"{r.name[:w]:{w}s} {label[:16]:16s} {_num(rate, '.1f', 8)} "
+                         f"{_num(r.rates_p95.get(op), '.1f', 8)}  {(cmd or '-')[:16]:16s} "
                          f"{_num(srv, '.1f', 7)}")
         for cmd, srv in sorted(r.server_rates.items(), key=lambda kv: -kv[1]):
             if cmd in shown or cmd in traffic.ADMIN_COMMANDS:
                 continue
-            lines.append(f"{r.name[:w]:{w}s} {'-':20s} {'-':>8s} {'-':>8s}  {cmd[:20]:20s} "
+            lines.append(f"{r.name[:w]:{w}s} {'-':16s} {'-':>8s} {'-':>8s}  {cmd[:16]:16s} "
                          f"{_num(srv, '.1f', 7)}")
     lines += ["", f"{'phase':{w}s} {'r/s':>6s} {'rMB/s':>6s} {'wMB/s':>6s} {'r/o':>6s} "
                   f"{'rKB/o':>6s} {'wKB/o':>6s} {'cs/o':>6s} {'us+sy':>6s} {'cpuus/o':>8s}"]
@@ -450,11 +450,11 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
                      f"{_num(r.cs_per_op, '.1f', 6)} {_num(r.us_sy, '.1f', 6)} "
                      f"{_num(r.cpu_us_per_op, '.0f', 8)}")
     lines += ["", "server latency (the probe), us", f"{'phase':{w}s} {'command':20s} "
-              f"{'count':>7s} {'p50':>8s} {'p95':>8s} {'p99':>8s} {'max':>9s}"]
+              f"{'count':>7s} {'p50':>7s} {'p95':>7s} {'p99':>7s} {'max':>9s}"]
     for r in t.itertuples():
         for cmd, d in sorted(r.latency_us.items(), key=lambda kv: -kv[1]["count"]):
             lines.append(f"{r.name[:w]:{w}s} {cmd[:20]:20s} {d['count']:7d} "
-                         f"{d['p50']:8.0f} {d['p95']:8.0f} {d['p99']:8.0f} {d['max']:9.0f}")
+                         f"{d['p50']:7.0f} {d['p95']:7.0f} {d['p99']:7.0f} {d['max']:9.0f}")
     vs = [(r.name, op, r.client_how.get(op), d) for r in t.itertuples()
           for op, d in r.client_vs_server.items()]
     if vs:

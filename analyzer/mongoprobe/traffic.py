@@ -13,7 +13,7 @@ its second active although it completes in another.
        the second, or completing at least ``share`` of its requests. Runs of seconds
        with one mix are candidate phases; a run shorter than ``min_s`` seconds (the
        second in which one phase hands over to the next holds both mixes) joins the
-       run before it.
+       run before it, or the run after it when it is the first (a tool's setup).
     3. Each boundary between two runs is then placed on a request: the first receive
        of a command the new phase brings, else the last reply of a command the old
        phase had; across a gap, a phase ends at its last reply and the next starts at
@@ -115,13 +115,21 @@ def _runs(mixes: list[frozenset], gap_s: float, min_s: int) -> list[list]:
     merged: list[list] = []
     for r in runs:
         short = r[1] - r[0] + 1 < min_s
-        if merged and not r[3] and short:
+        if merged and not r[3] and (short or r[2] == merged[-1][2]):
             merged[-1][1] = r[1]          # a hand-over second joins the run before it
-        elif merged and not r[3] and r[2] == merged[-1][2]:
-            merged[-1][1] = r[1]
         else:
             merged.append(r)
-    return merged
+    # a short run with nothing before it (a tool's setup just before its first phase)
+    # joins the run after it, when no gap lies between them
+    out: list[list] = []
+    for i, r in enumerate(merged):
+        nxt = merged[i + 1] if i + 1 < len(merged) else None
+        if r[1] - r[0] + 1 < min_s and nxt is not None and not nxt[3] and (
+                not out or r[3]):
+            nxt[0], nxt[3] = r[0], r[3]
+            continue
+        out.append(r)
+    return out
 
 
 def _place(w: pd.DataFrame, s0: int, runs: list[list], share: float,
@@ -142,7 +150,9 @@ def _place(w: pd.DataFrame, s0: int, runs: list[list], share: float,
             cut = float(first["start"].min()) if len(first) else float(around)
         elif old:
             last = near[near["command"].isin(old) & (near["end"] < around + 1)]
-            cut = float(last["end"].max()) if len(last) else float(around)
+            # just after the last reply, so it stays in the phase it ended (half-open)
+            cut = (float(np.nextafter(last["end"].max(), np.inf)) if len(last)
+                   else float(around))
         else:
             cut = float(around)
         cuts.append(cut)
@@ -155,7 +165,10 @@ def _place(w: pd.DataFrame, s0: int, runs: list[list], share: float,
         if len(mine) < min_requests:
             continue
         start = float(mine["start"].min()) if math.isnan(cuts[i]) else lo
-        end = float(mine["end"].max()) if math.isnan(cuts[i + 1]) else hi
+        # phases are half-open, [start, end): one that ends on its own last reply ends
+        # just after it, so that reply is inside
+        end = (float(np.nextafter(mine["end"].max(), np.inf)) if math.isnan(cuts[i + 1])
+               else hi)
         counts = mine["command"].value_counts()
         name = "+".join(c for c in counts.index if c in r[2])
         rows.append([name, start, end])

@@ -1,0 +1,67 @@
+"""Phases from the server's traffic (mongoprobe.traffic), on a real recording: the
+built-in load with three command mixes, its markers and header taken out of load.out
+so that no adapter can read it. Every boundary must fall within a second of the
+marker the load printed."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import mongoprobe
+from mongoprobe import phases, probes, target, traffic
+
+SPEC = "2i.1q:4s,0i.2q:4s,2i.0q:4s"
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    why = probes.why_cannot_trace()
+    if why:
+        pytest.skip(why)
+    if not target.ferretdb_binary().exists():
+        pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
+    path = tmp_path_factory.mktemp("traffic") / "RUN"
+    r = subprocess.run([sys.executable, "-m", "mongoprobe", "record", "--target", "embedded",
+                        "-o", str(path), "--probes", "latency", "--", sys.executable, "-m",
+                        "mongoprobe", "load", "--phases", SPEC],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return path
+
+
+def _stripped(src, dst, keep):
+    shutil.copytree(src, dst)
+    lines = (dst / "load.out").read_text().splitlines(keepends=True)
+    (dst / "load.out").write_text("".join(s for s in lines if keep(s.split("\t", 2)[2])))
+    return mongoprobe.load_run(dst)
+
+
+def test_boundaries_within_a_second_of_the_markers(recorded, tmp_path):
+    truth = mongoprobe.load_run(recorded).phases
+    assert truth["name"].tolist() == ["2i.1q", "0i.2q", "2i.0q"]
+    run = _stripped(recorded, tmp_path / "run", lambda s: not s.startswith("###"))
+    assert run.tool_output.tool == "traffic"
+    got = run.phases
+    assert got["name"].tolist() == ["insert+find", "find", "insert"]
+    for g, t in zip(got.itertuples(), truth.itertuples()):
+        assert abs(g.start - t.start) < 1.0, (g.name, g.start - t.start)
+        assert abs(g.end - t.end) < 1.0, (g.name, g.end - t.end)
+    # throughput then comes from the server: every work request of a phase counted once
+    t = phases.phase_table(run)
+    assert (t["ops_source"] == "server").all()
+    work = traffic.work(run.events)       # the load's setup (drop, createIndexes) too
+    assert set(work["command"]) == {"insert", "find", "drop", "createIndexes"}
+    counted = sum(round(r.ops_avg * r.seconds) for r in t.itertuples())
+    assert counted == len(work)
+
+
+def test_markers_without_the_loads_header(recorded, tmp_path):
+    truth = mongoprobe.load_run(recorded).phases
+    run = _stripped(recorded, tmp_path / "run", lambda s: not s.startswith("### load "))
+    assert run.tool_output.tool == "markers"
+    assert run.phases["name"].tolist() == truth["name"].tolist()
+    assert run.phases["start"].tolist() == truth["start"].tolist()
