@@ -157,6 +157,21 @@ def test_a_collector_killed_mid_run_is_recorded_and_the_run_completes(recorded):
     assert "procs" in (recorded.path / "vmstat.txt").read_text()
     assert m["collectors"]["latency"]["status"] == "stopped"
     assert list(recorded.run.phases["name"]) == ["2i.1q", "1i@50.2q", "0i.2q"]
+    # ... and the phase table says so, with when it died
+    lost = recorded.run.lost
+    assert [c["name"] for c in lost["collectors"]] == ["vmstat"]
+    assert 0 < lost["collectors"][0]["died_at"] < m["end"] - m["start"]
+    r = subprocess.run([sys.executable, "-m", "mongoprobe", "phases", str(recorded.path)],
+                       capture_output=True, text=True, timeout=120)
+    assert "lost: collector vmstat died at " in r.stdout
+
+
+def test_long_lines_of_the_command_are_shown_cut_and_kept_whole(recorded):
+    # the load's one-line JSON summary (kilobytes) stays out of the terminal
+    shown = [s for s in recorded.stdout.splitlines() if s.startswith("### summary ")]
+    assert len(shown) == 1 and "characters, kept in load.out)" in shown[0]
+    assert len(shown[0]) < 120
+    assert recorded.run.load_summary is not None    # whole in load.out
 
 
 def test_probe_counts_equal_load_and_ferretdb_counts(recorded):

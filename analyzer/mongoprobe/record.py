@@ -45,6 +45,7 @@ from pathlib import Path
 from . import collectors
 
 LOAD_OUT, LOAD_STDOUT = "load.out", "load.stdout"   # as rundir.py documents them
+ECHO_MAX = 400   # longer lines of the command are shown cut (they stay whole in load.out)
 
 
 class RecordError(RuntimeError):
@@ -226,6 +227,8 @@ class Command:
                     self.raw.write(text + "\n")
                     self.raw.flush()
             if self.echo:
+                if len(text) > ECHO_MAX:   # the load's JSON summary: in load.out only
+                    text = f"{text[:72]}... ({len(text):,} characters, kept in {LOAD_OUT})"
                 try:
                     show.write(text + "\n")
                     show.flush()
