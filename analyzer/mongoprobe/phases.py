@@ -427,11 +427,9 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
     for r in t.itertuples():
         shown = set()
         for op, rate in r.rates.items():
-            cmd = loadtools.op_role(op)[1]
+            cmd, srv = server_rate(r.server_rates, op, probe)
             unit = r.rate_units.get(op, "operations")
             label = op if unit == "operations" else f"{op} ({_UNIT_WORDS.get(unit, unit)})"
-            # a command the probe never saw in the phase ran 0 times, if there was a probe
-            srv = r.server_rates.get(cmd, 0.0 if probe else math.nan) if cmd else math.nan
             shown.add(cmd)
             lines.append(f"{r.name[:w]:{w}s} {label[:16]:16s} {_num(rate, '.1f', 8)} "
                          f"{_num(r.rates_p95.get(op), '.1f', 8)}  {(cmd or '-')[:16]:16s} "
@@ -485,6 +483,15 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
 
 
 _UNIT_WORDS = {"documents": "docs"}
+
+
+def server_rate(server_rates: dict, op: str, probe: bool) -> tuple[str | None, float]:
+    """(the server command of a tool's operation, its requests/s in the phase): a
+    command the probe never saw in the phase ran 0 times, if there was a probe."""
+    cmd = loadtools.op_role(op)[1]
+    if cmd is None:
+        return None, math.nan
+    return cmd, server_rates.get(cmd, 0.0 if probe else math.nan)
 
 
 def tool_line(tool: dict) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import loadtools, plots, traffic
+from . import plots, traffic
 from . import phases as phases_mod
 
 CSS = """
@@ -69,6 +69,13 @@ def _table(df: pd.DataFrame, fmt: dict[str, str], left: set[str] = frozenset({"p
             cells.append(f'<td class="{"l" if c in left else ""}">{s}</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+
+
+def _bound(v: float, stat: str, how: str | None):
+    """A client figure; a histogram's percentile is a bucket bound: '≤ N'."""
+    if how == "bucket bound" and stat in ("p50", "p95", "p99"):
+        return f"≤ {v:.0f}"
+    return float(v)
 
 
 def _kv_table(rows: list[tuple[str, str]]) -> str:
@@ -132,11 +139,12 @@ def build(run, diff: tuple[str, str] | None = None, phases: pd.DataFrame | None 
     thr = t[["name", "tool", "ops_avg", "ops_p95", "ips_avg", "ips_p95", "qps_avg", "qps_p95",
              "db_mb", "rss_mb"]].rename(columns={"name": "phase", "db_mb": "dbSize MB",
                                                   "rss_mb": "rssSize MB"})
+    probe = run.lost["probe"] is not None
     op_rows = [{"phase": r.name, "operation": op, "counts": r.rate_units.get(op, "operations"),
                 "rate/s": v, "p95/s": r.rates_p95.get(op, math.nan),
-                "server command": loadtools.op_role(op)[1] or "-",
-                "server req/s": r.server_rates.get(loadtools.op_role(op)[1] or "", math.nan)}
-               for r in t.itertuples() for op, v in r.rates.items()]
+                "server command": srv[0] or "-", "server req/s": srv[1]}
+               for r in t.itertuples() for op, v in r.rates.items()
+               for srv in [phases_mod.server_rate(r.server_rates, op, probe)]]
     sysm = t[["name", "r_s", "rmb_s", "wmb_s", "r_per_op", "rkb_per_op", "wkb_per_op", "cs",
               "us", "sy", "cs_per_op", "cpu_per_op", "cpu_us_per_op"]].rename(
         columns={"name": "phase", "r_s": "r/s", "rmb_s": "rMB/s", "wmb_s": "wMB/s",
@@ -157,7 +165,8 @@ def build(run, diff: tuple[str, str] | None = None, phases: pd.DataFrame | None 
     parts.append(_table(sysm, {"r/s": ".1f", "cs": ".0f", "CPU µs/op": ".0f",
                                "(us+sy)/o": ".4f"}, left={"phase"}))
     vs_rows = [{"phase": r.name, "operation": op, "command": d["command"], "stat": k,
-                "client µs": d["client"][k], "server µs": d["server"][k],
+                "client µs": _bound(d["client"][k], k, r.client_how.get(op)),
+                "server µs": d["server"][k],
                 "client − server µs": d["diff"][k], "client figure": r.client_how.get(op, "")}
                for r in t.itertuples() for op, d in r.client_vs_server.items()
                for k in phases_mod.STATS if d["client"].get(k) is not None]
