@@ -26,7 +26,7 @@ from mongoprobe.formats.ycsb import parse_ycsb_summary
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("MONGOPROBE_SHARED", ROOT.parent / "shared"))
 YCSB = SHARED / "ycsb"
-RECORDS, OPERATIONS = 500, 600
+RECORDS, OPERATIONS = 1000, 600
 
 
 def mp(*args, timeout=600):

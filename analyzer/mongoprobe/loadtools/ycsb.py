@@ -200,11 +200,23 @@ def _intervals(phase: str, st: pd.DataFrame, times: np.ndarray, start: float) ->
             rows.append([phase, t, length, op, total - prev_ops, math.nan, True])
         prev_t, prev_ops = t, total
     if rows:
-        lengths = np.array([r[2] for r in rows])
-        typical = float(np.median(lengths))
+        typical = _status_interval(firsts["elapsed_s"].to_numpy(dtype=float))
+        if not math.isfinite(typical):
+            typical = float(np.median([r[2] for r in rows]))
         for r in rows:   # the last, partial interval and pasted-out gaps are not full
             r[6] = bool(0.5 * typical <= r[2] <= 1.5 * typical)
     return rows
+
+
+def _status_interval(elapsed: np.ndarray) -> float:
+    """YCSB's status.interval, as the most common step of its printed whole seconds
+    (the median of measured lengths misleads when a phase has only two lines)."""
+    steps = np.diff(elapsed[np.isfinite(elapsed)])
+    steps = steps[steps > 0]
+    if steps.size == 0:
+        return math.nan
+    values, counts = np.unique(steps, return_counts=True)
+    return float(values[np.argmax(counts)])
 
 
 _LAT = {"avg_us": "avg_us", "p50_us": "p50_us", "p95_us": "p95_us", "p99_us": "p99_us",
