@@ -31,8 +31,13 @@ from a ``# keys: NAME,NAME,...`` line the script printed (``printf`` in BEGIN), 
 names ``time_s`` ``time_ms`` ``time_us`` ``time_ns`` ``pid`` ``tid`` ``comm``
 ``kstack`` ``ustack`` (anything else is ignored). Without one: integer scalars are
 ``tid`` (one), ``time_s, tid`` (two, profile.bt's layout), ``time_s, pid, tid``
-(three); the first other scalar is ``comm``; two stacks are ``kstack, ustack``, one
-is ``ustack``. ``pid`` also comes from a ``# TOOL pid=N ...`` line when the key has
+(three); the first other scalar is ``comm``; each stack is told kernel or user by its
+content (:func:`is_kernel_stack`: a kernel stack ends at an entry point such as
+``entry_SYSCALL_64_after_hwframe``, ``asm_sysvec_*``, ``asm_exc_*``,
+``ret_from_fork*``, or holds kernel addresses), so ``@[ustack, kstack]``,
+``@[kstack, ustack]``, ``@[kstack]``, ``@[ustack]`` and ``@[comm, kstack, ustack]``
+all fold user root first, kernel to the leaf. Two stacks that cannot be told apart
+by content (none looks like a kernel stack) keep the order ``kstack, ustack``. ``pid`` also comes from a ``# TOOL pid=N ...`` line when the key has
 none (profile.bt and offcpu.bt print one).
 
 Per-sample time: bpftrace prints aggregated maps, not samples, so ``time`` is the time
@@ -152,10 +157,45 @@ def _roles(fields: list[str], names: list[str] | None) -> list[str]:
     others = [i for i in range(k) if i not in ints]
     if others:
         roles[others[0]] = "comm"
-    stack_roles = ["ustack"] if nstacks == 1 else ["kstack", "ustack"]
+    stacks = fields[k:]
+    kernel = [is_kernel_stack(f) for f in stacks]
+    if nstacks == 1:
+        stack_roles = ["kstack" if kernel[0] else "ustack"]
+    elif nstacks == 2 and kernel[0] != kernel[1]:
+        stack_roles = ["kstack", "ustack"] if kernel[0] else ["ustack", "kstack"]
+    elif nstacks == 2 and not any(kernel) and bool(stacks[0].strip()) != bool(stacks[1].strip()):
+        # a sample taken in user mode has an empty kernel stack: the other one is the user's
+        stack_roles = ["ustack", "kstack"] if stacks[0].strip() else ["kstack", "ustack"]
+    else:
+        stack_roles = ["kstack", "ustack"]
     for j in range(k, len(fields)):
         roles[j] = stack_roles[j - k] if j - k < len(stack_roles) else "-"
     return roles
+
+
+# Frames only a kernel stack ends at (its root, printed last): syscall and interrupt
+# entry, exceptions, new threads, the idle loop's start.
+_KERNEL_ROOT = re.compile(
+    r"(entry_SYSCALL_64|entry_SYSENTER|entry_INT80|asm_exc_|asm_sysvec_|asm_common_interrupt"
+    r"|asm_spurious|ret_from_fork|secondary_startup_64|common_startup_64|start_kernel"
+    r"|do_syscall_64|x64_sys_call|__x64_sys_|__arm64_sys_|el0t_64_|el0_svc)")
+_KERNEL_ADDR = re.compile(r"0xffff[0-9a-f]{12}$")
+
+
+def is_kernel_stack(field: str) -> bool:
+    """Whether a printed stack (frames one per line, leaf first) is a kernel stack:
+    one of its frames is a kernel entry point or a kernel address. Position in the
+    key does not say it: ``@[ustack, kstack]`` is as valid as ``@[kstack, ustack]``."""
+    for line in field.split("\n"):
+        f = line.strip()
+        if not f:
+            continue
+        m = _PERF_FRAME.match(f)
+        if m:
+            f = m.group(2) if m.group(3) != "[kernel.kallsyms]" else "entry_SYSCALL_64"
+        if _KERNEL_ROOT.match(f) or _KERNEL_ADDR.match(f.split("+")[0]):
+            return True
+    return False
 
 
 def frame_name(line: str) -> str | None:
