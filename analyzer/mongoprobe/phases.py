@@ -517,6 +517,10 @@ def lost_line(lost: dict) -> str:
         out.append(f"lost: unmatched replies {probe['unmatched_replies']}, requests without "
                    f"reply {probe['requests_without_reply']}, malformed headers "
                    f"{probe['malformed']}, dropped events {probe['dropped']}")
+    for which, st in (lost.get("stacks") or {}).items():
+        of = f" of {st['samples']} counted" if st.get("samples") is not None else ""
+        out.append(f"lost: {which} stacks folded {st['folded']}{of}, empty {st['empty']}, "
+                   f"lookup failed {st['lookup_failed']}")
     for c in lost.get("collectors", []):
         out.append(f"lost: collector {c['name']} {c['status']}"
                    + (f" at {c['died_at']:.1f} s" if c.get("died_at") is not None else "")

@@ -116,8 +116,8 @@ def _start_bpftrace(script: str | Path, argv: list, keys_max: int | None = None,
 
 
 def _stack_errors(probe) -> int:
-    """bpftrace 0.17 prints one "failed to look up stack id" per lost stack."""
-    return sum(1 for ln in probe.stderr_lines if "failed to look up stack id" in ln)
+    from .formats.bpftrace_stacks import lookup_failures
+    return lookup_failures(probe.stderr_lines)
 
 
 # --- profile ---------------------------------------------------------------------------

@@ -288,7 +288,30 @@ class Run:
                 bad.append({"name": name, "status": c["status"],
                             "died_at": None if died is None else died - t0,
                             "why": c.get("error") or c.get("note") or ""})
-        return {"probe": probe, "collectors": bad}
+        return {"probe": probe, "collectors": bad, "stacks": self._stack_losses()}
+
+    def _stack_losses(self) -> dict:
+        """{profile|offcpu: {samples, folded, empty, lookup_failed}} for each stack
+        probe of the run: what its own counter saw (``samples``: @samples_total or
+        @switches_total, None without one), what was folded, and the stacks bpftrace
+        printed empty or could not look up (from its stderr, ``NAME.err``)."""
+        from . import stacks
+        from .formats.bpftrace_stacks import lookup_failures
+
+        out = {}
+        for which, total in (("profile", "samples_total"), ("offcpu", "switches_total")):
+            p = self.file(which)
+            if p is None:
+                continue
+            df = stacks.load(p, bucket=None)
+            stats, meta = df.attrs.get("stats", {}), df.attrs.get("meta", {})
+            err = self.path / f"{which}.err"
+            failed = (lookup_failures(err.read_text(errors="replace").splitlines())
+                      if err.exists() else 0)
+            out[which] = {"samples": (meta.get("scalars") or {}).get(total),
+                          "folded": int(df["count"].sum()), "empty": int(stats.get("empty", 0)),
+                          "lookup_failed": failed}
+        return out
 
     # --- FerretDB's own counts ------------------------------------------------------
 

@@ -411,6 +411,12 @@ def read(fh: IO, source: str = "<bpftrace>", stats: dict | None = None,
         yield from reader.text(lines)
 
 
+def lookup_failures(stderr_lines: Iterable[str]) -> int:
+    """Stacks bpftrace could not print: 0.17 writes one "failed to look up stack id"
+    line to stderr per lost stack (a stack-map collision or a full stack map)."""
+    return sum(1 for ln in stderr_lines if "failed to look up stack id" in ln)
+
+
 def _text_lines(fh: IO) -> Iterator[str]:
     for line in fh:
         yield line.decode("utf-8", "replace") if isinstance(line, bytes) else line
