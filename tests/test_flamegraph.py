@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "analyzer"))
 
-from mongoprobe import flamegraph, heatmap, stacks  # noqa: E402
+from mongoprobe import flamegraph, heatmap, stacks
 
 SAMPLES = ROOT / "samples" / "stacks"
 PERF = SAMPLES / "perf-ferretdb-mixedload.txt"

@@ -2,14 +2,13 @@
 and the ``parse``/``quantize`` subcommands.
 
 Every real sample in samples/{ycsb,sysstat,insert_benchmark}/ is diffed against its golden
-output in tests/expected/formats/ (regenerate: ``python tests/regen_formats.py``), checked
+output in tests/expected/formats/ (``MONGOPROBE_BLESS=1`` re-blesses, tests/golden.py), checked
 against what the tool itself printed elsewhere in the same output, and damaged copies must
 fail on the right line.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import math
@@ -36,11 +35,10 @@ from mongoprobe.formats.pidstat import parse_pidstat
 from mongoprobe.formats.vmstat import parse_vmstat
 from mongoprobe.formats.ycsb import parse_ycsb, parse_ycsb_summary
 
+import golden
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
-_spec = importlib.util.spec_from_file_location("regen_formats", ROOT / "tests" / "regen_formats.py")
-regen = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(regen)
 OWN_DIRS = ("ycsb", "sysstat", "insert_benchmark", "iibench")
 
 
@@ -74,19 +72,88 @@ def _fails_at(parse, text: str, line: int, *words: str, **kw) -> FormatError:
 
 
 # --- golden files ------------------------------------------------------------------------
+# Each (sample, format) pair's DataFrame as CSV, wall-clock times read as UTC (the zone
+# the samples were recorded in); a pair in ERRORS is damaged on purpose and its golden
+# holds the FormatError message.
+
+# (sample path under samples/, registry format name)
+CASES: list[tuple[str, str]] = [
+    ("ycsb/ycsb-0.17-load.status.txt", "ycsb"),
+    ("ycsb/ycsb-0.17-workloada-run.status.txt", "ycsb"),
+    ("ycsb/ycsb-0.17-workloada-run.summary.txt", "ycsb-summary"),
+    ("ycsb/seed004-ycsb-0.1-load.txt", "ycsb"),
+    ("ycsb/seed004-ycsb-0.1-load.txt", "ycsb-summary"),
+    ("ycsb/seed004-ycsb-0.1-workloada-run.txt", "ycsb"),
+    ("ycsb/seed004-ycsb-0.1-workloada-run.txt", "ycsb-summary"),
+    ("ycsb/seed004-ycsb-0.1-workloadb-run.txt", "ycsb"),
+    ("ycsb/seed004-ycsb-0.1-workloadb-run.txt", "ycsb-summary"),
+    ("ycsb/ycsb-0.17-ferretdb-load+run.stderr.txt", "ycsb"),
+    ("ycsb/ycsb-0.17-ferretdb-load+run.stdout.txt", "ycsb-summary"),
+    ("iibench/iibench-mongo-1i-1q-30k.stdout.txt", "iibench"),
+    ("iibench/iibench-mongo-1i-1q-30k.stdout.txt", "iibench-summary"),
+    ("iibench/iibench-mongo-1i-1q-30k.stdout.txt", "insert-benchmark-hist"),
+    ("sysstat/vmstat-1.txt", "vmstat"),
+    ("sysstat/vmstat-t-1.txt", "vmstat"),
+    ("sysstat/vmstat-nw-1.txt", "vmstat"),
+    ("sysstat/vmstat-1-26.txt", "vmstat"),
+    ("sysstat/seed004-smartos-vmstat-1.txt", "vmstat"),
+    ("sysstat/iostat-x-1-3.txt", "iostat"),
+    ("sysstat/iostat-x-1-3.txt", "iostat-totals"),
+    ("sysstat/iostat-x-1-3.txt", "iostat-cpu"),
+    ("sysstat/iostat-xmt-1-3.txt", "iostat"),
+    ("sysstat/iostat-xmt-1-3.txt", "iostat-cpu"),
+    ("sysstat/iostat-xk-d-1-3.txt", "iostat"),
+    ("sysstat/iostat-xt-iso-2dev.txt", "iostat"),
+    ("sysstat/iostat-xt-iso-2dev.txt", "iostat-totals"),
+    ("sysstat/iostat-d-1-3.txt", "iostat"),
+    ("sysstat/iostat-d-1-3.txt", "iostat-totals"),
+    ("sysstat/mpstat-P-ALL-1-3.txt", "mpstat"),
+    ("sysstat/pidstat-udwr-p-1-3.txt", "pidstat"),
+    ("sysstat/pidstat-t-udwr-p-1-3.txt", "pidstat"),
+    ("sysstat/pidstat-h-udwr-p-1-3.txt", "pidstat"),
+    ("sysstat/pidstat-hHt-udwr-p-1-3.txt", "pidstat"),
+    ("insert_benchmark/seed000-io-cpu-tables.txt", "insert-benchmark"),
+    ("insert_benchmark/seed000-ips-qps-tables.txt", "insert-benchmark"),
+    ("insert_benchmark/seed000-glued-tables.txt", "insert-benchmark"),
+    ("insert_benchmark/seed001-server32730-tables.txt", "insert-benchmark"),
+    ("insert_benchmark/seed001-server32730-hist.txt", "insert-benchmark-hist"),
+]
+# pairs whose golden is the FormatError message (the input cannot be read, on purpose)
+ERRORS = {("insert_benchmark/seed000-glued-tables.txt", "insert-benchmark")}
+
+
+def golden_path(sample: str, fmt: str) -> str:
+    """Where a pair's golden file is, under tests/expected/."""
+    d, _, name = sample.rpartition("/")
+    stem = name.removesuffix(".txt")
+    return f"formats/{d}/{stem}.{fmt}.{'error' if (sample, fmt) in ERRORS else 'csv'}"
+
+
+def render(sample: str, fmt: str) -> str:
+    """What the golden file holds for one pair: the CSV, or the error message."""
+    path = SAMPLES / sample
+    try:
+        df = registry.parse(fmt, path, f"samples/{sample}", tz="UTC")
+    except FormatError as e:
+        if (sample, fmt) not in ERRORS:
+            raise
+        return str(e) + "\n"
+    if (sample, fmt) in ERRORS:
+        raise AssertionError(f"{sample} ({fmt}) parsed, but it is listed in ERRORS")
+    return df.to_csv(index=False, lineterminator="\n")
+
 
 
 def test_every_sample_is_a_golden_case_and_every_golden_has_a_case() -> None:
     samples = {str(p.relative_to(SAMPLES)) for d in OWN_DIRS for p in (SAMPLES / d).glob("*.txt")}
-    assert samples == {s for s, _ in regen.CASES}, "add the sample to tests/regen_formats.py"
-    golden = {p for p in (ROOT / "tests" / "expected" / "formats").rglob("*") if p.is_file()}
-    assert golden == {regen.golden_path(s, f) for s, f in regen.CASES}, \
-        "run: python tests/regen_formats.py"
+    assert samples == {s for s, _ in CASES}, "add the sample to CASES"
+    assert golden.files("formats") == {golden.EXPECTED / golden_path(s, f) for s, f in CASES}, \
+        "stale golden files in tests/expected/formats"
 
 
-@pytest.mark.parametrize("sample, fmt", regen.CASES, ids=[f"{s}:{f}" for s, f in regen.CASES])
+@pytest.mark.parametrize("sample, fmt", CASES, ids=[f"{s}:{f}" for s, f in CASES])
 def test_sample_matches_golden(sample: str, fmt: str) -> None:
-    assert regen.render(sample, fmt) == regen.golden_path(sample, fmt).read_text()
+    golden.check(golden_path(sample, fmt), render(sample, fmt))
 
 
 def test_every_sample_directory_says_where_its_files_come_from() -> None:
@@ -99,11 +166,11 @@ def test_every_sample_directory_says_where_its_files_come_from() -> None:
 # --- detection ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sample, fmt", sorted({(s, f) for s, f in regen.CASES
+@pytest.mark.parametrize("sample, fmt", sorted({(s, f) for s, f in CASES
                                                 if registry.get(f).auto}))  # fmt: skip
 def test_detect_names_the_format(sample: str, fmt: str) -> None:
     text = S(sample).read_text()
-    formats = {f for s, f in regen.CASES if s == sample and registry.get(f).auto}
+    formats = {f for s, f in CASES if s == sample and registry.get(f).auto}
     # the first in the registry's order (YCSB seeds hold status lines and a summary,
     # iibench's output its progress lines, totals and histograms)
     assert registry.detect(text) == next(f.name for f in registry.FORMATS if f.name in formats)
@@ -637,7 +704,7 @@ def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
 def test_cli_parse_csv_is_the_golden() -> None:
     r = _cli("parse", "ycsb", "samples/ycsb/ycsb-0.17-load.status.txt", "--csv", "--tz", "UTC")
     assert (r.returncode, r.stderr) == (0, "")
-    assert r.stdout == regen.golden_path("ycsb/ycsb-0.17-load.status.txt", "ycsb").read_text()
+    assert r.stdout == (golden.EXPECTED / golden_path("ycsb/ycsb-0.17-load.status.txt", "ycsb")).read_text()
 
 
 def test_cli_parse_json_records_and_auto() -> None:

@@ -1,7 +1,7 @@
 """Load-tool adapters (mongoprobe.loadtools) on real outputs, and the phase rows the one
 phase model (mongoprobe.phases) computes from them.
 
-Goldens: tests/expected/loadtools/, re-blessed with MONGOPROBE_BLESS=1."""
+Goldens: tests/expected/loadtools/ (tests/golden.py: MONGOPROBE_BLESS=1 re-blesses)."""
 
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ from mongoprobe import loadtools, phases, traffic
 from mongoprobe.formats import loadout, phase_markers
 from mongoprobe.formats.ycsb import parse_ycsb_summary
 
+from golden import check_json
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
-EXPECTED = ROOT / "tests" / "expected" / "loadtools"
-BLESS = os.environ.get("MONGOPROBE_BLESS") == "1"
 
 
 def read(path: Path | str, text: str | None = None) -> loadtools.ToolOutput:
@@ -40,13 +40,7 @@ def row_of(tool: loadtools.ToolOutput) -> list[dict]:
 
 
 def golden(name: str, data) -> None:
-    path = EXPECTED / name
-    text = json.dumps(data, indent=1, sort_keys=True) + "\n"
-    if BLESS:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    assert path.exists(), f"{path} missing: run with MONGOPROBE_BLESS=1"
-    assert text == path.read_text(), f"{path} differs (MONGOPROBE_BLESS=1 re-blesses it)"
+    check_json(f"loadtools/{name}", data)
 
 
 # --- iibench ---------------------------------------------------------------------------

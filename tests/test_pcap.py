@@ -2,7 +2,7 @@
 
 Sample tests read the real captures in samples/pcap/ (recorded by samples/pcap/record.py,
 whose sidecar .json files hold the ground truths measured while recording) and need
-tshark only. Their ``pcap --json`` outputs are compared with samples/pcap/expected/;
+tshark only. Their ``pcap --json`` outputs are compared with tests/expected/pcap/;
 ``MONGOPROBE_BLESS=1`` rewrites those.
 
 Live tests capture real traffic with tshark (root) on loopback: pymongo against the
@@ -34,9 +34,10 @@ import pytest
 from mongoprobe import capture, mixedload, pcap, target, wire, wire_encode
 from mongoprobe.formats import tshark_fields, wire_events
 
+import golden
+
 TOP = Path(__file__).resolve().parents[1]
 SAMPLES = TOP / "samples" / "pcap"
-EXPECTED = SAMPLES / "expected"
 WORKLOAD_COMMANDS = {"insert", "find", "update", "delete", "aggregate", "getMore", "count"}
 
 
@@ -196,7 +197,7 @@ GOLDEN = ["ferretdb-mixedload", "wire-scenarios", "compressed", "truncated", "mi
 
 @pytest.mark.parametrize("name", GOLDEN)
 def test_cli_json_golden(name):
-    """``pcap --json`` on each sample, exactly as recorded in samples/pcap/expected/."""
+    """``pcap --json`` on each sample, exactly as recorded in tests/expected/pcap/."""
     r = mp("pcap", sample(name), "--port", str(sidecar(name)["port"]), "--json")
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
@@ -207,11 +208,7 @@ def test_cli_json_golden(name):
     for g in out["by_command"].values():
         assert set(g) >= {"count", "avg_ns", "p50_ns", "p99_ns", "max_ns", "hist"}
         assert all(set(b) == {"lo_ns", "hi_ns", "count"} for b in g["hist"])
-    expected = EXPECTED / f"{name}.json"
-    if os.environ.get("MONGOPROBE_BLESS") == "1":
-        EXPECTED.mkdir(exist_ok=True)
-        expected.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
-    assert out == json.loads(expected.read_text())
+    golden.check_json(f"pcap/{name}.json", out)
 
 
 def test_cli_json_keys_equal_latency_json():

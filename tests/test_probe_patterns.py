@@ -33,8 +33,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-import wireclient  # noqa: E402
+import wireclient
 
 ROOT = Path(__file__).resolve().parents[1]
 WIRESERVER = Path(__file__).parent / "wireserver.py"
