@@ -241,3 +241,14 @@ def test_heatmap_of_untimed_input_fails_cleanly(tmp_path) -> None:
            str(tmp_path / "x.png"))
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "no timed events" in r.stderr
     assert not (tmp_path / "x.png").exists()
+
+
+def test_heatmap_grid_counts_from_the_origin_given() -> None:
+    """A run's heat maps count from the recording's start (as every plot of its report),
+    not from the first event: the columns are the run's seconds, offsets from t0."""
+    t0, m = heatmap.grid([10.5, 12.25], t0=10.2)
+    assert t0 == 10.2 and m.shape == (heatmap.ROWS, 3)
+    assert m[15, 0] == 1 and m[2, 2] == 1 and m.sum() == 2   # 0.3 s and 2.05 s in
+    assert heatmap.grid([10.5, 12.25])[0] == 10           # no origin: the first second
+    with pytest.raises(ValueError, match="after the origin"):
+        heatmap.grid([10.5], t0=11)

@@ -1,5 +1,9 @@
-"""Sub-second offset heat maps (FlameScope's view) as PNG, for CPU samples and for
-request latency.
+"""The heat maps: request latency over time for the report, and sub-second offset
+heat maps (FlameScope's view) as PNG, for CPU samples and for request latency.
+
+* ``latency_over_time``: x = seconds from ``t0`` (the report gives the recording's
+  start, as every plot of it), y = log2 latency bucket, colour = requests: a
+  periodic stall shows as a column reaching up.
 
 The view: x = whole seconds since the first event, y = offset within that second
 (``rows`` bands, 20 ms each by default, 0 at the bottom), colour = what happened in
@@ -33,19 +37,24 @@ SIZE_PX = (1200, 480)
 DPI = 100
 
 
-def grid(times, values=None, rows: int = ROWS, stat: str = "count"):
+def grid(times, values=None, rows: int = ROWS, stat: str = "count", t0: float | None = None):
     """(t0, matrix[rows, seconds]) of the values at ``times`` (seconds, any origin).
     ``stat``: count | sum | max | mean of ``values`` per cell (NaN where empty, for
-    max/mean; count/sum are 0 there). ``t0`` is floor of the first time."""
+    max/mean; count/sum are 0 there). ``t0``: the origin (a run's start, so the
+    columns are the seconds of the run), by default the floor of the first time."""
     t = np.asarray(times, dtype="float64")
     v = np.ones_like(t) if values is None else np.asarray(values, dtype="float64")
     keep = ~np.isnan(t)
     t, v = t[keep], v[keep]
     if not len(t):
         raise ValueError("no timed events to draw (the input has no timestamps)")
-    t0 = math.floor(t.min())
-    col = (np.floor(t) - t0).astype(np.int64)
-    row = np.minimum(((t - np.floor(t)) * rows).astype(np.int64), rows - 1)
+    t0 = math.floor(t.min()) if t0 is None else float(t0)
+    after = t >= t0
+    t, v = t[after] - t0, v[after]
+    if not len(t):
+        raise ValueError("no timed events after the origin")
+    col = np.floor(t).astype(np.int64)
+    row = np.minimum(((t - col) * rows).astype(np.int64), rows - 1)
     ncol = int(col.max()) + 1
     idx = row * ncol + col
     size = rows * ncol
@@ -112,15 +121,15 @@ def _when(t0: float) -> str:
 
 
 def cpu_heatmap(df, out, title: str = "CPU samples", rows: int = ROWS,
-                size=SIZE_PX) -> Path:
+                size=SIZE_PX, t0: float | None = None) -> Path:
     """PNG of a stack-sample table (``mongoprobe.stacks.load(path, bucket=None)``, one
     row per sample time): colour = samples per cell."""
-    t0, m = grid(df["time"].to_numpy(), df["count"].to_numpy(), rows, "count")
+    t0, m = grid(df["time"].to_numpy(), df["count"].to_numpy(), rows, "count", t0)
     return _plot(t0, m, out, title, "samples", log=False, size=size)
 
 
 def latency_heatmap(events, out, title: str = "request latency", rows: int = ROWS,
-                    stat: str = "max", size=SIZE_PX) -> Path:
+                    stat: str = "max", size=SIZE_PX, t0: float | None = None) -> Path:
     """PNG of request latency over time (wire events with ``time`` or ``elapsed_s``
     and ``latency_ns``): colour = ``stat`` of the latency (ms) of the requests whose
     reply fell in the cell."""
@@ -128,10 +137,42 @@ def latency_heatmap(events, out, title: str = "request latency", rows: int = ROW
     if np.isnan(t).all() and "elapsed_s" in events:
         t = events["elapsed_s"].to_numpy(dtype="float64")
     lat_ms = events["latency_ns"].to_numpy(dtype="float64") / 1e6
-    t0, m = grid(t, lat_ms, rows, stat)
+    t0, m = grid(t, lat_ms, rows, stat, t0)
     label = "requests" if stat == "count" else f"{stat} latency (ms)"
     return _plot(t0, m, out, title, label, log=stat != "count", size=size, cmap="viridis_r"
                  if stat != "count" else "YlOrRd")
+
+
+def latency_over_time(events, phases, command: str, t0: float, bucket_s: float = 1.0
+                      ) -> bytes:
+    """PNG bytes: one command's requests (wire events: ``time``, ``command``,
+    ``latency_ns``) per ``bucket_s`` of time from ``t0`` and log2 latency bucket, the
+    phases (``name``, ``start``, ``end``) marked where they start."""
+    from . import plots
+
+    plt = plots.plt
+    ev = events[events["command"] == command]
+    fig, ax = plt.subplots(figsize=(9, 3))
+    if len(ev):
+        x = np.maximum(((ev["time"] - t0) // bucket_s).astype(int).to_numpy(), 0)
+        y = np.floor(np.log2(np.maximum(ev["latency_ns"].to_numpy(), 1))).astype(int)
+        nx, ylo, yhi = x.max() + 1, y.min(), y.max() + 1
+        cells = np.zeros((yhi - ylo, nx))
+        np.add.at(cells, (y - ylo, x), 1)
+        mesh = ax.pcolormesh(np.arange(nx + 1) * bucket_s, np.arange(ylo, yhi + 1),
+                             np.ma.masked_equal(cells, 0), cmap="inferno_r", shading="flat")
+        fig.colorbar(mesh, ax=ax, label="requests")
+        ticks = range(ylo, yhi + 1, max(1, (yhi - ylo) // 6))
+        ax.set_yticks(list(ticks), [plots.fmt_ns(2 ** t) for t in ticks])
+    for p in phases.itertuples():
+        ax.axvline(p.start - t0, color="#3060a0", lw=0.8)
+        ax.text(p.start - t0, 1.0, p.name, transform=ax.get_xaxis_transform(),
+                fontsize=8, va="bottom")
+    ax.set_xlim(left=0)
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("server latency")
+    ax.set_title(f"{command}: server-side latency over time", pad=14)
+    return plots.png(fig)
 
 
 def png_size(path) -> tuple[int, int]:

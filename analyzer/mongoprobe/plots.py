@@ -9,6 +9,8 @@ Inputs (times are wall-clock seconds since the epoch):
     phases     name, start, end
     rates      time, and any rate columns to draw (e.g. ips, qps)
     events     time, command, latency_ns              (wire_events table)
+
+Heat maps (latency over time, sub-second offsets) are in ``mongoprobe.heatmap``.
     series     time, and numeric columns (vmstat, iostat summed, pidstat)
 """
 
@@ -28,7 +30,7 @@ import pandas as pd  # noqa: E402
 _BAND_COLOURS = ["#e8eef7", "#f7efe6"]
 
 
-def _png(fig) -> bytes:
+def png(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=96, bbox_inches="tight")
     plt.close(fig)
@@ -68,7 +70,7 @@ def rates_over_time(rates: pd.DataFrame, phases: pd.DataFrame, columns: list[str
     ax.set_title(title, pad=14)
     ax.legend(loc="upper right", fontsize=8)
     ax.set_ylim(bottom=0)
-    return _png(fig)
+    return png(fig)
 
 
 def series_panels(series: pd.DataFrame, phases: pd.DataFrame,
@@ -88,34 +90,7 @@ def series_panels(series: pd.DataFrame, phases: pd.DataFrame,
         ax.legend(loc="upper right", fontsize=7)
     axes[0, 0].set_title(title, pad=14)
     axes[-1, 0].set_xlabel("seconds")
-    return _png(fig)
-
-
-def latency_heatmap(events: pd.DataFrame, phases: pd.DataFrame, command: str,
-                    bucket_s: float = 1.0, t0: float | None = None) -> bytes:
-    """Time x log2(latency) heat map for one command: periodic stalls show as columns."""
-    ev = events[events["command"] == command]
-    t0 = _t0(phases, ev, t0=t0)
-    fig, ax = plt.subplots(figsize=(9, 3))
-    if len(ev):
-        x = np.maximum(((ev["time"] - t0) // bucket_s).astype(int).to_numpy(), 0)
-        y = np.floor(np.log2(np.maximum(ev["latency_ns"].to_numpy(), 1))).astype(int)
-        nx, ylo, yhi = x.max() + 1, y.min(), y.max() + 1
-        grid = np.zeros((yhi - ylo, nx))
-        np.add.at(grid, (y - ylo, x), 1)
-        mesh = ax.pcolormesh(np.arange(nx + 1) * bucket_s, np.arange(ylo, yhi + 1),
-                             np.ma.masked_equal(grid, 0), cmap="inferno_r", shading="flat")
-        fig.colorbar(mesh, ax=ax, label="requests")
-        ticks = range(ylo, yhi + 1, max(1, (yhi - ylo) // 6))
-        ax.set_yticks(list(ticks), [_fmt_ns(2 ** t) for t in ticks])
-    for p in phases.itertuples():
-        ax.axvline(p.start - t0, color="#3060a0", lw=0.8)
-        ax.text(p.start - t0, 1.0, p.name, transform=ax.get_xaxis_transform(),
-                fontsize=8, va="bottom")
-    ax.set_xlabel("seconds")
-    ax.set_ylabel("server latency")
-    ax.set_title(f"{command}: server-side latency over time", pad=14)
-    return _png(fig)
+    return png(fig)
 
 
 def latency_histograms(events: pd.DataFrame, phases: pd.DataFrame, command: str) -> bytes:
@@ -135,7 +110,7 @@ def latency_histograms(events: pd.DataFrame, phases: pd.DataFrame, command: str)
     ax.set_xlabel("server latency (log2 buckets)")
     lo, hi = ax.get_xlim()
     ticks = range(math.ceil(lo), math.floor(hi) + 1)
-    ax.set_xticks(list(ticks), [_fmt_ns(2 ** t) for t in ticks], fontsize=7)
+    ax.set_xticks(list(ticks), [fmt_ns(2 ** t) for t in ticks], fontsize=7)
     ax.set_ylabel("share of requests")
     ax.set_title(f"{command}: latency distribution per phase")
     if ax.lines:
@@ -143,10 +118,11 @@ def latency_histograms(events: pd.DataFrame, phases: pd.DataFrame, command: str)
     else:
         ax.text(0.5, 0.5, "no requests inside the phases", transform=ax.transAxes,
                 ha="center")
-    return _png(fig)
+    return png(fig)
 
 
-def _fmt_ns(ns: float) -> str:
+def fmt_ns(ns: float) -> str:
+    """A latency in nanoseconds as a short label (4.1ms, 250us)."""
     for unit, div in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
         if ns >= div:
             return f"{ns / div:.3g}{unit}"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import plots, traffic
+from . import heatmap, plots, traffic
 from . import phases as phases_mod
 
 CSS = """
@@ -206,7 +206,7 @@ def build(run, diff: tuple[str, str] | None = None, phases: pd.DataFrame | None 
     if cmds:
         parts.append("<h2>Server-side latency</h2>")
         for c in cmds:
-            parts.append(_img(plots.latency_heatmap(events, ph, c, t0=t0),
+            parts.append(_img(heatmap.latency_over_time(events, ph, c, t0),
                               f"{c} latency heat map"))
             prog.step(f"{c} heat map")
             parts.append(_img(plots.latency_histograms(events, ph, c), f"{c} latency histogram"))

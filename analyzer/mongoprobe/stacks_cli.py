@@ -241,6 +241,9 @@ def cmd_heatmap(args: argparse.Namespace) -> int:
     from . import heatmap
 
     run = _run_name(args.input)
+    rd = _run_dir(args.input)
+    # a run's heat maps count seconds from the recording's start, as its report does
+    t0 = float(rd.manifest["start"]) if rd is not None and rd.manifest.get("start") else None
     try:
         if args.what == "latency":
             ev = _events(args.input)
@@ -249,14 +252,14 @@ def cmd_heatmap(args: argparse.Namespace) -> int:
             title = args.title or f"{run} - request latency ({args.stat}) - " \
                                   f"{len(ev)} requests"
             heatmap.latency_heatmap(ev, args.output, title=title, rows=args.rows,
-                                    stat=args.stat)
+                                    stat=args.stat, t0=t0)
         else:
             df = _load(args.input, args.format, bucket=None)
             if not len(df):
                 return _die(f"{args.input}: no stack samples found")
             pid = _pids(df, args)
             title = args.title or f"{run} - CPU samples" + (f" - pid {pid}" if pid else "")
-            heatmap.cpu_heatmap(df, args.output, title=title, rows=args.rows)
+            heatmap.cpu_heatmap(df, args.output, title=title, rows=args.rows, t0=t0)
     except (_fmt_error(), ValueError, LookupError) as e:
         return _die(str(e))
     except OSError as e:
