@@ -4,6 +4,7 @@ with `mongoprobe phases` and `mongoprobe report`."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import subprocess
@@ -98,9 +99,15 @@ def test_report_renders_with_profile(run, tmp_path):
     text = out.read_text()
     assert len(re.findall(r'<img alt="[^"]*" src="data:image/png;base64,', text)) >= 5
     # per-phase flame graphs and the diff, with FerretDB's own frames in them
-    assert len(re.findall(r"<h3>RUN - phase [^<]+ - pid \d+</h3><div><svg", text)) == 3
-    assert len(re.findall(r"<h3>Differential: RUN - phase 2i.1q -&gt; 2i.0q", text)) == 1
-    assert "github.com/FerretDB/FerretDB" in text
+    frames = re.findall(r'<h3>([^<]+)</h3><iframe title="[^"]*" class="flame" style="width:100%;'
+                        r'height:(\d+)px;border:0" src="data:image/svg\+xml;base64,([^"]+)"', text)
+    titles = [t for t, _h, _d in frames]
+    assert len([t for t in titles if re.match(r"RUN - phase \S+ - pid \d+$", t)]) == 3, titles
+    assert titles[-1] == "Differential: RUN - phase 2i.1q -&gt; 2i.0q - pid " + titles[0].split()[-1]
+    for _t, height, data in frames:    # each a whole SVG document, its frame as tall as it
+        svg = base64.b64decode(data).decode()
+        assert svg.lstrip().startswith("<?xml") and "github.com/FerretDB/FerretDB" in svg
+        assert f'height="{int(height) - 8}"' in svg
     assert "On-CPU samples by category" in text
 
 

@@ -118,6 +118,7 @@ def latency_histograms(events: pd.DataFrame, phases: pd.DataFrame, command: str)
     else:
         ax.text(0.5, 0.5, "no requests inside the phases", transform=ax.transAxes,
                 ha="center")
+        ax.set_xticks([])
     return png(fig)
 
 

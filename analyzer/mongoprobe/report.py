@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import html
 import math
+import re
 import sys
 import time
 from pathlib import Path
@@ -231,9 +232,7 @@ def build(run, diff: tuple[str, str] | None = None, phases: pd.DataFrame | None 
     if svgs:
         parts.append("<h2>Flame graphs</h2>")
         for title, svg in svgs:
-            # inline in HTML: drop the XML prolog and DOCTYPE a standalone SVG carries
-            svg = svg[svg.find("<svg"):] if "<svg" in svg else svg
-            parts.append(f"<h3>{html.escape(title)}</h3><div>{svg}</div>")
+            parts.append(f"<h3>{html.escape(title)}</h3>{_svg_frame(svg, title)}")
     prog.step("flame graphs")
     prog.done()
     return ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
@@ -266,6 +265,17 @@ def _throughput_plot(run, ph: pd.DataFrame, phases, t0: float) -> str:
                                       title="throughput: the tool's operations/s (solid), "
                                             "the server's requests/s (dashed)"),
                 "throughput over time")
+
+
+def _svg_frame(svg: str, title: str) -> str:
+    """A flame graph as its own SVG document in an iframe, full width and interactive:
+    inline in HTML its script drops the width and the graph is drawn 300 px wide, and
+    the scripts of several graphs would share the page's document."""
+    m = re.search(r'<svg[^>]*\bheight="(\d+)', svg)
+    height = int(m.group(1)) + 8 if m else 800
+    data = base64.b64encode(svg.encode()).decode()
+    return (f'<iframe title="{html.escape(title)}" class="flame" style="width:100%;'
+            f'height:{height}px;border:0" src="data:image/svg+xml;base64,{data}"></iframe>')
 
 
 def _flamegraphs(run, ph: pd.DataFrame, diff) -> list[tuple[str, str]]:
