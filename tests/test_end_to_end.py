@@ -87,8 +87,6 @@ def test_profile_losses_travel_with_the_run(run):
     # prints empty); the map had room for all, so at most the samples taken while
     # bpftrace printed its maps at exit are missing
     assert 0 <= st["samples"] - st["folded"] - st["empty"] <= 0.01 * st["samples"], st
-    # bpftrace prints one lookup failure per stack (an entry has two), empty per entry
-    assert st["lookup_failed"] <= 2 * st["empty"] + 2 * st["folded"]
     text = mp("phases", str(run)).stdout
     assert f"lost: profile stacks folded {st['folded']} of {st['samples']} counted" in text
 
