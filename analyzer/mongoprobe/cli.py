@@ -37,7 +37,7 @@ def cmd_target(args: argparse.Namespace) -> int:
 
     if args.action == "start":
         try:
-            info = target.start()
+            info = target.start(tls=args.tls)
         except target.TargetError as e:
             die(str(e))
     elif args.action == "stop":
@@ -227,6 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("target", help="the embedded FerretDB target")
     t.add_argument("action", choices=["start", "stop", "status"])
     t.add_argument("--json", action="store_true")
+    t.add_argument("--tls", action="store_true",
+                   help="start: serve TLS only, with a self-signed certificate (the uri "
+                        "carries tls=true and its CA file)")
     t.set_defaults(func=cmd_target)
 
     def tracing(sp: argparse.ArgumentParser) -> None:

@@ -6,6 +6,12 @@ target lives in a state directory holding its data, log and ``target.json``
 (pid, uri, metrics_url, ports), so ``status`` and ``stop`` work from another
 process. Its ``/debug/metrics`` endpoint counts requests per command: the ground
 truth the probes are checked against.
+
+With ``tls=True`` it serves TLS only (``--listen-tls``, no plain port), with a
+self-signed certificate for 127.0.0.1 made at start by ``openssl`` in
+``STATE/tls/``; the URI carries what a client needs
+(``?tls=true&tlsCAFile=STATE/tls/cert.pem``), as production deployments that encrypt
+client traffic do.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -59,6 +66,8 @@ class TargetInfo:
     state_dir: str
     binary: str
     version: str
+    tls: bool = False
+    ca_file: str | None = None
 
     def json(self) -> str:
         return json.dumps(asdict(self))
@@ -105,12 +114,32 @@ def _wait_ready(proc: subprocess.Popen, port: int, metrics_url: str, timeout: fl
     raise TargetError(f"ferretdb did not answer on port {port} within {timeout:.0f}s")
 
 
+def _self_signed(d: Path) -> tuple[Path, Path]:
+    """(cert, key) for 127.0.0.1, valid a week: the certificate is its own CA."""
+    d.mkdir(parents=True, exist_ok=True)
+    cert, key = d / "cert.pem", d / "key.pem"
+    try:
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                        "-keyout", str(key), "-out", str(cert), "-days", "7",
+                        "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                       check=True, capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise TargetError("openssl not found: it makes the TLS target's certificate")
+    except subprocess.CalledProcessError as e:
+        raise TargetError(f"openssl could not make a certificate: {e.stderr.strip()}")
+    return cert, key
+
+
 def start(state_dir: Path | None = None, port: int | None = None, fresh: bool = True,
-          timeout: float = 30.0) -> TargetInfo:
-    """Start FerretDB on a free loopback port; return its pid, URI and metrics URL."""
+          timeout: float = 30.0, tls: bool = False) -> TargetInfo:
+    """Start FerretDB on a free loopback port; return its pid, URI and metrics URL.
+    ``tls``: serve TLS only, with a self-signed certificate made now."""
     state_dir = state_dir or default_state_dir()
     running = status(state_dir)
     if running:
+        if running.tls != tls:
+            raise TargetError(f"a target {'with' if running.tls else 'without'} TLS is "
+                              f"running (pid {running.pid}): stop it first")
         return running
     binary = ferretdb_binary()
     if not os.access(binary, os.X_OK):
@@ -121,10 +150,17 @@ def start(state_dir: Path | None = None, port: int | None = None, fresh: bool = 
     data.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     debug_port = free_port()
+    listen = [f"--listen-addr=127.0.0.1:{port}"]
+    ca_file = None
+    if tls:
+        cert, key = _self_signed(state_dir / "tls")
+        ca_file = str(cert)
+        listen = ["--listen-addr=", f"--listen-tls=127.0.0.1:{port}",
+                  f"--listen-tls-cert-file={cert}", f"--listen-tls-key-file={key}"]
     log = open(state_dir / "ferretdb.log", "ab")
     proc = subprocess.Popen(
-        [str(binary), "--handler=sqlite", f"--sqlite-url=file:{data}/",
-         f"--listen-addr=127.0.0.1:{port}", f"--debug-addr=127.0.0.1:{debug_port}",
+        [str(binary), "--handler=sqlite", f"--sqlite-url=file:{data}/", *listen,
+         f"--debug-addr=127.0.0.1:{debug_port}",
          f"--state-dir={state_dir}", "--telemetry=disable", "--log-level=warn"],
         stdin=subprocess.DEVNULL, stdout=log, stderr=log,
         start_new_session=True)  # survives the starting CLI; stop() kills the group
@@ -135,9 +171,12 @@ def start(state_dir: Path | None = None, port: int | None = None, fresh: bool = 
     except TargetError:
         _kill(proc.pid)
         raise
-    info = TargetInfo(pid=proc.pid, uri=f"mongodb://127.0.0.1:{port}/",
-                      metrics_url=metrics_url, port=port, debug_port=debug_port,
-                      state_dir=str(state_dir), binary=str(binary), version=FERRETDB_VERSION)
+    uri = f"mongodb://127.0.0.1:{port}/"
+    if tls:
+        uri += "?" + urllib.parse.urlencode({"tls": "true", "tlsCAFile": ca_file})
+    info = TargetInfo(pid=proc.pid, uri=uri, metrics_url=metrics_url, port=port,
+                      debug_port=debug_port, state_dir=str(state_dir), binary=str(binary),
+                      version=FERRETDB_VERSION, tls=tls, ca_file=ca_file)
     (state_dir / "target.json").write_text(info.json() + "\n")
     return info
 
