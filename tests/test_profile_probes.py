@@ -336,15 +336,6 @@ def test_missing_thread_and_bad_output_are_one_line(need_bpftrace):
     assert r.returncode == 1 and "--offcpu needs --engine bpftrace" in r.stderr
 
 
-def test_folded_output_without_the_stacks_module():
-    import importlib.util
-    if importlib.util.find_spec("mongoprobe.stacks") is not None:
-        pytest.skip("mongoprobe.stacks is present: .folded output is checked with it")
-    r = run_cli("profile", "-p", str(os.getpid()), "-o", "/tmp/x.folded")
-    assert r.returncode == 1 and len(r.stderr.splitlines()) == 1
-    assert "needs mongoprobe.stacks" in r.stderr
-
-
 def test_not_root_is_one_line():
     setpriv = shutil.which("setpriv")
     if os.geteuid() != 0 or not setpriv:

@@ -100,7 +100,7 @@ class Run:
     vmstat, iostat, pidstat   the collectors' tables (formats/<name>.py, raw: the
                     first sample is since boot)
     ycsb, ycsb_summary        YCSB's status lines and summary, when it was the command
-    (LookupError when the run or this checkout lacks the output or the parser;
+    (LookupError when the run lacks the output;
                     FormatError when the output is not that format)
     """
 
@@ -331,35 +331,17 @@ class Run:
     # --- foreign formats ----------------------------------------------------------
 
     def _foreign(self, fmt: str, src) -> pd.DataFrame:
-        """Parse ``src`` (a path, or an open text) with another module's parser: the
-        format registry when present, else ``mongoprobe.formats.<fmt>.parse_<fmt>``.
-        LookupError when this run or this checkout has no such thing."""
-        import importlib
+        """Parse ``src`` (a path, or an open text) with the format registry's parser
+        for ``fmt``; LookupError when this run has no such output."""
         import io
+
+        from .formats import registry
 
         if src is None:
             raise LookupError(f"{self.path}: no {fmt} output in this run")
         source = str(src) if isinstance(src, Path) else f"{self.path}/load.out"
         arg = str(src) if isinstance(src, Path) else io.StringIO(src)
-        try:
-            from .formats import registry
-        except ModuleNotFoundError as e:
-            if e.name != "mongoprobe.formats.registry":
-                raise
-        else:
-            return registry.parse(fmt, arg, source)
-        module = fmt.split("-")[0]
-        try:
-            mod = importlib.import_module(f"mongoprobe.formats.{module}")
-        except ModuleNotFoundError as e:
-            if e.name != f"mongoprobe.formats.{module}":
-                raise
-            raise LookupError(f"mongoprobe.formats.{module} is not in this checkout: "
-                              f"{source} is kept raw") from None
-        fn = getattr(mod, f"parse_{fmt.replace('-', '_')}", None)
-        if fn is None:
-            raise LookupError(f"mongoprobe.formats.{module} has no parse_{fmt}()")
-        return fn(arg, source)
+        return registry.parse(fmt, arg, source)
 
     @functools.cached_property
     def vmstat(self) -> pd.DataFrame:
