@@ -67,7 +67,7 @@ from typing import IO
 import pandas as pd
 
 from .errors import FormatError
-from .quantize import _read
+from .source import read_input
 
 HEADER = ("i_sec", "t_sec", "i_ips", "t_ips", "i_dps", "t_dps", "i_qps", "t_qps", "max_i",
           "max_d", "max_q", "t_ins", "t_del", "t_query", "retry_i", "retry_d", "retry_q")
@@ -102,7 +102,7 @@ def is_iibench_summary(text: str) -> bool:
 def parse_iibench(text_or_path: str | os.PathLike[str] | IO[str],
                   source: str | None = None) -> pd.DataFrame:
     """The progress lines, one row per interval (columns: the module docstring)."""
-    text, src = _read(text_or_path, source)
+    text, src = read_input(text_or_path, source)
     rows: list[list] = []
     seen_header = False
     for n, raw in enumerate(text.splitlines(), 1):
@@ -131,7 +131,7 @@ def parse_iibench(text_or_path: str | os.PathLike[str] | IO[str],
 def parse_iibench_summary(text_or_path: str | os.PathLike[str] | IO[str],
                           source: str | None = None) -> pd.DataFrame:
     """The totals at the end (columns: the module docstring)."""
-    text, src = _read(text_or_path, source)
+    text, src = read_input(text_or_path, source)
     rows: list[tuple] = []
     for n, raw in enumerate(text.splitlines(), 1):
         s = raw.strip()

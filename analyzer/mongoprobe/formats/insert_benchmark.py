@@ -74,7 +74,7 @@ from typing import IO
 import pandas as pd
 
 from .errors import FormatError
-from .quantize import _read
+from .source import read_input
 
 TABLE_COLUMNS = ("table", "title", "row", "engine", "column", "text", "value")
 HIST_COLUMNS = ("hist", "label", "bucket", "lo_us", "hi_us", "count", "max_s")
@@ -168,7 +168,7 @@ def parse_insert_benchmark(
     Raises ``FormatError`` naming the file and line on glued or damaged tables, or when
     there is no table.
     """
-    text, src = _read(text_or_path, source)
+    text, src = read_input(text_or_path, source)
     lines = text.splitlines()
     out: list[tuple] = []
     table, title, i = -1, "", 0
@@ -234,7 +234,7 @@ def parse_insert_benchmark_hist(
     text_or_path: str | os.PathLike[str] | IO[str], source: str | None = None
 ) -> pd.DataFrame:
     """iibench.py response-time histogram rows, one row per bucket (module docstring)."""
-    text, src = _read(text_or_path, source)
+    text, src = read_input(text_or_path, source)
     lines = text.splitlines()
     out: list[tuple] = []
     hist, i = -1, 0

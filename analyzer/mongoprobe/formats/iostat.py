@@ -79,7 +79,7 @@ import pandas as pd
 
 from .errors import FormatError
 from .mpstat import clock_seconds, epoch, parse_banner, parse_date, to_float
-from .quantize import _read
+from .source import read_input
 
 _TIME_LOCAL = re.compile(r"^(\d\d/\d\d/\d\d(?:\d\d)?) (\d\d:\d\d:\d\d(?: [AP]M)?)$")
 _TIME_ISO = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)([+-]\d{4}|Z)?$")
@@ -204,7 +204,7 @@ def parse_iostat(
     ``tz``: zone of non-ISO ``-t`` times (None: local). Raises ``FormatError`` naming the
     file and line on damaged input or when there is no device report.
     """
-    text, src = _read(text_or_path, source)
+    text, src = read_input(text_or_path, source)
     banner, rows, _ = _scan(text, src, tz)
     if not rows:
         raise FormatError(src, max(len(text.splitlines()), 1),
@@ -229,7 +229,7 @@ def parse_iostat_cpu(
     tz: str | None = None,
 ) -> pd.DataFrame:
     """iostat's ``avg-cpu`` lines, one row per report (columns: module docstring)."""
-    text, src = _read(text_or_path, source)
+    text, src = read_input(text_or_path, source)
     banner, _, rows = _scan(text, src, tz)
     if not rows:
         raise FormatError(src, max(len(text.splitlines()), 1),

@@ -58,7 +58,7 @@ from zoneinfo import ZoneInfo
 import pandas as pd
 
 from .errors import FormatError
-from .quantize import _read
+from .source import read_input
 
 # "Linux 6.18.44-fc-v595 (vm) \t11/22/26 \t_x86_64_\t(2 CPU)"; older: "Linux 2.6.18 10/11/2012"
 _BANNER = re.compile(
@@ -166,7 +166,7 @@ class Block:
     rows: list[tuple[int, str, list[str]]] = field(default_factory=list)  # (line, label, fields)
 
 
-def _split_label(line: str) -> tuple[str, str] | None:
+def split_label(line: str) -> tuple[str, str] | None:
     m = _TIMED.match(line.rstrip())
     return (m[1], m[2]) if m else None
 
@@ -186,7 +186,7 @@ def scan_timed(text: str, source: str, what: str) -> tuple[Banner | None, list[B
         if banner is None and not blocks and (b := parse_banner(raw)):
             banner = b
             continue
-        parts = _split_label(raw)
+        parts = split_label(raw)
         if parts is None and banner is None and not blocks:
             continue  # text before the report: a shell prompt, the command line
         if parts is None:
@@ -216,7 +216,7 @@ def is_mpstat(text: str) -> bool:
     if not lines or not any(parse_banner(s) for s in lines[:3]):
         return False
     for s in lines[:40]:
-        p = _split_label(s)
+        p = split_label(s)
         if p and p[1].split()[:1] == ["CPU"] and "%idle" in p[1].split():
             return True
     return False
@@ -232,7 +232,7 @@ def parse_mpstat(
     ``tz``: zone of the printed clock (None: local). ``averages``: keep the ``Average:``
     rows. Raises ``FormatError`` naming file and line on damaged input.
     """
-    text, src = _read(text_or_path, source)
+    text, src = read_input(text_or_path, source)
     lines = text.splitlines()
     banner, blocks = scan_timed(text, src, "mpstat")
     clock = Clock(banner.day if banner else None, tz)

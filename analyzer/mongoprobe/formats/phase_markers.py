@@ -47,7 +47,7 @@ from typing import IO, Iterable, Sequence
 import pandas as pd
 
 from .errors import FormatError
-from .quantize import _read
+from .source import read_input
 
 COLUMNS = ("name", "start", "end")
 _PREFIX = re.compile(r"^\s*### phase\b")
@@ -84,7 +84,7 @@ def parse_phase_markers(
     naming the file and line on a damaged or unmatched marker.
     """
     if isinstance(text_or_path, (str, os.PathLike)) or hasattr(text_or_path, "read"):
-        text, src = _read(text_or_path, source)  # type: ignore[arg-type]
+        text, src = read_input(text_or_path, source)  # type: ignore[arg-type]
         lines = text.splitlines()
     else:
         lines, src = [str(s).rstrip("\r\n") for s in text_or_path], source or "<lines>"

@@ -54,8 +54,8 @@ from typing import IO
 import pandas as pd
 
 from .errors import FormatError
-from .mpstat import Clock, _split_label, parse_banner, scan_timed, to_float
-from .quantize import _read
+from .mpstat import Clock, split_label, parse_banner, scan_timed, to_float
+from .source import read_input
 
 _INT_COLS = {"CPU", "VSZ", "RSS", "iodelay", "threads", "fd-nr", "StkSize", "StkRef", "prio"}
 _STR_COLS = {"policy"}
@@ -68,7 +68,7 @@ def is_pidstat(text: str) -> bool:
     if not any(parse_banner(s) for s in lines[:3]):
         return False
     for s in lines[:40]:
-        p = _split_label(s)
+        p = split_label(s)
         if p:
             h = p[1].split()
             return h[-1:] == ["Command"] and ("PID" in h or "TGID" in h)
@@ -95,7 +95,7 @@ def parse_pidstat(
     ``tz``: zone of the printed clock (None: local). ``averages``: keep ``Average:`` rows.
     Raises ``FormatError`` naming the file and line on damaged input.
     """
-    text, src = _read(text_or_path, source)
+    text, src = read_input(text_or_path, source)
     lines = text.splitlines()
     banner, blocks = scan_timed(text, src, "pidstat")
     clock = Clock(banner.day if banner else None, tz)

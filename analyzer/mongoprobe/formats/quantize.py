@@ -74,16 +74,15 @@ USAGE::
 
 from __future__ import annotations
 
-import io
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO
 
 import pandas as pd
 
 from .errors import FormatError
+from .source import read_input
 
 HIST_COLUMNS = ("format", "name", "key", "lo", "hi", "count")
 SCALAR_COLUMNS = ("name", "key", "value")
@@ -132,23 +131,6 @@ class _Scan:
 
 
 # --- input -------------------------------------------------------------------------------
-
-
-def _read(text_or_path: str | os.PathLike[str] | IO[str], source: str | None) -> tuple[str, str]:
-    """(text, source name). A str with no newline that names a file is read as a path."""
-    if isinstance(text_or_path, os.PathLike):
-        p = Path(text_or_path)
-        return p.read_text(errors="replace"), source or str(p)
-    if isinstance(text_or_path, io.IOBase) or hasattr(text_or_path, "read"):
-        name = getattr(text_or_path, "name", None)
-        return text_or_path.read(), source or (str(name) if name else "<stream>")
-    s = str(text_or_path)
-    if s and "\n" not in s:
-        # One line cannot hold a histogram (a header and a row at least): a path.
-        if not os.path.isfile(s):
-            raise FileNotFoundError(f"{s}: no such file (a one-line string is taken as a path)")
-        return Path(s).read_text(errors="replace"), source or s
-    return s, source or "<text>"
 
 
 # --- the scanner shared by parse_quantize and parse_scalars -------------------------------
@@ -355,7 +337,7 @@ def parse_quantize(
     Raises ``FormatError`` (file, line, what was expected) on damaged input or when no
     histogram is found.
     """
-    text, src = _read(text_or_path, source)
+    text, src = read_input(text_or_path, source)
     sc = _scan(text, src)
     if not sc.hist:
         n = len(text.splitlines())
@@ -376,7 +358,7 @@ def parse_scalars(
     eight counters named in the module docstring with ``key`` "". An input with none
     gives an empty frame; a damaged footer line raises ``FormatError``.
     """
-    text, src = _read(text_or_path, source)
+    text, src = read_input(text_or_path, source)
     df = pd.DataFrame(_scan(text, src).scalars, columns=list(SCALAR_COLUMNS))
     return df.astype({"value": "int64"})
 

@@ -138,9 +138,9 @@ def read_text(text_or_path: str | os.PathLike[str] | IO[str], source: str | None
     """(text, source) as every parser reads its input: text, path (one-line str) or file;
     a run's ``load.out`` gives the printed text of both streams, without the stamps."""
     from .loadout import plain_text
-    from .quantize import _read
+    from .source import read_input
 
-    text, src = _read(text_or_path, source)
+    text, src = read_input(text_or_path, source)
     return plain_text(text), src
 
 

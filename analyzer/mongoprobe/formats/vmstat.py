@@ -53,7 +53,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import pandas as pd
 
 from .errors import FormatError
-from .quantize import _read
+from .source import read_input
 
 _GROUPS = re.compile(r"^\s*-*(procs|kthr)\b")
 _COLUMNS = re.compile(r"^\s*r\s+b\s")
@@ -100,7 +100,7 @@ def parse_vmstat(
     ``tz``: zone of ``-t`` timestamps when the header's zone is unknown (None: local); an
     explicit ``tz`` wins over the header. Raises ``FormatError`` naming file and line.
     """
-    text, src = _read(text_or_path, source)
+    text, src = read_input(text_or_path, source)
     lines = text.splitlines()
     header: list[str] | None = None
     hdr_line = 0

@@ -83,7 +83,7 @@ from zoneinfo import ZoneInfo
 import pandas as pd
 
 from .errors import FormatError
-from .quantize import _read
+from .source import read_input
 
 STATUS_COLUMNS = ("time", "elapsed_s", "operations", "ops_per_s", "op", "count", "avg_us",
                   "min_us", "max_us", "p90_us", "p99_us", "p999_us", "p9999_us", "line")
@@ -171,7 +171,7 @@ def parse_ycsb(
     zone). Columns and their units: the module docstring. Raises ``FormatError`` (file,
     line, what was expected) on a damaged status line or when there is none.
     """
-    text, src = _read(text_or_path, source)
+    text, src = read_input(text_or_path, source)
     rows: list[dict] = []
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
@@ -234,7 +234,7 @@ def parse_ycsb_summary(
 ) -> pd.DataFrame:
     """The ``[SECTION], METRIC, VALUE`` summary lines, in input order (columns: module
     docstring). Raises ``FormatError`` on a damaged summary line or when there is none."""
-    text, src = _read(text_or_path, source)
+    text, src = read_input(text_or_path, source)
     rows = []
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
