@@ -57,14 +57,22 @@ def profile(ferretdb):
         pytest.skip(why)
     body = " ".join(f"@{k}[{v}] = count();" for k, v in MAPS.items())
     prog = f"profile:hz:997 /pid == {ferretdb.pid}/ {{ {body} }} interval:s:3 {{ exit(); }}"
-    load = threading.Thread(target=mixedload.run, args=(ferretdb.uri,),
-                            kwargs={"threads": 4, "rounds": 3})
     proc = subprocess.Popen(["bpftrace", "-e", prog], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             env={"BPFTRACE_CACHE_USER_SYMBOLS": "1", "PATH": "/usr/bin:/bin"})
+    stop = threading.Event()
+
+    def busy():      # load until bpftrace has exited, however long attaching took
+        while not stop.is_set():
+            mixedload.run(ferretdb.uri, threads=4, rounds=1)
+
+    load = threading.Thread(target=busy)
     load.start()
-    out, err = proc.communicate(timeout=120)
-    load.join()
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        stop.set()
+        load.join()
     assert proc.returncode == 0, err
     maps = _by_map(out)
     assert set(maps) == set(MAPS), (set(maps), err)

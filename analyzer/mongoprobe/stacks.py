@@ -1,13 +1,14 @@
 """Stack samples from any supported profiler output: one table, folded stacks, slices by
 time and phase, differential folds, frame categories and a flat profile.
 
-Inputs (one parser module each, in ``mongoprobe.formats``; ``detect`` picks one from
-the first 64 KiB with its "is this my format?" check):
+Inputs (one parser module each, in ``mongoprobe.formats``, each in the format
+registry as a stack format; ``detect`` picks one from the first 64 KiB with the
+registry's "is this my format?" checks):
 
     perf       perf script output (perf record -g)          formats/perf_script.py
     bpftrace   bpftrace stack maps, text or -f json          formats/bpftrace_stacks.py
     dtrace     DTrace aggregated stack()/ustack() output     formats/dtrace_stacks.py
-    folded     folded stacks ("frame;frame;frame COUNT"), the hub format itself
+    folded     folded stacks ("frame;frame;frame COUNT")     formats/folded.py
 
 The stack-sample table (``load``), one row per (time bucket, pid, tid, comm, stack):
 
@@ -54,38 +55,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
-from .formats import bpftrace_stacks, dtrace_stacks, perf_script
+from .formats import folded as folded_format
+from .formats import registry, stack_table
 from .formats.errors import FormatError
+from .formats.stack_table import COLUMNS
 
-COLUMNS = ["time", "second", "pid", "tid", "comm", "frames", "count", "weight"]
-PARSERS = {"perf": perf_script, "bpftrace": bpftrace_stacks, "dtrace": dtrace_stacks}
-FORMAT_NAMES = ("perf", "bpftrace", "dtrace", "folded")
+# The command line's names of the stack formats -> their names in the format registry.
+FORMATS = {"perf": "perf-script", "bpftrace": "bpftrace-stacks", "dtrace": "dtrace-stacks",
+           "folded": "folded"}
+FORMAT_NAMES = tuple(FORMATS)
 HEAD_BYTES = 65536
-
-_FOLDED_LINE = re.compile(r"(.+) (\d+)$")
 
 
 # --- input ----------------------------------------------------------------------------
 
 
-def is_folded(head: str) -> bool:
-    """Every non-blank line of the head is ``STACK COUNT`` (the last may be cut)."""
-    lines = [x for x in head.splitlines() if x.strip()]
-    if len(head) >= HEAD_BYTES and lines:
-        lines = lines[:-1]
-    return bool(lines) and all(_FOLDED_LINE.match(x) for x in lines)
-
-
 def detect(head: str, source: str = "<input>") -> str:
     """The format name of a stacks input from its first bytes; FormatError if none."""
-    for name in ("perf", "bpftrace", "dtrace"):
-        if PARSERS[name].is_format(head):
-            return name
-    if is_folded(head):
-        return "folded"
-    first = next((x for x in head.splitlines() if x.strip()), "")
-    raise FormatError(source, 1, "perf script, bpftrace stack maps, DTrace stacks or "
-                      "folded stacks", first)
+    name = registry.detect(head, kind="stacks")
+    if name is None:
+        first = next((x for x in head.splitlines() if x.strip()), "")
+        raise FormatError(source, 1, "perf script, bpftrace stack maps, DTrace stacks or "
+                          "folded stacks", first)
+    return next(k for k, v in FORMATS.items() if v == name)
 
 
 @contextlib.contextmanager
@@ -123,38 +115,17 @@ def samples(path: str | os.PathLike | IO, format: str | None = None,
         fmt = format or detect(_peek(fh), source)
         if meta is not None:
             meta["format"] = fmt
-        if fmt == "folded":
-            yield from read_folded_samples(fh, source, stats)
-        elif fmt == "bpftrace":
-            yield from bpftrace_stacks.read(fh, source, stats, meta)
-        elif fmt in PARSERS:
-            yield from PARSERS[fmt].read(fh, source, stats)
-        else:
+        if fmt not in FORMATS:
             raise ValueError(f"unknown stacks format {fmt!r} (one of {FORMAT_NAMES})")
-
-
-def read_folded_samples(fh: IO, source: str = "<folded>", stats: dict | None = None
-                        ) -> Iterator[tuple]:
-    """Folded stacks as samples: the whole line is the stack (no comm), no time."""
-    st = stats if stats is not None else {}
-    st.update({"samples": 0})
-    for n, raw in enumerate(fh, 1):
-        line = (raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw).rstrip()
-        if not line:
-            continue
-        m = _FOLDED_LINE.match(line)
-        if not m:
-            raise FormatError(source, n, "a folded stack 'frame;frame;... COUNT'", line)
-        c = int(m.group(2))
-        st["samples"] += c
-        yield (math.nan, -1, -1, "", m.group(1), c, c)
+        yield from stack_table.stream(registry.get(FORMATS[fmt]).reader(), fh, source,
+                                      stats, meta)
 
 
 def read_folded(path: str | os.PathLike | IO) -> dict[str, int]:
     """A folded file -> {stack: count} (counts of repeated stacks added)."""
     out: dict[str, int] = defaultdict(int)
     with open_input(path) as (fh, source):
-        for _t, _p, _i, _c, frames, _n, w in read_folded_samples(fh, source):
+        for _t, _p, _i, _c, frames, _n, w in folded_format.read(fh, source):
             out[frames] += w
     return dict(out)
 
@@ -165,48 +136,16 @@ def read_folded(path: str | os.PathLike | IO) -> dict[str, int]:
 def load(path: str | os.PathLike | IO, format: str | None = None,
          bucket: float | None = 1.0):
     """The stack-sample table (columns in the module doc) of a stacks input."""
-    import pandas as pd
-
     stats: dict = {}
     meta: dict = {}
-    agg: dict[tuple, list[int]] = {}
-    for t, pid, tid, comm, frames, count, weight in samples(path, format, stats, meta):
-        if bucket and t == t:
-            t = math.floor(t / bucket) * bucket
-        key = (t if t == t else None, pid, tid, comm, frames)
-        a = agg.get(key)
-        if a is None:
-            agg[key] = [count, weight]
-        else:
-            a[0] += count
-            a[1] += weight
-    df = _frame(((k[0], *k[1:], v[0], v[1]) for k, v in agg.items()))
+    df = stack_table.aggregate(samples(path, format, stats, meta), bucket)
     df.attrs.update(format=meta.pop("format", format), source=str(getattr(path, "name", path)),
                     stats=stats, meta=meta)
     return df
 
 
-def _frame(rows: Iterable[tuple]):
-    import numpy as np
-    import pandas as pd
-
-    df = pd.DataFrame(list(rows), columns=["time", "pid", "tid", "comm", "frames",
-                                           "count", "weight"])
-    df["time"] = df["time"].astype("float64")
-    t = df["time"].to_numpy()
-    df.insert(1, "second", np.where(np.isnan(t), -1, np.floor(np.nan_to_num(t, nan=-1.0)))
-              .astype("int64"))
-    for c in ("pid", "tid", "count", "weight"):
-        df[c] = df[c].astype("int64")
-    for c in ("comm", "frames"):
-        df[c] = df[c].astype(str)
-    df = df.sort_values(["time", "pid", "tid", "comm", "frames"], na_position="first",
-                        kind="stable").reset_index(drop=True)
-    return df[COLUMNS]
-
-
 def empty():
-    return _frame([])
+    return stack_table.table([])
 
 
 def frames_tuple(frames: str) -> tuple[str, ...]:

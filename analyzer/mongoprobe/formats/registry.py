@@ -42,10 +42,18 @@ class FormatSpec:
     latency: tuple[str, ...] = ()  # columns `mongoprobe quantize` renders by default
     by: str | None = None  # column it groups histograms by by default
     sign: str = ""  # what the check looks for, named when it refuses a text
+    kind: str = "table"  # "stacks": a stack format (rows are stack samples)
+    stream: str | None = None  # stack formats: "module:read", samples streamed
 
     def _fn(self, ref: str) -> Callable:
         mod, _, fn = ref.rpartition(":") if ":" in ref else (self.module, "", ref)
         return getattr(importlib.import_module(f"mongoprobe.formats.{mod}"), fn)
+
+    def reader(self) -> Callable:
+        """A stack format's streaming reader ``read(fh, source, stats[, meta])``."""
+        if self.stream is None:
+            raise ValueError(f"{self.name} is not a stack format")
+        return self._fn(self.stream)
 
     def is_format(self, text: str) -> bool:
         return bool(self._fn(self.check)(text))
@@ -110,6 +118,22 @@ FORMATS: tuple[FormatSpec, ...] = (
     FormatSpec("mongoprobe-load", "registry", "_parse_load", "_is_load",
                "mongoprobe load interval lines (or a run's load.out)",
                sign="'### load uri=...' header line"),
+    # Stack formats last: their rows are stack samples (formats/stack_table.py), and
+    # folded stacks ("STACK COUNT" lines) are the least specific check of all.
+    FormatSpec("perf-script", "stack_table", "parse_perf_script", "perf_script:is_format",
+               "perf script output (perf record -g): stack samples", kind="stacks",
+               stream="perf_script:read", sign="sample header lines 'comm pid time: N event:'"),
+    FormatSpec("bpftrace-stacks", "stack_table", "parse_bpftrace_stacks",
+               "bpftrace_stacks:is_format", "bpftrace stack maps, text or -f json",
+               kind="stacks", stream="bpftrace_stacks:read",
+               sign="map entries '@[..., kstack, ustack]: N' spanning lines"),
+    FormatSpec("dtrace-stacks", "stack_table", "parse_dtrace_stacks", "dtrace_stacks:is_format",
+               "DTrace aggregated stack()/ustack() output", kind="stacks",
+               stream="dtrace_stacks:read", sign="indented frames 'module`function+0x..' "
+               "ending in a count"),
+    FormatSpec("folded", "stack_table", "parse_folded", "folded:is_format",
+               'folded stacks ("frame;frame;frame COUNT")', kind="stacks",
+               stream="folded:read", sign="every line 'frame;frame;... COUNT'"),
 )
 _BY_NAME = {f.name: f for f in FORMATS}
 
@@ -125,11 +149,12 @@ def get(name: str) -> FormatSpec:
         raise KeyError(f"unknown format {name!r}; known: {', '.join(names())}") from None
 
 
-def detect(text: str) -> str | None:
-    """The name of the first format (in ``FORMATS`` order) whose check accepts ``text``."""
+def detect(text: str, kind: str | None = None) -> str | None:
+    """The name of the first format (in ``FORMATS`` order) whose check accepts ``text``;
+    ``kind`` ("table" or "stacks") keeps to formats of that kind."""
     head = text[:65536]
     for f in FORMATS:
-        if f.auto and f.is_format(head):
+        if f.auto and (kind is None or f.kind == kind) and f.is_format(head):
             return f.name
     return None
 
