@@ -797,3 +797,22 @@ def test_every_cli_example_on_a_sample_runs() -> None:
         assert r.returncode == 0 and r.stderr == "", (ln, r.stderr)
         ran += 1
     assert ran >= 8
+
+
+# --- stack formats in the registry ------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", sorted(p.name for p in (SAMPLES / "stacks").iterdir()
+                                        if p.name.startswith(("perf-", "bpftrace-", "dtrace-"))))
+def test_stack_samples_detect_and_parse_through_the_registry(case: str) -> None:
+    """One registry for every format: a stack sample is detected as its stack format,
+    and parsing it gives the stack-sample table with the same totals as the folder."""
+    from mongoprobe import stacks
+
+    path = SAMPLES / "stacks" / case
+    want = stacks.FORMATS[case.split("-")[0]]
+    assert registry.detect(path.read_text(errors="replace")[:65536], kind="stacks") == want
+    df = registry.parse(want, path)
+    assert list(df.columns) == ["time", "second", "pid", "tid", "comm", "frames", "count",
+                                "weight"]
+    assert df["weight"].sum() == sum(stacks.fold(path).values())
