@@ -497,6 +497,7 @@ def render_syscount(df, top: int = 0) -> str:
 
 
 def cmd_syscount(args: argparse.Namespace) -> int:
+    from . import syscalls
     from .formats import syscount_output
 
     _check(args)
@@ -509,7 +510,7 @@ def cmd_syscount(args: argparse.Namespace) -> int:
     seconds = time.monotonic() - t0
     rc = probe.stop()
     try:
-        df = syscount_output.parse_syscount(lines, source="syscount.bt")
+        df = syscount_output.parse_syscount(lines, syscalls.names(), source="syscount.bt")
     except ValueError as e:
         _die(f"syscount.bt output unreadable: {e}")
     if rc not in (0, None) and df.empty and stopper.reason is None:
@@ -518,14 +519,14 @@ def cmd_syscount(args: argparse.Namespace) -> int:
         df = df.sort_values(["time_ns", "count"], ascending=False, kind="stable")
     if args.json:
         print(json.dumps({"pid": args.pid, "duration_s": round(seconds, 3),
-                          "names_from": syscount_output.names_source(),
+                          "names_from": syscalls.source(),
                           "syscalls": [{k: (v if k == "syscall" else int(v))
                                         for k, v in r.items()}
                                        for r in df.to_dict("records")]}))
     else:
         print(render_syscount(df, args.top), end="")
     _err(f"{int(df['count'].sum())} syscalls in {seconds:.1f} s; "
-         f"names from {syscount_output.names_source()}")
+         f"names from {syscalls.source()}")
     return 0
 
 

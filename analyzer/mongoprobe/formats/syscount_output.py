@@ -15,27 +15,22 @@ Keys are syscall numbers on Linux (x86_64 numbering) and names on DTrace systems
 row per syscall, most called first:
 
     nr       int64  syscall number (-1 when the input gave a name)
-    syscall  str    name (from ``names``, default :func:`syscall_names`; ``sys_NR``
+    syscall  str    name (from ``names``, the caller's table; ``sys_NR``
                     when unknown)
     count    int64  calls entered
     time_ns  int64  total time of the calls that returned (0 when not measured)
     avg_ns   int64  time_ns / count (0 for no calls)
     errors   int64  calls that returned an error
 
-:func:`syscall_names` maps numbers to names from ``ausyscall --dump`` when
-installed (auditd), else from ``asm/unistd_64.h`` in the kernel headers; without
-either it is empty. Damaged input raises :class:`FormatError`.
+Syscall numbers are named from the table the caller passes (``names``; the machine's
+own is ``mongoprobe.syscalls.names()``): a parser does no machine-dependent work.
+Without a name a number is ``sys_N``. Damaged input raises :class:`FormatError`.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import os
-import platform
 import re
-import shutil
-import subprocess
 from typing import Iterable
 
 import pandas as pd
@@ -45,51 +40,7 @@ from .errors import FormatError
 COLUMNS = ["nr", "syscall", "count", "time_ns", "avg_ns", "errors"]
 MAPS = ("calls", "time_ns", "errors")
 
-UNISTD_HEADERS = {
-    "x86_64": ["/usr/include/x86_64-linux-gnu/asm/unistd_64.h", "/usr/include/asm/unistd_64.h"],
-    "aarch64": ["/usr/include/asm-generic/unistd.h"],
-}
-_DEFINE = re.compile(r"^#define\s+__NR_(\w+)\s+(\d+)\s*$")
 _LINE = re.compile(r"^@(calls|time_ns|errors)\[([^\]]+)\]: (-?\d+)$")
-
-
-@functools.lru_cache(maxsize=1)
-def syscall_names() -> dict[int, str]:
-    """{number: name} for this machine's architecture (see the module docstring)."""
-    if shutil.which("ausyscall"):
-        try:
-            r = subprocess.run(["ausyscall", "--dump"], capture_output=True, text=True,
-                               timeout=10)
-            table = {}
-            for line in r.stdout.splitlines():
-                parts = line.split()
-                if len(parts) == 2 and parts[0].isdigit():
-                    table[int(parts[0])] = parts[1]
-            if table:
-                return table
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-    for path in UNISTD_HEADERS.get(platform.machine(), []):
-        if os.path.exists(path):
-            table = {}
-            with open(path) as fh:
-                for line in fh:
-                    m = _DEFINE.match(line)
-                    if m:
-                        table[int(m[2])] = m[1]
-            if table:
-                return table
-    return {}
-
-
-def names_source() -> str:
-    """Where :func:`syscall_names` got its table (for the tools to say)."""
-    if shutil.which("ausyscall"):
-        return "ausyscall --dump"
-    for path in UNISTD_HEADERS.get(platform.machine(), []):
-        if os.path.exists(path):
-            return path
-    return "no syscall table (install auditd or linux-libc-dev)"
 
 
 def _raw(lines: list[str], source: str) -> dict[str, dict[str, int]]:
@@ -138,7 +89,7 @@ def parse_syscount(text_or_lines: str | Iterable[str], names: dict[int, str] | N
     lines = (text_or_lines.splitlines() if isinstance(text_or_lines, str)
              else list(text_or_lines))
     maps = _raw(lines, source)
-    table = syscall_names() if names is None else names
+    table = names or {}
     rows = []
     for key in sorted(set(maps["calls"]) | set(maps["time_ns"]) | set(maps["errors"])):
         if key.lstrip("-").isdigit():
