@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from mongoprobe import flamegraph, heatmap, stacks
+from mongoprobe import categories, flamegraph, heatmap, run_profile, stacks
 
 SAMPLES = ROOT / "samples" / "stacks"
 PERF = SAMPLES / "perf-ferretdb-mixedload.txt"
@@ -62,7 +62,7 @@ def test_svg_has_ferretdb_go_frames_sqlite_and_the_title(inferno, tmp_path) -> N
     assert any(f.startswith("modernc.org/sqlite/lib._sqlite3VdbeExec") for f in frames)
     assert "perf-ferretdb-mixedload - pid 11868" in svg
     # frames of a category carry its colour (palette.map through --cp)
-    colors = {r.name: r.color for r in stacks.load_rules()}
+    colors = {r.name: r.color for r in categories.load_rules()}
     assert f'fill="{colors["sqlite"]}"' in svg and f'fill="{colors["gc"]}"' in svg
 
 
@@ -149,7 +149,7 @@ def test_flamegraph_dir_selects_flamegraph_pl(tmp_path, monkeypatch) -> None:
 
 def test_palette_colours_frames_by_their_category() -> None:
     pal = flamegraph.palette({"x;modernc.org/sqlite/lib._sqlite3VdbeExec;memcpy": 1})
-    rules = {r.name: r.color for r in stacks.load_rules()}
+    rules = {r.name: r.color for r in categories.load_rules()}
     assert pal == {"modernc.org/sqlite/lib._sqlite3VdbeExec": rules["sqlite"]}
 
 
@@ -157,7 +157,7 @@ def test_palette_colours_frames_by_their_category() -> None:
 
 
 class _Run:
-    """What stacks.run_* use of mongoprobe.rundir.Run."""
+    """What run_profile uses of mongoprobe.rundir.Run."""
 
     def __init__(self, tmp_path: Path):
         self.path = tmp_path / "run-1"
@@ -170,17 +170,17 @@ class _Run:
 
 def test_run_category_shares_and_flamegraphs(inferno, tmp_path) -> None:
     run = _Run(tmp_path)
-    df = stacks.run_stacks(run)
+    df = run_profile.run_stacks(run)
     meta = df.attrs["meta"]
     mono0, el0 = meta["clock"]
     base = (mono0 - el0 + run.offset_ns) / 1e9
     assert abs(df["time"].min() - base) < 5 and df["time"].min() >= base - 1
     ph = [{"name": "early", "start": base, "end": base + 2},
           {"name": "late", "start": base + 2, "end": base + 60}]
-    shares = stacks.run_category_shares(run, ph)
+    shares = run_profile.run_category_shares(run, ph)
     assert set(shares) == {"early", "late"}
     assert abs(sum(shares["late"].values()) - 1) < 1e-4 and shares["late"]["sqlite"] > 0
-    svgs = stacks.run_flamegraphs(run, ph, diff=("early", "late"))
+    svgs = run_profile.run_flamegraphs(run, ph, diff=("early", "late"))
     titles = [t for t, _ in svgs]
     assert titles == ["run-1 - phase early - pid 17259", "run-1 - phase late - pid 17259",
                       "Differential: run-1 - phase early -> late - pid 17259"]

@@ -25,7 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "analyzer"))
 
-from mongoprobe import stacks  # noqa: E402
+from mongoprobe import categories, stacks  # noqa: E402
 from mongoprobe.formats import bpftrace_stacks, dtrace_stacks, perf_script  # noqa: E402
 from mongoprobe.formats.errors import FormatError  # noqa: E402
 
@@ -53,7 +53,7 @@ def render(case: str) -> dict[Path, str]:
     p = _sample(case)
     out = {EXPECTED / f"{_stem(case)}.folded": "".join(stacks.folded_lines(stacks.fold(p)))}
     df = stacks.load(p)
-    out[EXPECTED / f"{_stem(case)}.categories.csv"] = stacks.category_table(df).to_csv(
+    out[EXPECTED / f"{_stem(case)}.categories.csv"] = categories.category_table(df).to_csv(
         index=False, lineterminator="\n", float_format="%.6f")
     if case in TABLE_CASES:
         out[EXPECTED / f"{_stem(case)}.table.csv"] = df.to_csv(
@@ -224,7 +224,7 @@ def test_live_perf_profile_of_ferretdb_folds_like_inferno(ferretdb, tmp_path) ->
     assert "".join(stacks.folded_lines(counts)).encode() == want
     text = want.decode()
     assert "github.com/FerretDB/FerretDB/internal/" in text and "modernc.org/sqlite" in text
-    t = stacks.category_table(stacks.load(txt))
+    t = categories.category_table(stacks.load(txt))
     assert {"sqlite", "ferretdb"} <= set(t["category"])
 
 
@@ -333,17 +333,17 @@ def test_diff_folded_is_inferno_diff_folded(tmp_path, normalize: bool) -> None:
                                   "bpftrace-profile-ferretdb.txt",
                                   "bpftrace-ferretdb-s.json"])
 def test_ferretdb_and_sqlite_categories(case: str) -> None:
-    t = stacks.category_table(stacks.load(_sample(case)))
+    t = categories.category_table(stacks.load(_sample(case)))
     share = dict(zip(t["category"], t["share"]))
     assert abs(sum(share.values()) - 1) < 1e-9
     for c in ("ferretdb", "ferretdb-bson", "sqlite", "gc", "allocator"):
         assert share.get(c, 0) > 0.01, (c, share)
     assert share.get("other", 0) < 0.10
-    assert set(share) <= {r.name for r in stacks.load_rules()} | {"other"}
+    assert set(share) <= {r.name for r in categories.load_rules()} | {"other"}
 
 
 def test_dtrace_seed_stack_is_a_flush() -> None:
-    t = stacks.category_table(stacks.load(_sample("dtrace-mongod-memcntl-ustack.txt")))
+    t = categories.category_table(stacks.load(_sample("dtrace-mongod-memcntl-ustack.txt")))
     assert t.to_dict(orient="records") == [
         {"phase": "all", "category": "flush", "samples": 19, "weight": 19, "share": 1.0}]
 
@@ -352,21 +352,21 @@ def test_category_is_first_matching_frame_from_the_leaf(tmp_path) -> None:
     rules = tmp_path / "r.toml"
     rules.write_text('[[category]]\nname = "a"\nmatch = ["^alloc"]\n'
                      '[[category]]\nname = "b"\nmatch = ["^bs", "alloc_b"]\n')
-    c = stacks.Categorizer(stacks.load_rules(rules))
+    c = categories.Categorizer(categories.load_rules(rules))
     assert c.stack("main;bson_parse;alloc_x") == "a"      # leaf decides
     assert c.stack("main;bson_parse;memcpy") == "b"       # walk up past unmatched frames
     assert c.stack("main;alloc_b") == "a"                 # same frame: first rule in file
     assert c.stack("main;memcpy") == "other"
     rules.write_text('[[category]]\nname = "a"\nmatch = ["(unclosed"]\n')
     with pytest.raises(FormatError):
-        stacks.load_rules(rules)
+        categories.load_rules(rules)
 
 
 def test_category_table_per_phase() -> None:
     df = stacks.load(_sample("bpftrace-ferretdb-ms.txt"))
     mid = float(df["time"].median())
     ph = [stacks.Phase("a", 0, mid), stacks.Phase("b", mid, 1e9)]
-    t = stacks.category_table(df, ph)
+    t = categories.category_table(df, ph)
     assert list(t["phase"].unique()) == ["a", "b"]
     for _name, part in t.groupby("phase"):
         assert abs(part["share"].sum() - 1) < 1e-9
@@ -375,10 +375,10 @@ def test_category_table_per_phase() -> None:
 
 def test_top_functions_flat_profile() -> None:
     df = stacks.load(_sample("perf-ferretdb-mixedload.txt"))
-    t = stacks.top_functions(df, 10000)
+    t = categories.top_functions(df, 10000)
     assert abs(t["self_pct"].sum() - 100) < 1e-6
     assert (t["total"] >= t["self"]).all()
-    top = stacks.top_functions(df, 5)
+    top = categories.top_functions(df, 5)
     assert len(top) == 5 and list(top["self"]) == sorted(top["self"], reverse=True)
     root = t[t["function"] == "runtime.goexit.abi0"]
     assert float(root["total_pct"].iloc[0]) > 50 and int(root["self"].iloc[0]) == 0

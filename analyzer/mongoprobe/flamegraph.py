@@ -84,7 +84,7 @@ def title_for(run: str, phase: str | None = None, pid: int | str | None = None,
 def palette(stacks: dict[str, int] | list[str], rules=None) -> dict[str, str]:
     """{frame name: rgb(...)} for the frames that match a category rule (each frame by
     its own name, first matching rule in file order)."""
-    from .stacks import Categorizer
+    from .categories import Categorizer
 
     cat = Categorizer(rules)
     colors = {r.name: r.color for r in cat.rules}

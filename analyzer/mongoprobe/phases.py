@@ -318,8 +318,8 @@ def _categories(run, ph: pd.DataFrame) -> dict[str, dict[str, float]]:
     """Share of on-CPU samples per category and phase, when the run has a profile."""
     if run.file("profile") is None:
         return {}
-    from . import stacks
-    return stacks.run_category_shares(run, ph[["name", "start", "end"]])
+    from . import run_profile
+    return run_profile.run_category_shares(run, ph[["name", "start", "end"]])
 
 
 def interval_table(run, phases: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -282,8 +282,8 @@ def _flamegraphs(run, ph: pd.DataFrame, diff) -> list[tuple[str, str]]:
     """Per-phase (and diff) SVGs when the run has an on-CPU profile."""
     if run.file("profile") is None:
         return []
-    from . import stacks
-    return stacks.run_flamegraphs(run, ph, diff)
+    from . import run_profile
+    return run_profile.run_flamegraphs(run, ph, diff)
 
 
 def write(run, out: Path, diff: tuple[str, str] | None = None,

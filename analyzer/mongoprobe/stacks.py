@@ -1,5 +1,5 @@
 """Stack samples from any supported profiler output: one table, folded stacks, slices by
-time and phase, differential folds, frame categories and a flat profile.
+time and phase, differential folds.
 
 Inputs (one parser module each, in ``mongoprobe.formats``, each in the format
 registry as a stack format; ``detect`` picks one from the first 64 KiB with the
@@ -35,20 +35,16 @@ sorted, where ROOT is the comm with spaces made ``_`` (no root when the comm is
 unknown) and COUNT the summed weight: for ``perf script`` input, byte for byte what
 ``inferno-collapse-perf`` (default options) prints.
 
-A sample's category (``categories``): the frames are looked at from the leaf towards
-the root; the first frame that matches any rule of ``flamegraphs/categories.toml``
-decides, and among the rules matching that frame the first in the file wins; a stack
-with no matching frame is ``other``. So a malloc called from BSON parsing is
-``allocator``, and a futex wait in SQLite's locking is ``locks``.
+Frame categories and the flat profile are in ``mongoprobe.categories``; a recorded run's
+profile (wall-clock times, per-phase shares and flame graphs) in
+``mongoprobe.run_profile``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
-import math
 import os
-import re
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
@@ -273,198 +269,3 @@ def diff_folded(before: dict[str, int], after: dict[str, int], normalize: bool =
 def diff_lines(rows: Iterable[tuple[str, int, int]]) -> Iterator[str]:
     for stack, a, b in rows:
         yield f"{stack} {a} {b}\n"
-
-
-# --- categories -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Rule:
-    name: str
-    title: str
-    color: str
-    regex: re.Pattern
-
-
-def categories_file() -> Path:
-    env = os.environ.get("MONGOPROBE_CATEGORIES")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2] / "flamegraphs" / "categories.toml"
-
-
-def load_rules(path: str | os.PathLike | None = None) -> list[Rule]:
-    """The category rules (``flamegraphs/categories.toml`` by default), in file order."""
-    import tomllib
-
-    p = Path(path) if path else categories_file()
-    try:
-        data = tomllib.loads(p.read_text())
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{p}: no category rules (set MONGOPROBE_CATEGORIES)")
-    except tomllib.TOMLDecodeError as e:
-        raise FormatError(str(p), 0, "TOML category rules", str(e))
-    rules = []
-    for i, c in enumerate(data.get("category", []), 1):
-        try:
-            pats = c["match"]
-            rx = re.compile("|".join(f"(?:{x})" for x in pats))
-            rules.append(Rule(c["name"], c.get("title", c["name"]), c.get("color", ""), rx))
-        except (KeyError, re.error) as e:
-            raise FormatError(str(p), 0, f"category #{i} with name and match regexes",
-                              str(e))
-    return rules
-
-
-OTHER = "other"
-
-
-class Categorizer:
-    """Frame -> rule and stack -> category, with caches (frames repeat a lot)."""
-
-    def __init__(self, rules: list[Rule] | None = None):
-        self.rules = load_rules() if rules is None else rules
-        self._frame: dict[str, str | None] = {}
-        self._stack: dict[str, str] = {}
-
-    def frame(self, name: str) -> str | None:
-        got = self._frame.get(name, False)
-        if got is False:
-            got = next((r.name for r in self.rules if r.regex.search(name)), None)
-            self._frame[name] = got
-        return got
-
-    def stack(self, frames: str) -> str:
-        got = self._stack.get(frames)
-        if got is None:
-            got = OTHER
-            for f in reversed(frames.split(";")):
-                c = self.frame(f)
-                if c is not None:
-                    got = c
-                    break
-            self._stack[frames] = got
-        return got
-
-    def series(self, df):
-        import pandas as pd
-        return pd.Series([self.stack(f) for f in df["frames"]], index=df.index,
-                         dtype=object, name="category")
-
-
-def category_table(df, phases: Iterable[Phase] | None = None,
-                   rules: list[Rule] | None = None):
-    """Share of samples by category, per phase (``all`` without phases).
-
-    Columns: phase, category, samples (sum of count), weight (sum of weight), share
-    (weight / the phase's total weight; perf's period for perf input, so shares match
-    the flame graph's widths). Rows: each phase in order, categories by share."""
-    import pandas as pd
-
-    cat = Categorizer(rules)
-    parts = [("all", df)] if phases is None else [(p.name, slice_phase(df, p))
-                                                     for p in phases]
-    rows = []
-    for name, part in parts:
-        c = cat.series(part)
-        g = part.assign(category=c).groupby("category")[["count", "weight"]].sum()
-        total = g["weight"].sum()
-        g = g.sort_values(["weight", "count"], ascending=False)
-        for k, r in g.iterrows():
-            rows.append((name, k, int(r["count"]), int(r["weight"]),
-                         float(r["weight"]) / total if total else 0.0))
-    out = pd.DataFrame(rows, columns=["phase", "category", "samples", "weight", "share"])
-    return out.astype({"samples": "int64", "weight": "int64", "share": "float64"})
-
-
-def top_functions(df, n: int = 20):
-    """perf report's flat profile: per function (frame name) ``self`` (weight of the
-    samples it is the leaf of) and ``total`` (samples it is anywhere on the stack of,
-    once per sample), with their percentages of all weight, by self then total."""
-    import pandas as pd
-
-    self_w: dict[str, int] = defaultdict(int)
-    total_w: dict[str, int] = defaultdict(int)
-    all_w = 0
-    for frames, w in zip(df["frames"], df["weight"]):
-        w = int(w)
-        all_w += w
-        fs = frames.split(";")
-        self_w[fs[-1]] += w
-        for f in set(fs):
-            total_w[f] += w
-    rows = sorted(total_w, key=lambda f: (-self_w.get(f, 0), -total_w[f], f))[:n]
-    out = pd.DataFrame({
-        "function": rows,
-        "self": [self_w.get(f, 0) for f in rows],
-        "total": [total_w[f] for f in rows]})
-    out["self_pct"] = 100.0 * out["self"] / all_w if all_w else 0.0
-    out["total_pct"] = 100.0 * out["total"] / all_w if all_w else 0.0
-    return out.astype({"self": "int64", "total": "int64"})
-
-
-# --- recorded runs (mongoprobe record's RUN/ directory) --------------------------------
-
-
-def run_stacks(run, which: str = "profile", bucket: float | None = 1.0):
-    """The table of a run's profile (``profile.bt.txt``; ``offcpu`` for off-CPU), with
-    ``time`` moved to wall-clock epoch seconds by the probe's ``# clock`` line and the
-    run's clock offset, so phases (wall clock) slice it."""
-    p = run.file(which)
-    if p is None:
-        raise LookupError(f"{run.path}: no {which} output in this run")
-    df = load(p, bucket=None)
-    clock = df.attrs.get("meta", {}).get("clock")
-    if clock:
-        from .formats.bpftrace_json import wall_time
-        df["time"] = wall_time(clock, df["time"], run.offset_ns)
-    if bucket:
-        df["time"] = (df["time"] // bucket) * bucket
-    import numpy as np
-    t = df["time"].to_numpy()
-    df["second"] = np.where(np.isnan(t), -1, np.floor(np.nan_to_num(t, nan=-1.0))
-                            ).astype("int64")
-    return df
-
-
-def run_category_shares(run, phases) -> dict[str, dict[str, float]]:
-    """{phase: {category: share}} of a run's on-CPU profile (for the phase table)."""
-    df = run_stacks(run)
-    t = category_table(df, phases_from(phases))
-    out: dict[str, dict[str, float]] = {}
-    for r in t.itertuples(index=False):
-        out.setdefault(r.phase, {})[r.category] = round(r.share, 6)
-    return out
-
-
-def run_flamegraphs(run, phases, diff: tuple[str, str] | None = None
-                    ) -> list[tuple[str, str]]:
-    """[(title, SVG text)] per phase of a run's profile, and the differential graph of
-    ``diff`` = (phase A, phase B) when given (for the HTML report)."""
-    import tempfile
-
-    from . import flamegraph
-
-    df = run_stacks(run)
-    ph = phases_from(phases)
-    name = Path(run.path).name
-    pid = run.manifest.get("target", {}).get("pid")
-    out = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for p in ph:
-            part = slice_phase(df, p)
-            if not len(part):
-                continue
-            title = flamegraph.title_for(name, phase=p.name, pid=pid)
-            svg = Path(tmp) / f"{len(out)}.svg"
-            flamegraph.render(folded(part), svg, title=title)
-            out.append((title, svg.read_text()))
-        if diff:
-            a, b = (next(p for p in ph if p.name == d) for d in diff)
-            title = flamegraph.title_for(name, phase=f"{a.name} -> {b.name}", pid=pid,
-                                         diff=True)
-            svg = Path(tmp) / "diff.svg"
-            flamegraph.render_diff(folded(slice_phase(df, a)), folded(slice_phase(df, b)),
-                                   svg, title=title)
-            out.append((title, svg.read_text()))
-    return out

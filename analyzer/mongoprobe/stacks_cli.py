@@ -118,11 +118,11 @@ def _run_dir(path: str):
 
 
 def _load(path: str, fmt: str | None, bucket: float | None = 1.0):
-    from . import stacks
+    from . import run_profile, stacks
     run = _run_dir(path)
     if run is not None:
         # the run's on-CPU profile, on the wall clock its phases use
-        return stacks.run_stacks(run, "offcpu" if fmt == "offcpu" else "profile", bucket)
+        return run_profile.run_stacks(run, "offcpu" if fmt == "offcpu" else "profile", bucket)
     return stacks.load(path, fmt, bucket=bucket)
 
 
@@ -272,19 +272,19 @@ def cmd_heatmap(args: argparse.Namespace) -> int:
 
 
 def cmd_categories(args: argparse.Namespace) -> int:
-    from . import stacks
+    from . import categories, stacks
 
     try:
         df = _load(args.file, args.format)
-        rules = stacks.load_rules(args.rules) if args.rules else None
+        rules = categories.load_rules(args.rules) if args.rules else None
         phases = stacks.phases_from(args.phases) if args.phases else None
-        t = stacks.category_table(df, phases, rules)
+        t = categories.category_table(df, phases, rules)
     except (_fmt_error(), ValueError) as e:
         return _die(str(e))
     except OSError as e:
         return _die(f"{e.filename or args.file}: {e.strerror or e}")
     if args.json:
-        print(json.dumps({"rules": str(args.rules or stacks.categories_file()),
+        print(json.dumps({"rules": str(args.rules or categories.categories_file()),
                           "categories": t.to_dict(orient="records")}))
         return 0
     print(f"{'PHASE':<12} {'CATEGORY':<16} {'SAMPLES':>9} {'SHARE':>7}")
@@ -295,11 +295,11 @@ def cmd_categories(args: argparse.Namespace) -> int:
 
 
 def cmd_top(args: argparse.Namespace) -> int:
-    from . import stacks
+    from . import categories, stacks
 
     try:
         df = _load(args.file, args.format)
-        t = stacks.top_functions(df, args.n)
+        t = categories.top_functions(df, args.n)
     except (_fmt_error(), ValueError) as e:
         return _die(str(e))
     except OSError as e:
