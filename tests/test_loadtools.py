@@ -35,7 +35,7 @@ def read(path: Path | str, text: str | None = None) -> loadtools.ToolOutput:
 
 
 def row_of(tool: loadtools.ToolOutput) -> list[dict]:
-    t = phases.compute(phases.Inputs(tool, None, None, None, None, None))
+    t = phases.compute(phases.Inputs(tool, None, None, None, None, None, None))
     return [{k: phases._clean(v) for k, v in r.items()} for r in t.to_dict(orient="records")]
 
 

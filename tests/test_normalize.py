@@ -196,7 +196,7 @@ def test_the_phase_model_on_ycsb_intervals() -> None:
 
     text = (ROOT / "samples/ycsb/ycsb-0.17-load.status.txt").read_text()
     tool, _ = loadtools.read_output(loadout.read_output(text))
-    row = phases.compute(phases.Inputs(tool, None, None, None, None, None)).iloc[0]
+    row = phases.compute(phases.Inputs(tool, None, None, None, None, None, None)).iloc[0]
     iv = tool.intervals
     assert iv["count"].sum() == 20000
     p = tool.phases.iloc[0]

@@ -29,7 +29,8 @@ System (vmstat, iostat summed over devices; means of the samples inside the phas
 Server (pidstat of the target; the last sample of the phase):
     rss_mb                    resident set size at phase end
     db_mb                     database size at phase end (the built-in load's dbStats)
-Latency, server side (the probe's per-request events in the phase), in µs:
+Latency, server side (the probe's requests answered in the phase: ``mongoprobe.latencies``;
+nearest-rank percentiles, exact from events), in µs:
     latency_us                {command: {"count", "avg", "p50", "p95", "p99", "max"}}
     server_rates              {command: requests/s}
 Latency, client side (what the tool reports), in µs:
@@ -62,7 +63,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import loadtools, normalize, traffic
+from . import latencies, loadtools, normalize, traffic
 
 NUMERIC = ["seconds", "ops_avg", "ops_p95", "ips_avg", "ips_p95", "qps_avg", "qps_p95",
            "r_s", "rmb_s", "wmb_s", "cs", "us", "sy", "us_sy", "r_per_op", "rkb_per_op",
@@ -116,6 +117,7 @@ class Inputs:
     """What the table is computed from, read once."""
     tool: loadtools.ToolOutput
     events: pd.DataFrame | None
+    latency: latencies.Latencies | None
     vmstat: pd.DataFrame | None
     iostat: pd.DataFrame | None
     pidstat: pd.DataFrame | None
@@ -126,7 +128,9 @@ def inputs(run, phases: pd.DataFrame | None = None) -> Inputs:
     tool = run.tool_output
     if phases is not None:
         tool = tool.with_phases(phases)
-    return Inputs(tool, optional_table(lambda: run.events), optional_table(lambda: run.vmstat),
+    events = optional_table(lambda: run.events)
+    lat = None if events is None else latencies.Latencies.from_events(events)
+    return Inputs(tool, events, lat, optional_table(lambda: run.vmstat),
                   optional_table(lambda: run.iostat), optional_table(lambda: run.pidstat),
                   (run.manifest.get("host") or {}).get("cpus"))
 
@@ -161,38 +165,29 @@ def _throughput(iv: pd.DataFrame, seconds: float, units: dict) -> dict[str, Any]
     return out
 
 
-def _server_throughput(ev: pd.DataFrame | None, start: float, end: float) -> dict:
+def _server_throughput(lat: latencies.Latencies | None, start: float, end: float) -> dict:
     """ops avg/p95 from the server's work requests, per second, when the tool has none."""
-    if ev is None:
+    if lat is None or not end > start:
         return {"ops_avg": math.nan, "ops_p95": math.nan}
-    w = traffic.work(ev)
-    w = w[(w["end"] >= start) & (w["end"] < end)]
-    secs = np.floor(w["end"] - start)
-    n_full = int(math.floor(end - start))
-    per = np.bincount(secs.astype("int64"), minlength=n_full)[:n_full] if n_full else []
-    return {"ops_avg": len(w) / (end - start), "ops_p95": normalize.p95_rate(per)}
+    work = [c for c in lat.totals["command"].unique() if c not in traffic.ADMIN_COMMANDS]
+    total = sum(s["count"] for c, s in lat.stats(start, end).items() if c in work)
+    lo = start + np.arange(int(math.floor(end - start)), dtype=float)
+    per = sum((lat.counts(c, lo, lo + 1) for c in work), np.zeros(len(lo), dtype=np.int64))
+    return {"ops_avg": total / (end - start), "ops_p95": normalize.p95_rate(per)}
 
 
 # --- latency ---------------------------------------------------------------------------
 
 
-def _stats_us(v: np.ndarray) -> dict[str, float]:
-    return {"count": int(len(v)), "avg": float(v.mean()),
-            **{k: float(np.percentile(v, q)) for k, q in (("p50", 50), ("p95", 95),
-                                                          ("p99", 99))},
-            "max": float(v.max())}
-
-
-def _server(ev: pd.DataFrame | None, start: float, end: float) -> tuple[dict, dict]:
-    """({command: stats µs}, {command: requests/s}) of the events in [start, end)."""
-    if ev is None:
+def _server(lat: latencies.Latencies | None, start: float, end: float
+            ) -> tuple[dict, dict]:
+    """({command: stats µs}, {command: requests/s}) of the requests answered in
+    [start, end)."""
+    if lat is None:
         return {}, {}
-    part = ev[(ev["time"] >= start) & (ev["time"] < end)]
-    lat, rates = {}, {}
-    for cmd, p in part.groupby("command", sort=True):
-        lat[str(cmd)] = _stats_us(p["latency_ns"].to_numpy() / 1e3)
-        rates[str(cmd)] = len(p) / (end - start) if end > start else math.nan
-    return lat, rates
+    us = {cmd: {k: (int(v) if k == "count" else v / 1e3) for k, v in st.items()}
+          for cmd, st in lat.stats(start, end).items()}
+    return us, lat.rates(start, end)
 
 
 def _client(cl: pd.DataFrame) -> tuple[dict, dict, dict]:
@@ -249,7 +244,7 @@ def compute(inp: Inputs, cats: dict | None = None,
         r.update(_throughput(iv, end - start, tool.units))
         r["ops_source"] = "tool"
         if not len(iv):
-            r.update(_server_throughput(inp.events, start, end))
+            r.update(_server_throughput(inp.latency, start, end))
             r["ops_source"] = "server"
         sm = normalize.system_means(inp.vmstat, inp.iostat, start, end)
         r.update({"r_s": sm["r/s"], "rmb_s": sm["rkB/s"] / 1024, "wmb_s": sm["wkB/s"] / 1024,
@@ -261,7 +256,7 @@ def compute(inp: Inputs, cats: dict | None = None,
                   "mcpu_per_op": m["Mcpu/o"], "cpu_us_per_op": m["cpu_us/o"]})
         r["rss_mb"] = _rss_mb(inp.pidstat, start, end)
         r["db_mb"] = float(info.get(p.name, math.nan)) / 2**20
-        r["latency_us"], r["server_rates"] = _server(inp.events, start, end)
+        r["latency_us"], r["server_rates"] = _server(inp.latency, start, end)
         cl = tool.client[tool.client["phase"] == p.name]
         r["client_latency_us"], r["client_how"], r["client_ms"] = _client(cl)
         r["client_vs_server"] = _versus(r["client_latency_us"], r["latency_us"])
@@ -351,14 +346,11 @@ def interval_table(run, phases: pd.DataFrame | None = None) -> pd.DataFrame:
     cmds = iv["op"].map(lambda o: loadtools.op_role(o)[1] or "")
     rate = iv["count"] / iv["length_s"].where(iv["length_s"] > 0)
     srv = np.full(len(iv), np.nan)
-    if inp.events is not None:
-        ev = inp.events
+    if inp.latency is not None:
         for cmd in set(cmds) - {""}:
-            t = np.sort(ev.loc[ev["command"] == cmd, "time"].to_numpy())
             sel = (cmds == cmd).to_numpy()
             hi, lo = iv["time"].to_numpy()[sel], (iv["time"] - iv["length_s"]).to_numpy()[sel]
-            n = np.searchsorted(t, hi, side="right") - np.searchsorted(t, lo, side="right")
-            srv[sel] = n / iv["length_s"].to_numpy()[sel]
+            srv[sel] = inp.latency.counts(cmd, lo, hi) / iv["length_s"].to_numpy()[sel]
     return loadtools.frame(list(zip(iv["phase"], iv["op"], iv["time"], iv["length_s"], rate,
                                     cmds, srv)), cols)
 

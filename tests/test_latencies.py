@@ -1,0 +1,67 @@
+"""mongoprobe.latencies: per-request events and the per-interval histograms made from
+them give the same windows -- counts, averages and maxima exactly, percentiles within
+the log-linear bound, rates and per-second counts exactly on interval edges."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mongoprobe import latencies, loglinear
+from mongoprobe.formats import wire_events
+
+T0 = 1_795_000_000.0
+
+
+def _events(n: int = 20000, seconds: int = 10, seed: int = 7) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    t = T0 + np.sort(rng.uniform(0, seconds, n))
+    cmd = rng.choice(["find", "insert", "update"], n, p=[0.6, 0.3, 0.1])
+    ns = rng.lognormal(mean=12, sigma=1.2, size=n).astype(np.int64) + 1
+    df = pd.DataFrame({"time": t, "elapsed_s": t - T0, "pid": 1, "tid": 1, "fd": 5,
+                       "request_id": np.arange(n), "opcode": "OP_MSG", "command": cmd,
+                       "bytes_in": 100, "bytes_out": 50, "latency_ns": ns, "stream": False})
+    return wire_events.typed(df)
+
+
+def test_histograms_agree_with_the_events_they_came_from():
+    ev = _events()
+    exact = latencies.Latencies.from_events(ev)
+    hist = latencies.Latencies(exact.hist, exact.totals)          # the histograms alone
+    assert int(exact.hist["count"].sum()) == len(ev) == int(exact.totals["count"].sum())
+    for start, end in ((T0, T0 + 10), (T0 + 2, T0 + 7)):         # on interval edges
+        a, b = exact.stats(start, end), hist.stats(start, end)
+        assert set(a) == set(b) == {"find", "insert", "update"}
+        for cmd in a:
+            assert a[cmd]["count"] == b[cmd]["count"]
+            assert a[cmd]["avg"] == pytest.approx(b[cmd]["avg"], rel=1e-12)
+            assert a[cmd]["max"] == b[cmd]["max"]
+            for q in ("p50", "p95", "p99"):
+                assert abs(b[cmd][q] - a[cmd][q]) <= loglinear.MAX_ERROR * a[cmd][q] + 0.5
+        assert exact.rates(start, end) == pytest.approx(hist.rates(start, end))
+    pd.testing.assert_frame_equal(exact.per_second(), hist.per_second())
+    lo = T0 + np.arange(10.0)
+    for cmd in ("find", "insert"):
+        # per-second windows on interval edges: the same counts either way
+        got = hist.counts(cmd, lo, lo + 1)
+        assert got.sum() == (ev["command"] == cmd).sum()
+        assert (got == exact.counts(cmd, lo, lo + 1)).all()
+
+
+def test_windows_inside_an_interval_are_exact_only_with_events():
+    ev = _events(seconds=4)
+    exact = latencies.Latencies.from_events(ev)
+    inside = ev[(ev["time"] >= T0 + 1.25) & (ev["time"] < T0 + 1.75)]
+    got = exact.stats(T0 + 1.25, T0 + 1.75)
+    assert sum(s["count"] for s in got.values()) == len(inside)
+    # from the histograms, the interval [1, 2) has its middle (1.5) in the window
+    hist = latencies.Latencies(exact.hist, exact.totals)
+    whole = ev[(ev["time"] >= T0 + 1) & (ev["time"] < T0 + 2)]
+    assert sum(s["count"] for s in hist.stats(T0 + 1.25, T0 + 1.75).values()) == len(whole)
+
+
+def test_nearest_rank():
+    v = np.array([10, 20, 30, 40])
+    assert [latencies.nearest_rank(v, q) for q in (1, 25, 26, 50, 75, 100)] == \
+        [10, 10, 20, 20, 30, 40]
