@@ -143,22 +143,23 @@ def latency_heatmap(events, out, title: str = "request latency", rows: int = ROW
                  if stat != "count" else "YlOrRd")
 
 
-def latency_over_time(events, phases, command: str, t0: float, bucket_s: float = 1.0
+def latency_over_time(hist, phases, command: str, t0: float, bucket_s: float = 1.0
                       ) -> bytes:
-    """PNG bytes: one command's requests (wire events: ``time``, ``command``,
-    ``latency_ns``) per ``bucket_s`` of time from ``t0`` and log2 latency bucket, the
-    phases (``name``, ``start``, ``end``) marked where they start."""
-    from . import plots
+    """PNG bytes: one command's requests (``latencies`` hist table: ``time``,
+    ``command``, ``bucket``, ``count``) per ``bucket_s`` of time from ``t0`` and log2
+    latency band, the phases (``name``, ``start``, ``end``) marked where they start."""
+    from . import loglinear, plots
 
     plt = plots.plt
-    ev = events[events["command"] == command]
+    h = hist[hist["command"] == command]
     fig, ax = plt.subplots(figsize=(9, 3))
-    if len(ev):
-        x = np.maximum(((ev["time"] - t0) // bucket_s).astype(int).to_numpy(), 0)
-        y = np.floor(np.log2(np.maximum(ev["latency_ns"].to_numpy(), 1))).astype(int)
+    if len(h):
+        x = np.maximum(((h["time"] - t0) // bucket_s).astype(int).to_numpy(), 0)
+        mids = np.array([loglinear.midpoint(int(b)) for b in h["bucket"]])
+        y = np.floor(np.log2(np.maximum(mids, 1))).astype(int)
         nx, ylo, yhi = x.max() + 1, y.min(), y.max() + 1
         cells = np.zeros((yhi - ylo, nx))
-        np.add.at(cells, (y - ylo, x), 1)
+        np.add.at(cells, (y - ylo, x), h["count"].to_numpy())
         mesh = ax.pcolormesh(np.arange(nx + 1) * bucket_s, np.arange(ylo, yhi + 1),
                              np.ma.masked_equal(cells, 0), cmap="inferno_r", shading="flat")
         fig.colorbar(mesh, ax=ax, label="requests")

@@ -92,14 +92,26 @@ class Latencies:
                                  "max": float(v[-1])}
             return out
         tot = self._inside(self.totals, start, end)
-        hist = self._inside(self.hist, start, end)
         for cmd, t in tot.groupby("command", sort=True):
             n = int(t["count"].sum())
-            h = hist[hist["command"] == cmd].groupby("bucket")["count"].sum().to_dict()
+            h = self.histogram(str(cmd), start, end)
             out[str(cmd)] = {"count": n, "avg": float(t["sum_ns"].sum()) / n,
                              **{f"p{q}": loglinear.percentile(h, q) for q in (50, 95, 99)},
                              "max": float(t["max_ns"].max())}
         return out
+
+    def histogram(self, command: str, start: float, end: float) -> dict[int, int]:
+        """{bucket: requests} of ``command`` answered in [start, end) (exact with
+        events; from the histograms, the intervals whose middle is inside)."""
+        if self.events is not None:
+            ev = self.events
+            sel = (ev["command"] == command) & (ev["time"] >= start) & (ev["time"] < end)
+            b, n = np.unique(loglinear.index(ev.loc[sel, "latency_ns"].to_numpy()),
+                             return_counts=True)
+            return {int(k): int(c) for k, c in zip(b, n)}
+        h = self._inside(self.hist, start, end)
+        h = h[h["command"] == command]
+        return {int(k): int(c) for k, c in h.groupby("bucket")["count"].sum().items()}
 
     def rates(self, start: float, end: float) -> dict[str, float]:
         """{command: requests/s} answered in [start, end)."""

@@ -129,7 +129,7 @@ def inputs(run, phases: pd.DataFrame | None = None) -> Inputs:
     if phases is not None:
         tool = tool.with_phases(phases)
     events = optional_table(lambda: run.events)
-    lat = None if events is None else latencies.Latencies.from_events(events)
+    lat = None if events is None else run.latencies
     return Inputs(tool, events, lat, optional_table(lambda: run.vmstat),
                   optional_table(lambda: run.iostat), optional_table(lambda: run.pidstat),
                   (run.manifest.get("host") or {}).get("cpus"))

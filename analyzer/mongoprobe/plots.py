@@ -93,20 +93,23 @@ def series_panels(series: pd.DataFrame, phases: pd.DataFrame,
     return png(fig)
 
 
-def latency_histograms(events: pd.DataFrame, phases: pd.DataFrame, command: str) -> bytes:
-    """Log2 latency distribution of one command, one line per phase."""
+def latency_histograms(lat, phases: pd.DataFrame, command: str) -> bytes:
+    """Log2 latency distribution of one command (``mongoprobe.latencies.Latencies``),
+    one line per phase."""
+    from . import loglinear
+
     fig, ax = plt.subplots(figsize=(9, 3))
-    ev = events[events["command"] == command]
     for p in phases.itertuples():
-        part = ev[(ev["time"] >= p.start) & (ev["time"] < p.end)]["latency_ns"]
-        if part.empty:
+        h = lat.histogram(command, p.start, p.end)
+        if not h:
             continue
-        k = np.floor(np.log2(np.maximum(part.to_numpy(), 1))).astype(int)
-        # every bucket between the lowest and the highest, the empty ones at 0, so a
-        # line never joins two buckets across an empty one
+        k = np.floor(np.log2([max(loglinear.midpoint(b), 1) for b in h])).astype(int)
+        # every log2 band between the lowest and the highest, the empty ones at 0, so a
+        # line never joins two bands across an empty one
         vals = np.arange(k.min(), k.max() + 1)
-        counts = np.bincount(k - k.min(), minlength=len(vals))
-        ax.plot(vals, counts / counts.sum(), marker="o", lw=1, label=f"{p.name} (n={len(part)})")
+        counts = np.bincount(k - k.min(), weights=list(h.values()), minlength=len(vals))
+        n = int(sum(h.values()))
+        ax.plot(vals, counts / counts.sum(), marker="o", lw=1, label=f"{p.name} (n={n})")
     ax.set_xlabel("server latency (log2 buckets)")
     lo, hi = ax.get_xlim()
     ticks = range(math.ceil(lo), math.floor(hi) + 1)

@@ -129,6 +129,7 @@ def build(run, diff: tuple[str, str] | None = None, phases: pd.DataFrame | None 
     t0 = float(run.manifest.get("start") or ph["start"].min())
     table = phases_mod.optional_table
     events = table(lambda: run.events)
+    lat = None if events is None else run.latencies
     vm, io = table(lambda: run.vmstat), table(lambda: run.iostat)
     cmds = [] if events is None else [c for c in events["command"].value_counts().index
                                       if c not in traffic.ADMIN_COMMANDS][:top_commands]
@@ -207,10 +208,10 @@ def build(run, diff: tuple[str, str] | None = None, phases: pd.DataFrame | None 
     if cmds:
         parts.append("<h2>Server-side latency</h2>")
         for c in cmds:
-            parts.append(_img(heatmap.latency_over_time(events, ph, c, t0),
+            parts.append(_img(heatmap.latency_over_time(lat.hist, ph, c, t0),
                               f"{c} latency heat map"))
             prog.step(f"{c} heat map")
-            parts.append(_img(plots.latency_histograms(events, ph, c), f"{c} latency histogram"))
+            parts.append(_img(plots.latency_histograms(lat, ph, c), f"{c} latency histogram"))
             prog.step(f"{c} histogram")
 
     parts.append("<h2>System</h2>")

@@ -160,6 +160,13 @@ class Run:
         return wire_events.from_bpftrace(self.latency_output, self.offset_ns)
 
     @functools.cached_property
+    def latencies(self):
+        """The server-side latency model (``mongoprobe.latencies``) of this run."""
+        from .latencies import Latencies
+
+        return Latencies.from_events(self.events)
+
+    @functools.cached_property
     def latency_hist_output(self):
         """mongo_latency.bt's snapshots (``latency_hist``): one per interval, then the
         final maps; ``mongoprobe.latency.from_snapshot`` turns one into a summary."""
