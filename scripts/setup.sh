@@ -112,4 +112,39 @@ if [ ! -x "$fbin" ]; then
     rm -rf "$dl"
 fi
 
+# --- DTrace: Oracle's dtrace-utils built from the project's shared folder -----
+# Only where the shared folder carries the kit (../shared/dtrace-linux beside the
+# repository, or $MONGOPROBE_SHARED/dtrace-linux). Pinned to the tarball's commit;
+# built into $tools/dtrace-COMMIT/ when missing (about 20 s, offline). The D tools
+# (dtrace/*.d, --engine dtrace) find it there; dtrace needs debugfs mounted.
+DTRACE_COMMIT=8a1264bf          # keep equal to mongoprobe.probes.DTRACE_COMMIT
+dtrace_kit=${MONGOPROBE_SHARED:-$top/../shared}/dtrace-linux
+if [ -f "$dtrace_kit/build.sh" ] && [ -f "$dtrace_kit/dtrace-utils-devel-$DTRACE_COMMIT.tar.gz" ]; then
+    if [ ! -x "$tools/dtrace-$DTRACE_COMMIT/dtrace" ]; then
+        dtrace_pkgs=(gcc-bpf binutils-bpf binutils-dev libpcap-dev libfuse3-dev libbpf-dev
+                     libelf-dev zlib1g-dev libpfm4-dev bison flex libc6-dev-i386 valgrind
+                     libsystemd-dev pkg-config make gcc)
+        dmissing=()
+        for p in "${dtrace_pkgs[@]}"; do
+            dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || dmissing+=("$p")
+        done
+        if ((${#dmissing[@]})); then
+            say "apt-get install ${dmissing[*]} (DTrace build)"
+            apt-get update -qq
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${dmissing[@]}" >/dev/null
+        fi
+        say "building DTrace ($DTRACE_COMMIT) from $dtrace_kit (about 20 s)"
+        # build.sh writes its wrapper (the dtrace this checks for) last
+        rm -rf "$tools/dtrace-$DTRACE_COMMIT"
+        bash "$dtrace_kit/build.sh" "$tools/dtrace-$DTRACE_COMMIT" >/dev/null ||
+            say "DTrace build failed (log: $tools/dtrace-$DTRACE_COMMIT/build.log): D tests will skip"
+    fi
+    if [ -x "$tools/dtrace-$DTRACE_COMMIT/dtrace" ] && [ -z "$(ls -A /sys/kernel/debug 2>/dev/null)" ]; then
+        say "mounting debugfs on /sys/kernel/debug (DTrace needs it)"
+        mount -t debugfs none /sys/kernel/debug || say "could not mount debugfs (DTrace will not run)"
+    fi
+else
+    say "no DTrace kit at $dtrace_kit: the D tools are not built here (their tests skip)"
+fi
+
 say "ready (tools in $tools)"
