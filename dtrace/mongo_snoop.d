@@ -1,81 +1,90 @@
 #!/usr/sbin/dtrace -s
 /*
- * mongo_snoop.d	MongoDB wire-protocol messages of one server, one line each.
- *		For illumos/SmartOS, FreeBSD and macOS, uses DTrace.
+ * mongo_snoop.d	MongoDB wire-protocol requests of one server, one line each.
+ *		For illumos/SmartOS, FreeBSD, macOS and Linux (Oracle DTrace), uses DTrace.
  *
  * USAGE: dtrace -s mongo_snoop.d -p PID [-x dynvarsize=64m] [-x bufsize=16m]
- *        (or ./mongo_snoop.d -p `pgrep mongod`; runs until Ctrl-C)
+ *        (runs until Ctrl-C or SIGTERM; mongoprobe snoop --engine dtrace runs it)
  *
- * The DTrace version of probes/mongo_snoop.bt, with Bruning's per-message layout.
- * Decodes the 16-byte MsgHeader of each message the server receives or sends and
- * prints one line per message:
+ * The DTrace twin of probes/mongo_snoop.bt, with its line layout: one line per
+ * request when its first reply is sent (mongoprobe.formats.wire_events reads
+ * both):
  *
- *   TIME(ms) DIR    PID   FD      LEN      REQID      RESTO OPCODE      COMMAND
+ *   TIME(s) PID TID FD REQID OPCODE COMMAND BYTES_IN BYTES_OUT LAT(us) F
  *
- *   TIME(ms)  ms since the script started: a received message when its last byte
- *             arrived, a sent one at the entry of the send that carries its header
- *   DIR       in (received) or out (sent)
- *   PID, FD   the connection: replies are matched per (pid, fd)
- *   LEN       messageLength from the header (the whole message, not this syscall)
- *   REQID, RESTO  requestID and responseTo; a reply's RESTO is its request's REQID
- *   OPCODE    OP_MSG, OP_QUERY, OP_REPLY, OP_INSERT, OP_UPDATE, OP_DELETE,
- *             OP_GET_MORE, OP_KILL_CURSORS, OP_COMPRESSED
- *   COMMAND   received requests: the command (OP_MSG: first key of the body;
- *             OP_QUERY on "db.$cmd": first key of the query, else "find"; legacy
- *             opcodes: the opcode name); "-" for sent messages and unreadable names
+ * TIME is seconds since the start ("# clock" maps it to the wall clock), REQID
+ * the request's requestID, BYTES_IN/OUT the request's and the first reply's
+ * messageLength, LAT the server's own time (the receive that completed the
+ * request to the send that carries its reply), F "m" when the reply has
+ * moreToCome (an exhaust stream follows). At the end: the footer every
+ * mongoprobe tool prints.
  *
- * At Ctrl-C it prints the footer every mongoprobe tool prints (the same request /
- * reply matching as mongo_time.d, without the timing):
  *   requests: N  replies: N  stream replies: N  no-reply (moreToCome): N
- *   lost: unmatched replies N, requests without reply N, malformed headers N, dropped events N
+ *   lost: unmatched replies N, requests without reply N, malformed headers N, dropped events 0
  *
- * Syscalls hooked, on one pid (-p), with their first iovec for the vector forms:
- *   illumos/SmartOS: read readv recv recvfrom recvmsg (received, at return)
- *                    write writev send sendto sendmsg (sent, header at entry)  close
- *   FreeBSD:         read readv recvfrom recvmsg / write writev sendto sendmsg
- *                    close (no recv/send syscalls: libc uses recvfrom/sendto)
+ * The per-connection state machine is the one of the Linux probes
+ * (probes/README.md): state keyed by (pid, fd), never by requestID alone, freed
+ * on close(); a header is valid when 16 <= messageLength <= 48000000 and the
+ * opcode is known; up to 8 messages per receive and 4 per send (D has no loops:
+ * the clauses are unrolled); a ring of 4 outstanding requests per connection
+ * (pipelining), matched oldest first; exhaust replies counted as stream
+ * replies; a reply header split across sends completed from the next send;
+ * command names from the buffer that holds them (mongod reads the 16-byte
+ * header, then the body). OP_MSG: first key of the kind-0 body; OP_QUERY on
+ * "db.$cmd": first key of the query (unwrapping $query), else "find"; legacy
+ * opcodes: the opcode name; OP_COMPRESSED: "[compressed]". Copies headers and
+ * names only, never document contents.
+ *
+ * Syscalls hooked, on one pid (-p), with the first iovec of the vector forms:
+ *   Linux:           read readv recvfrom recvmsg / write writev sendto sendmsg, close
+ *   illumos/SmartOS: read readv recv recvfrom recvmsg / write writev send sendto
+ *                    sendmsg, close
+ *   FreeBSD:         read readv recvfrom recvmsg / write writev sendto sendmsg, close
  *   macOS:           the FreeBSD set plus each *_nocancel variant
- * Names are listed rather than globbed (syscall::read*: would also match readlink
- * and readv, whose arguments differ); "#pragma D option zdefs" lets the names an
- * OS lacks match nothing. (zdefs also hides a misspelt probe name: check the
- * "matched N probes" line dtrace prints.)
+ * Names are listed rather than globbed (syscall::read*: would also match
+ * readlink); "#pragma D option zdefs" lets the names an OS lacks match nothing
+ * (check the "matched N probes" line for a misspelt one).
  *
- * Fixed from Max Bruning's 2014 mongo_snoop.d (shared/seeds/004): his script
- * took the first 16 bytes of every send/recv as a header (body reads, partial
- * messages and other fds printed garbage lines), hooked only send/recv (servers
- * that use read/write or recvmsg/sendmsg printed nothing) and printed opcodes as
- * numbers. Here a header is checked (16 <= messageLength <= 48000000, known
- * opcode) and messages are framed per connection across syscalls.
+ * CHECKED: Oracle DTrace 2.0 on Linux 6.18 (dtrace-utils 8a1264bf, x86-64):
+ * compiled by dtrace -e and run (tests/test_dtrace.py) on FerretDB v1.24.0
+ * (read/write; per-command counts equal its /debug/metrics and
+ * probes/mongo_latency.bt's on the same workload) and on tests/wireserver.py
+ * in every mode (recvmsg header-then-body and sendmsg as mongod, readv/writev,
+ * recvfrom/sendto, replies split across writes; pipelining, moreToCome,
+ * OP_QUERY, OP_COMPRESSED, exhaust): exact counts, nothing lost.
+ * NOT CHECKED on illumos/SmartOS, FreeBSD or macOS: the D compiler's checks
+ * are the same there, but no run has been made. Unchecked there: the recv and
+ * send syscalls (illumos), the *_nocancel variants (macOS), that arg1 holds a
+ * syscall's return value at :return, copyin() of a variable length (T4) and
+ * the struct msghdr/iovec offsets (LP64 assumed). Treat the first run as a
+ * test and compare its counts with the server's own (mongod serverStatus
+ * opcounters).
  *
- * CHECKED: nowhere yet. Not yet run on a DTrace system (written on Linux, where
- * DTrace is not available); treat the first run as a test.
+ * Overhead: every read/write-family syscall of the pid runs a few hundred DIF
+ * instructions (more per message received) and a few dynamic-variable lookups;
+ * one printf per request on top of that; at thousands of requests per second
+ * prefer mongo_time.d.
  *
- * Example: none from this script yet. The original printed, during a YCSB run
- * against mongod on SmartOS in 2014 (opcodes as numbers, no fd):
- *
- *    Direction: Length     ReqID      ResTo      opCode
- *         recv: 61         962617     0          2004
- *         recv: 61         961087     0          2004
- *         send: 110        480867     962617     1
- *
- * This script prints the same messages as "in ... 61 962617 0 OP_QUERY find"
- * and "out ... 110 480867 962617 OP_REPLY -", with time, pid and fd. Read the
- * pair as: request 962617 (a query) was answered by reply 480867.
- *
- * Overhead: one printf per message on top of mongo_time.d's per-syscall work;
- * at tens of thousands of messages per second the output itself costs most.
- * Raise bufsize if dtrace reports drops.
- *
- * Caveats: those of mongo_time.d (LP64 little-endian targets; the first message
- * of each buffer only, further bytes counting once as malformed; header split
- * across receives counts as malformed; invalid headers on fds that never spoke
- * the protocol are ignored; names cut at 32 bytes; name strings kept per (pid,
- * fd); dropped events printed as 0, DTrace reports its own on stderr; macOS
- * needs SIP to allow DTrace). A command name longer than 11 characters pushes
- * its line past 80 columns.
+ * Caveats:
+ * - LP64, little-endian targets only (x86-64, arm64): iovec/msghdr offsets are
+ *   the 64-bit ones, header fields are read as native int32.
+ * - A request header split across two receives (1-15 bytes at a message
+ *   boundary) counts as malformed and resets the framing (the Linux probes do
+ *   the same; the analyzer's stream decoder handles it).
+ * - Command names are cut at 32 bytes, OP_QUERY namespaces at 63.
+ * - Command name strings stay in dynamic variables per (pid, fd) until the fd
+ *   number is reused (a string dynamic variable cannot be freed portably).
+ * - Losses of DTrace itself are printed on stderr, not in the footer ("N
+ *   dynamic variable drops": raise -x dynvarsize; "N drops on CPU": raise
+ *   -x bufsize); mongoprobe counts them into "dropped events".
+ * - macOS: System Integrity Protection must allow DTrace (csrutil enable
+ *   --without dtrace), or the syscall provider is unavailable.
+ * - Oracle DTrace on Linux: mount debugfs first; stop a background dtrace with
+ *   SIGTERM (it ignores SIGINT when started in the background).
  *
  * Copyright the mongoprobe authors. Licensed under the Apache License, Version 2.0.
- * Derived from mongo_snoop.d by Max Bruning (Joyent, 2014).
+ * Derived from mongo_snoop.d by Max Bruning (Joyent, 2014), who took the first
+ * 16 bytes of every send/recv as a header and printed opcodes as numbers.
  * Generated from mongo_wire.d.in by probes/mkbt.py: edit the template, not this file.
  */
 
@@ -87,10 +96,80 @@
 #pragma D option switchrate=10hz
 
 inline int OP_REPLY = 1;
+inline int OP_UPDATE = 2001;
+inline int OP_INSERT = 2002;
 inline int OP_QUERY = 2004;
+inline int OP_GET_MORE = 2005;
+inline int OP_DELETE = 2006;
+inline int OP_KILL_CURSORS = 2007;
 inline int OP_COMPRESSED = 2012;
 inline int OP_MSG = 2013;
 inline int MAX_MESSAGE = 48000000;	/* the server's maxMessageSizeBytes */
+inline int SLOTS = 4;			/* outstanding requests kept per connection */
+
+/*
+ * Per connection, keyed [pid, fd] (probes/README.md): declared here because the
+ * D compiler wants every variable declared or assigned before it is read.
+ * A zero value frees a dynamic variable.
+ */
+int known[int, int];		/* the fd has shown a valid request header */
+int64_t rxrem[int, int];	/* bytes of the incoming message still to come */
+int64_t rxpos[int, int];	/* bytes of it received so far */
+int rxneed[int, int];		/* its command name is still to be read */
+int rxop[int, int];		/* its opCode, requestID, messageLength, moreToCome */
+int rxrid[int, int];
+int64_t rxlen[int, int];
+int rxmtc[int, int];
+string rxcmd[int, int];		/* its command name */
+int64_t head[int, int];		/* ring of SLOTS outstanding requests: head - tail */
+int64_t tail[int, int];
+int slot_rid[int, int, int];	/* [pid, fd, n % SLOTS]: requestID, time, ... */
+uint64_t slot_ts[int, int, int];
+int slot_op[int, int, int];
+int64_t slot_len[int, int, int];
+string slot_cmd[int, int, int];
+int64_t txrem[int, int];	/* bytes of the outgoing message still to come */
+int stream[int, int];		/* exhaust: requestID of the last moreToCome reply */
+int64_t txhave[int, int];	/* 1-15 bytes of a reply header split across sends, */
+uint64_t txh0[int, int];	/* kept as two little-endian words */
+uint64_t txh1[int, int];
+uint64_t txts[int, int];	/* and the time of that first send */
+
+/* Clause-local variables, typed once (an untyped "this->x = 0" is an int). */
+this int fd;
+this int64_t ret;		/* bytes the syscall moved */
+this int64_t n;			/* of them, bytes in the first buffer (iovec) */
+this uint64_t buf;		/* user address of the first buffer */
+this int64_t off;		/* offset of the next header in the buffer */
+this int64_t rem;
+this int stop;
+this int it;			/* this unrolled round has a header to read */
+this int64_t len;
+this int rid;
+this int rto;
+this int op;
+this int o;
+this int valid;
+this int fin;			/* the message is complete */
+this int want;			/* read the command name from this->b */
+this uint64_t b;		/* user address of message offset 16 (the body) */
+this uint64_t k0;
+this int kind;
+this string ns;			/* OP_QUERY namespace */
+this int64_t nslen;
+this int cmdns;
+this int nr;			/* no reply expected */
+this int64_t hd;
+this int64_t tl;
+this int64_t k;
+this int64_t s;
+this int mtc;
+this uint64_t ts;
+this int64_t lat;
+this int64_t have;
+this uint64_t h0;
+this uint64_t h1;
+this string opname;
 
 BEGIN
 {
@@ -98,10 +177,21 @@ BEGIN
 	@requests = sum(0); @replies = sum(0); @stream = sum(0); @noreply = sum(0);
 	@unmatched = sum(0); @without = sum(0); @malformed = sum(0);
 	epoch = timestamp;
-	printf("Tracing MongoDB wire protocol of PID %d... Hit Ctrl-C to end.\n", $target);
-	printf("%-8s %-3s %6s %4s %8s %10s %10s %-11s %s\n", "TIME(ms)", "DIR", "PID",
-	    "FD", "LEN", "REQID", "RESTO", "OPCODE", "COMMAND");
+	/* maps DTrace's timestamp to the wall clock (walltimestamp is ns since the epoch) */
+	printf("# clock timestamp_ns=%d walltimestamp_ns=%d\n", timestamp, walltimestamp);
+	printf("Tracing MongoDB wire protocol of PID %d (read/write/readv/writev/recv*/send*)... Hit Ctrl-C to end.\n",
+	    $target);
+	printf("%-14s %-7s %-7s %-4s %-11s %-13s %-16s %8s %9s %-10s %s\n", "TIME(s)", "PID",
+	    "TID", "FD", "REQID", "OPCODE", "COMMAND", "BYTES_IN", "BYTES_OUT", "LAT(us)", "F");
 }
+
+
+
+
+
+
+
+
 
 /* ---- receives: remember fd and buffer (first iovec) at entry ----------------- */
 
@@ -110,7 +200,7 @@ syscall::recv:entry, syscall::recvfrom:entry, syscall::recvfrom_nocancel:entry
 /pid == $target/
 {
 	self->rx_fd = (int)arg0;
-	self->rx_buf = arg1;
+	self->rx_buf = (uint64_t)arg1;
 	self->rx_cap = (int64_t)arg2;
 	self->rx_armed = 1;
 }
@@ -118,30 +208,27 @@ syscall::recv:entry, syscall::recvfrom:entry, syscall::recvfrom_nocancel:entry
 syscall::readv:entry, syscall::readv_nocancel:entry
 /pid == $target && (int)arg2 > 0/
 {
-	/* struct iovec { void *iov_base; size_t iov_len; } */
-	this->iov = (uint64_t *)copyin(arg1, 16);
+	/* struct iovec { void *iov_base; size_t iov_len; } (LP64) */
 	self->rx_fd = (int)arg0;
-	self->rx_buf = this->iov[0];
-	self->rx_cap = (int64_t)this->iov[1];
+	self->rx_buf = *(uint64_t *)copyin(arg1, 8);
+	self->rx_cap = *(int64_t *)copyin(arg1 + 8, 8);
 	self->rx_armed = 1;
 }
 
 syscall::recvmsg:entry, syscall::recvmsg_nocancel:entry
 /pid == $target/
 {
-	/* struct msghdr: msg_name @0, msg_namelen @8, msg_iov @16, msg_iovlen @24 */
-	this->mh = (uint64_t *)copyin(arg1, 32);
-	self->rx_iov = this->mh[2];
-	self->rx_iovlen = (int)this->mh[3];
+	/* struct msghdr (LP64): msg_iov @16, msg_iovlen @24 */
+	self->rx_iov = *(uint64_t *)copyin(arg1 + 16, 8);
+	self->rx_iovlen = *(int64_t *)copyin(arg1 + 24, 8);
+	self->rx_fd = (int)arg0;
 }
 
 syscall::recvmsg:entry, syscall::recvmsg_nocancel:entry
 /pid == $target && self->rx_iovlen > 0 && self->rx_iov != 0/
 {
-	this->iov = (uint64_t *)copyin(self->rx_iov, 16);
-	self->rx_fd = (int)arg0;
-	self->rx_buf = this->iov[0];
-	self->rx_cap = (int64_t)this->iov[1];
+	self->rx_buf = *(uint64_t *)copyin(self->rx_iov, 8);
+	self->rx_cap = *(int64_t *)copyin(self->rx_iov + 8, 8);
 	self->rx_armed = 1;
 }
 
@@ -152,12 +239,12 @@ syscall::recvmsg:entry, syscall::recvmsg_nocancel:entry
 	self->rx_iovlen = 0;
 }
 
-/* ---- receives at return: framing, header, command name ------------------------ */
+/* ---- receives at return: framing, headers, command names ---------------------- */
 
 /*
- * R0: every this-> variable the later clauses read is set here (clause-local
- * variables are undefined until assigned in the current firing); self->rx_go
- * guards the rest of this firing.
+ * R0: every this-> variable a later clause reads is set here or before it in
+ * the same firing (clause-local variables are undefined until assigned);
+ * self->rx_go guards the rest of this firing.
  */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
@@ -171,18 +258,14 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	/* bytes that landed in the first buffer: only there can a header be read */
 	this->n = this->ret < self->rx_cap ? this->ret : self->rx_cap;
 	this->rem = rxrem[pid, this->fd];
-	this->pos = 0;
-	this->take = 0;
-	this->extra = 0;
-	this->complete = 0;
-	this->valid = 0;
-	this->len = 0; this->rid = 0; this->rto = 0; this->op = 0;
-	this->want = 0;		/* read a command name from this buffer */
-	this->body = 0;		/* user address of message offset 16 in this buffer */
-	this->bavail = 0;	/* bytes of the message available from this->body */
-	this->kind = 0; this->more = 0; this->seq = 0; this->nslen = 0; this->qcmd = 0;
-	this->cmd = "-";
-	self->rx_go = this->ret > 0 ? 1 : 0;
+	this->off = 0;
+	this->stop = 0;
+	this->it = 0;
+	this->fin = 0;
+	this->want = 0;
+	this->kind = 0;
+	this->cmdns = 0;
+	self->rx_go = this->ret > 0;
 }
 
 /* R1: the buffer continues a message whose header came earlier. */
@@ -192,212 +275,1771 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /self->rx_go && this->rem > 0/
 {
-	this->pos = rxpos[pid, this->fd];
-	this->take = this->ret < this->rem ? this->ret : this->rem;
-	rxrem[pid, this->fd] = this->rem - this->take;
-	rxpos[pid, this->fd] = this->pos + this->take;
-	this->complete = this->take == this->rem;
-	this->extra = this->ret - this->take;
+	this->off = this->rem < this->ret ? this->rem : this->ret;
 	/* mongod's pattern: the header came alone, the body (offset 16) starts here */
-	this->want = rxneed[pid, this->fd] && this->pos == 16;
-	this->op = pend_op[pid, this->fd];
-	this->body = this->buf;
-	this->bavail = this->n < this->take ? this->n : this->take;
-	rxneed[pid, this->fd] = 0;
+	this->want = rxneed[pid, this->fd] && rxpos[pid, this->fd] == 16 && this->n >= 16;
+	this->b = this->buf;
+	this->fin = this->off == this->rem;
+	rxrem[pid, this->fd] = this->rem - this->off;
+	rxpos[pid, this->fd] = this->fin ? 0 : rxpos[pid, this->fd] + this->off;
 }
-
-/* R2: the buffer starts at a message boundary: read and check the header. */
+/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
+ * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
+ * document, its first key (the command) @10. */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->rem == 0 && this->n >= 16/
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
 {
-	this->h = (int32_t *)copyin(this->buf, 16);
-	this->len = this->h[0];
-	this->rid = this->h[1];
-	this->rto = this->h[2];
-	this->op = this->h[3];
-	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
-	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_REPLY ||
-	    this->op == OP_COMPRESSED || this->op == 2001 || this->op == 2002 ||
-	    this->op == 2005 || this->op == 2006 || this->op == 2007);
+	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
+	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
 }
 
-/*
- * R3: not a header. On a connection that never spoke the protocol these are
- * other bytes (files, pipes) and are ignored; on a known one the framing is lost:
- * count once, then resynchronise silently on the next valid header.
- */
+/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->rem == 0 && !this->valid && known[pid, this->fd] &&
-    !rxsync[pid, this->fd]/
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
 {
-	@malformed = sum(1);
-	rxsync[pid, this->fd] = 1;
-	rxneed[pid, this->fd] = 0;
-}
-
-/* R4: a valid header: frame the message and remember it until it is complete. */
-syscall::read:return, syscall::read_nocancel:return,
-syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
-syscall::readv:return, syscall::readv_nocancel:return,
-syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->rem == 0 && this->valid/
-{
-	known[pid, this->fd] = 1;
-	rxsync[pid, this->fd] = 0;
-	this->take = this->ret < this->len ? this->ret : this->len;
-	rxrem[pid, this->fd] = this->len - this->take;
-	rxpos[pid, this->fd] = this->take;
-	this->complete = this->take == this->len;
-	this->extra = this->ret - this->take;
-	/* a request: client-to-server opcodes; OP_MSG/OP_COMPRESSED with responseTo 0 */
-	this->isreq = this->op != OP_REPLY &&
-	    (this->rto == 0 || (this->op >= 2001 && this->op <= 2007));
-	pend_id[pid, this->fd] = this->rid;
-	pend_rto[pid, this->fd] = this->rto;
-	pend_len[pid, this->fd] = this->len;
-	pend_op[pid, this->fd] = this->op;
-	pend_isreq[pid, this->fd] = this->isreq;
-	pend_more[pid, this->fd] = 0;
-	pend_cmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" :
-	    this->op == 2002 ? "OP_INSERT" : this->op == 2001 ? "OP_UPDATE" :
-	    this->op == 2006 ? "OP_DELETE" : this->op == 2005 ? "OP_GET_MORE" :
-	    this->op == 2007 ? "OP_KILL_CURSORS" : "-";
-	this->want = this->isreq && (this->op == OP_MSG || this->op == OP_QUERY);
-	this->body = this->buf + 16;
-	this->bavail = (this->n < this->take ? this->n : this->take) - 16;
-	/* header alone (mongod reads 16 bytes first): the name is in the next buffer */
-	rxneed[pid, this->fd] = this->want && this->take == 16 && this->len > 16;
-}
-
-/* R5: OP_MSG: flagBits @0 (bit 1: moreToCome), first section kind @4. */
-syscall::read:return, syscall::read_nocancel:return,
-syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
-syscall::readv:return, syscall::readv_nocancel:return,
-syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && this->op == OP_MSG && this->bavail >= 11/
-{
-	this->b = (uint8_t *)copyin(this->body, 5);
-	this->more = (*(uint32_t *)this->b & 2) != 0;
-	this->kind = this->b[4];
-	/* kind 0: int32 size @5, element type @9, the first key (the command) @10 */
-	this->cmd = this->kind == 0 ? copyinstr(this->body + 10, 32) : "-";
-	/* kind 1 (a document sequence) first: its int32 size @5; the body follows */
-	this->seq = this->kind == 1 && this->bavail >= 9 ?
-	    *(int32_t *)copyin(this->body + 5, 4) : 0;
+	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
+	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && this->op == OP_MSG && this->seq > 4 &&
-    5 + this->seq + 7 <= this->bavail &&
-    *(uint8_t *)copyin(this->body + 5 + this->seq, 1) == 0/
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
 {
-	this->cmd = copyinstr(this->body + 5 + this->seq + 6, 32);
+	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
-/* R6: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key. */
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
+ * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && this->op == OP_QUERY && this->bavail >= 6/
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
 {
-	this->ns = copyinstr(this->body + 4, 63);
+	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
-	this->cmd = "find";
-	/* key @ 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (doc size) + 1 (type) */
-	this->qcmd = this->nslen > 5 && substr(this->ns, this->nslen - 5) == ".$cmd" &&
-	    this->nslen + 18 < this->bavail;
+	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	rxcmd[pid, this->fd] = "find";
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && this->op == OP_QUERY && this->qcmd/
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
 {
-	this->cmd = copyinstr(this->body + this->nslen + 18, 32);
-	/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
-	this->cmd = this->cmd == "$query" && this->nslen + 30 < this->bavail ?
-	    copyinstr(this->body + this->nslen + 30, 32) : this->cmd;
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
-/* R7: keep what was read for the request. */
+/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[pid, this->fd] == "$query"/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+}
+
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /self->rx_go && this->want/
 {
-	pend_cmd[pid, this->fd] = this->cmd;
-	pend_more[pid, this->fd] = this->more;
+	rxneed[pid, this->fd] = 0;
 }
-
-/* R8: a complete message: one line (requests and any other message received). */
+/* C1: the request is complete: count it. moreToCome and the legacy insert,
+ * update, delete and killCursors expect no reply. */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->complete/
+/self->rx_go && this->fin/
 {
-	this->o = pend_op[pid, this->fd];
+	this->o = rxop[pid, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_REPLY ? "OP_REPLY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == 2002 ? "OP_INSERT" :
-	    this->o == 2001 ? "OP_UPDATE" : this->o == 2006 ? "OP_DELETE" :
-	    this->o == 2005 ? "OP_GET_MORE" : this->o == 2007 ? "OP_KILL_CURSORS" :
-	    "OP_UNKNOWN";
-	this->ms = (timestamp - epoch) / 1000000;
-	printf("%-8d %-3s %6d %4d %8d %10d %10d %-11s %s\n", this->ms, "in", pid,
-	    this->fd, pend_len[pid, this->fd], pend_id[pid, this->fd],
-	    pend_rto[pid, this->fd], this->opname, pend_cmd[pid, this->fd]);
-}
-
-/* R8b: a complete request. moreToCome: the client expects no reply. */
-syscall::read:return, syscall::read_nocancel:return,
-syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
-syscall::readv:return, syscall::readv_nocancel:return,
-syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->complete && pend_isreq[pid, this->fd]/
-{
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
-	@noreply = sum(pend_more[pid, this->fd] ? 1 : 0);
+	@noreply = sum(this->nr);
+	rxneed[pid, this->fd] = 0;
+	this->hd = head[pid, this->fd];
 }
 
-/* R9: it expects a reply: it takes the connection's reply slot. */
+/* C2: the ring is full: the oldest request never got its reply (it stays
+ * counted in @without, which every request taking a slot adds to). */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->complete && pend_isreq[pid, this->fd] &&
-    !pend_more[pid, this->fd]/
+/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
 {
-	/*
-	 * @without counts +1 here and -1 when the reply matches: what is left is the
-	 * requests never answered (replaced by a newer one, closed, or at END).
-	 */
-	@without = sum(1);
-	outstanding[pid, this->fd] = 1;
-	reqid[pid, this->fd] = pend_id[pid, this->fd];
+	tail[pid, this->fd] = tail[pid, this->fd] + 1;
 }
 
-/* R10: bytes after the message in the same buffer cannot be framed here. */
+/* C3: it expects a reply: take a slot, start its clock. */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->complete && this->extra > 0/
+/self->rx_go && this->fin && !this->nr/
+{
+	this->s = this->hd % SLOTS;
+	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
+	slot_ts[pid, this->fd, this->s] = timestamp;
+	slot_op[pid, this->fd, this->s] = this->o;
+	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
+	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
+	head[pid, this->fd] = this->hd + 1;
+	@without = sum(1);
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->want = 0;
+	this->fin = 0;
+}
+
+/* R2: new messages, each starting with a MsgHeader: at most 8 per receive
+ * (D has no loops: the same clauses, unrolled). */
+/* M: a new message at this->off, starting with a MsgHeader. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
+	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
+	    this->op == OP_GET_MORE || this->op == OP_KILL_CURSORS);
+}
+
+/* not a request header: on a protocol connection it is malformed (framing is
+ * reset), elsewhere (a log or data file of the same pid) it is not ours */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && !this->valid/
+{
+	@malformed = sum(known[pid, this->fd] ? 1 : 0);
+	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && this->valid/
+{
+	known[pid, this->fd] = 1;
+	rxop[pid, this->fd] = this->op;
+	rxrid[pid, this->fd] = this->rid;
+	rxlen[pid, this->fd] = this->len;
+	rxmtc[pid, this->fd] = 0;
+	this->o = this->op;
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* the header alone (mongod reads 16 bytes first): the name comes next */
+	this->want = this->n - this->off > 16;
+	this->b = this->buf + this->off + 16;
+	rxneed[pid, this->fd] = !this->want;
+	this->fin = this->len <= this->ret - this->off;
+	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	this->off = this->fin ? this->off + this->len : this->ret;
+}
+/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
+ * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
+ * document, its first key (the command) @10. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+{
+	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
+	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+}
+
+/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+{
+	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
+	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
+ * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+{
+	this->ns = copyinstr(this->b + 4, 63);
+	this->nslen = strlen(this->ns);
+	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	rxcmd[pid, this->fd] = "find";
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+}
+
+/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[pid, this->fd] == "$query"/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want/
+{
+	rxneed[pid, this->fd] = 0;
+}
+/* C1: the request is complete: count it. moreToCome and the legacy insert,
+ * update, delete and killCursors expect no reply. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin/
+{
+	this->o = rxop[pid, this->fd];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
+	@requests = sum(1);
+	@noreply = sum(this->nr);
+	rxneed[pid, this->fd] = 0;
+	this->hd = head[pid, this->fd];
+}
+
+/* C2: the ring is full: the oldest request never got its reply (it stays
+ * counted in @without, which every request taking a slot adds to). */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+{
+	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+}
+
+/* C3: it expects a reply: take a slot, start its clock. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr/
+{
+	this->s = this->hd % SLOTS;
+	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
+	slot_ts[pid, this->fd, this->s] = timestamp;
+	slot_op[pid, this->fd, this->s] = this->o;
+	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
+	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
+	head[pid, this->fd] = this->hd + 1;
+	@without = sum(1);
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->want = 0;
+	this->fin = 0;
+}
+/* M: a new message at this->off, starting with a MsgHeader. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
+	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
+	    this->op == OP_GET_MORE || this->op == OP_KILL_CURSORS);
+}
+
+/* not a request header: on a protocol connection it is malformed (framing is
+ * reset), elsewhere (a log or data file of the same pid) it is not ours */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && !this->valid/
+{
+	@malformed = sum(known[pid, this->fd] ? 1 : 0);
+	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && this->valid/
+{
+	known[pid, this->fd] = 1;
+	rxop[pid, this->fd] = this->op;
+	rxrid[pid, this->fd] = this->rid;
+	rxlen[pid, this->fd] = this->len;
+	rxmtc[pid, this->fd] = 0;
+	this->o = this->op;
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* the header alone (mongod reads 16 bytes first): the name comes next */
+	this->want = this->n - this->off > 16;
+	this->b = this->buf + this->off + 16;
+	rxneed[pid, this->fd] = !this->want;
+	this->fin = this->len <= this->ret - this->off;
+	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	this->off = this->fin ? this->off + this->len : this->ret;
+}
+/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
+ * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
+ * document, its first key (the command) @10. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+{
+	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
+	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+}
+
+/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+{
+	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
+	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
+ * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+{
+	this->ns = copyinstr(this->b + 4, 63);
+	this->nslen = strlen(this->ns);
+	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	rxcmd[pid, this->fd] = "find";
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+}
+
+/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[pid, this->fd] == "$query"/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want/
+{
+	rxneed[pid, this->fd] = 0;
+}
+/* C1: the request is complete: count it. moreToCome and the legacy insert,
+ * update, delete and killCursors expect no reply. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin/
+{
+	this->o = rxop[pid, this->fd];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
+	@requests = sum(1);
+	@noreply = sum(this->nr);
+	rxneed[pid, this->fd] = 0;
+	this->hd = head[pid, this->fd];
+}
+
+/* C2: the ring is full: the oldest request never got its reply (it stays
+ * counted in @without, which every request taking a slot adds to). */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+{
+	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+}
+
+/* C3: it expects a reply: take a slot, start its clock. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr/
+{
+	this->s = this->hd % SLOTS;
+	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
+	slot_ts[pid, this->fd, this->s] = timestamp;
+	slot_op[pid, this->fd, this->s] = this->o;
+	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
+	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
+	head[pid, this->fd] = this->hd + 1;
+	@without = sum(1);
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->want = 0;
+	this->fin = 0;
+}
+/* M: a new message at this->off, starting with a MsgHeader. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
+	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
+	    this->op == OP_GET_MORE || this->op == OP_KILL_CURSORS);
+}
+
+/* not a request header: on a protocol connection it is malformed (framing is
+ * reset), elsewhere (a log or data file of the same pid) it is not ours */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && !this->valid/
+{
+	@malformed = sum(known[pid, this->fd] ? 1 : 0);
+	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && this->valid/
+{
+	known[pid, this->fd] = 1;
+	rxop[pid, this->fd] = this->op;
+	rxrid[pid, this->fd] = this->rid;
+	rxlen[pid, this->fd] = this->len;
+	rxmtc[pid, this->fd] = 0;
+	this->o = this->op;
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* the header alone (mongod reads 16 bytes first): the name comes next */
+	this->want = this->n - this->off > 16;
+	this->b = this->buf + this->off + 16;
+	rxneed[pid, this->fd] = !this->want;
+	this->fin = this->len <= this->ret - this->off;
+	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	this->off = this->fin ? this->off + this->len : this->ret;
+}
+/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
+ * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
+ * document, its first key (the command) @10. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+{
+	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
+	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+}
+
+/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+{
+	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
+	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
+ * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+{
+	this->ns = copyinstr(this->b + 4, 63);
+	this->nslen = strlen(this->ns);
+	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	rxcmd[pid, this->fd] = "find";
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+}
+
+/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[pid, this->fd] == "$query"/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want/
+{
+	rxneed[pid, this->fd] = 0;
+}
+/* C1: the request is complete: count it. moreToCome and the legacy insert,
+ * update, delete and killCursors expect no reply. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin/
+{
+	this->o = rxop[pid, this->fd];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
+	@requests = sum(1);
+	@noreply = sum(this->nr);
+	rxneed[pid, this->fd] = 0;
+	this->hd = head[pid, this->fd];
+}
+
+/* C2: the ring is full: the oldest request never got its reply (it stays
+ * counted in @without, which every request taking a slot adds to). */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+{
+	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+}
+
+/* C3: it expects a reply: take a slot, start its clock. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr/
+{
+	this->s = this->hd % SLOTS;
+	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
+	slot_ts[pid, this->fd, this->s] = timestamp;
+	slot_op[pid, this->fd, this->s] = this->o;
+	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
+	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
+	head[pid, this->fd] = this->hd + 1;
+	@without = sum(1);
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->want = 0;
+	this->fin = 0;
+}
+/* M: a new message at this->off, starting with a MsgHeader. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
+	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
+	    this->op == OP_GET_MORE || this->op == OP_KILL_CURSORS);
+}
+
+/* not a request header: on a protocol connection it is malformed (framing is
+ * reset), elsewhere (a log or data file of the same pid) it is not ours */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && !this->valid/
+{
+	@malformed = sum(known[pid, this->fd] ? 1 : 0);
+	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && this->valid/
+{
+	known[pid, this->fd] = 1;
+	rxop[pid, this->fd] = this->op;
+	rxrid[pid, this->fd] = this->rid;
+	rxlen[pid, this->fd] = this->len;
+	rxmtc[pid, this->fd] = 0;
+	this->o = this->op;
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* the header alone (mongod reads 16 bytes first): the name comes next */
+	this->want = this->n - this->off > 16;
+	this->b = this->buf + this->off + 16;
+	rxneed[pid, this->fd] = !this->want;
+	this->fin = this->len <= this->ret - this->off;
+	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	this->off = this->fin ? this->off + this->len : this->ret;
+}
+/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
+ * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
+ * document, its first key (the command) @10. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+{
+	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
+	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+}
+
+/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+{
+	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
+	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
+ * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+{
+	this->ns = copyinstr(this->b + 4, 63);
+	this->nslen = strlen(this->ns);
+	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	rxcmd[pid, this->fd] = "find";
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+}
+
+/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[pid, this->fd] == "$query"/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want/
+{
+	rxneed[pid, this->fd] = 0;
+}
+/* C1: the request is complete: count it. moreToCome and the legacy insert,
+ * update, delete and killCursors expect no reply. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin/
+{
+	this->o = rxop[pid, this->fd];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
+	@requests = sum(1);
+	@noreply = sum(this->nr);
+	rxneed[pid, this->fd] = 0;
+	this->hd = head[pid, this->fd];
+}
+
+/* C2: the ring is full: the oldest request never got its reply (it stays
+ * counted in @without, which every request taking a slot adds to). */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+{
+	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+}
+
+/* C3: it expects a reply: take a slot, start its clock. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr/
+{
+	this->s = this->hd % SLOTS;
+	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
+	slot_ts[pid, this->fd, this->s] = timestamp;
+	slot_op[pid, this->fd, this->s] = this->o;
+	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
+	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
+	head[pid, this->fd] = this->hd + 1;
+	@without = sum(1);
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->want = 0;
+	this->fin = 0;
+}
+/* M: a new message at this->off, starting with a MsgHeader. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
+	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
+	    this->op == OP_GET_MORE || this->op == OP_KILL_CURSORS);
+}
+
+/* not a request header: on a protocol connection it is malformed (framing is
+ * reset), elsewhere (a log or data file of the same pid) it is not ours */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && !this->valid/
+{
+	@malformed = sum(known[pid, this->fd] ? 1 : 0);
+	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && this->valid/
+{
+	known[pid, this->fd] = 1;
+	rxop[pid, this->fd] = this->op;
+	rxrid[pid, this->fd] = this->rid;
+	rxlen[pid, this->fd] = this->len;
+	rxmtc[pid, this->fd] = 0;
+	this->o = this->op;
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* the header alone (mongod reads 16 bytes first): the name comes next */
+	this->want = this->n - this->off > 16;
+	this->b = this->buf + this->off + 16;
+	rxneed[pid, this->fd] = !this->want;
+	this->fin = this->len <= this->ret - this->off;
+	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	this->off = this->fin ? this->off + this->len : this->ret;
+}
+/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
+ * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
+ * document, its first key (the command) @10. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+{
+	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
+	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+}
+
+/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+{
+	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
+	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
+ * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+{
+	this->ns = copyinstr(this->b + 4, 63);
+	this->nslen = strlen(this->ns);
+	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	rxcmd[pid, this->fd] = "find";
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+}
+
+/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[pid, this->fd] == "$query"/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want/
+{
+	rxneed[pid, this->fd] = 0;
+}
+/* C1: the request is complete: count it. moreToCome and the legacy insert,
+ * update, delete and killCursors expect no reply. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin/
+{
+	this->o = rxop[pid, this->fd];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
+	@requests = sum(1);
+	@noreply = sum(this->nr);
+	rxneed[pid, this->fd] = 0;
+	this->hd = head[pid, this->fd];
+}
+
+/* C2: the ring is full: the oldest request never got its reply (it stays
+ * counted in @without, which every request taking a slot adds to). */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+{
+	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+}
+
+/* C3: it expects a reply: take a slot, start its clock. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr/
+{
+	this->s = this->hd % SLOTS;
+	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
+	slot_ts[pid, this->fd, this->s] = timestamp;
+	slot_op[pid, this->fd, this->s] = this->o;
+	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
+	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
+	head[pid, this->fd] = this->hd + 1;
+	@without = sum(1);
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->want = 0;
+	this->fin = 0;
+}
+/* M: a new message at this->off, starting with a MsgHeader. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
+	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
+	    this->op == OP_GET_MORE || this->op == OP_KILL_CURSORS);
+}
+
+/* not a request header: on a protocol connection it is malformed (framing is
+ * reset), elsewhere (a log or data file of the same pid) it is not ours */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && !this->valid/
+{
+	@malformed = sum(known[pid, this->fd] ? 1 : 0);
+	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && this->valid/
+{
+	known[pid, this->fd] = 1;
+	rxop[pid, this->fd] = this->op;
+	rxrid[pid, this->fd] = this->rid;
+	rxlen[pid, this->fd] = this->len;
+	rxmtc[pid, this->fd] = 0;
+	this->o = this->op;
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* the header alone (mongod reads 16 bytes first): the name comes next */
+	this->want = this->n - this->off > 16;
+	this->b = this->buf + this->off + 16;
+	rxneed[pid, this->fd] = !this->want;
+	this->fin = this->len <= this->ret - this->off;
+	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	this->off = this->fin ? this->off + this->len : this->ret;
+}
+/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
+ * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
+ * document, its first key (the command) @10. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+{
+	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
+	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+}
+
+/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+{
+	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
+	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
+ * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+{
+	this->ns = copyinstr(this->b + 4, 63);
+	this->nslen = strlen(this->ns);
+	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	rxcmd[pid, this->fd] = "find";
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+}
+
+/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[pid, this->fd] == "$query"/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want/
+{
+	rxneed[pid, this->fd] = 0;
+}
+/* C1: the request is complete: count it. moreToCome and the legacy insert,
+ * update, delete and killCursors expect no reply. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin/
+{
+	this->o = rxop[pid, this->fd];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
+	@requests = sum(1);
+	@noreply = sum(this->nr);
+	rxneed[pid, this->fd] = 0;
+	this->hd = head[pid, this->fd];
+}
+
+/* C2: the ring is full: the oldest request never got its reply (it stays
+ * counted in @without, which every request taking a slot adds to). */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+{
+	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+}
+
+/* C3: it expects a reply: take a slot, start its clock. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr/
+{
+	this->s = this->hd % SLOTS;
+	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
+	slot_ts[pid, this->fd, this->s] = timestamp;
+	slot_op[pid, this->fd, this->s] = this->o;
+	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
+	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
+	head[pid, this->fd] = this->hd + 1;
+	@without = sum(1);
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->want = 0;
+	this->fin = 0;
+}
+/* M: a new message at this->off, starting with a MsgHeader. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
+	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
+	    this->op == OP_GET_MORE || this->op == OP_KILL_CURSORS);
+}
+
+/* not a request header: on a protocol connection it is malformed (framing is
+ * reset), elsewhere (a log or data file of the same pid) it is not ours */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && !this->valid/
+{
+	@malformed = sum(known[pid, this->fd] ? 1 : 0);
+	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && this->valid/
+{
+	known[pid, this->fd] = 1;
+	rxop[pid, this->fd] = this->op;
+	rxrid[pid, this->fd] = this->rid;
+	rxlen[pid, this->fd] = this->len;
+	rxmtc[pid, this->fd] = 0;
+	this->o = this->op;
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* the header alone (mongod reads 16 bytes first): the name comes next */
+	this->want = this->n - this->off > 16;
+	this->b = this->buf + this->off + 16;
+	rxneed[pid, this->fd] = !this->want;
+	this->fin = this->len <= this->ret - this->off;
+	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	this->off = this->fin ? this->off + this->len : this->ret;
+}
+/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
+ * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
+ * document, its first key (the command) @10. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+{
+	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
+	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+}
+
+/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+{
+	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
+	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
+ * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+{
+	this->ns = copyinstr(this->b + 4, 63);
+	this->nslen = strlen(this->ns);
+	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	rxcmd[pid, this->fd] = "find";
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+}
+
+/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[pid, this->fd] == "$query"/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want/
+{
+	rxneed[pid, this->fd] = 0;
+}
+/* C1: the request is complete: count it. moreToCome and the legacy insert,
+ * update, delete and killCursors expect no reply. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin/
+{
+	this->o = rxop[pid, this->fd];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
+	@requests = sum(1);
+	@noreply = sum(this->nr);
+	rxneed[pid, this->fd] = 0;
+	this->hd = head[pid, this->fd];
+}
+
+/* C2: the ring is full: the oldest request never got its reply (it stays
+ * counted in @without, which every request taking a slot adds to). */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+{
+	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+}
+
+/* C3: it expects a reply: take a slot, start its clock. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr/
+{
+	this->s = this->hd % SLOTS;
+	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
+	slot_ts[pid, this->fd, this->s] = timestamp;
+	slot_op[pid, this->fd, this->s] = this->o;
+	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
+	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
+	head[pid, this->fd] = this->hd + 1;
+	@without = sum(1);
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->want = 0;
+	this->fin = 0;
+}
+/* M: a new message at this->off, starting with a MsgHeader. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
+	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
+	    this->op == OP_GET_MORE || this->op == OP_KILL_CURSORS);
+}
+
+/* not a request header: on a protocol connection it is malformed (framing is
+ * reset), elsewhere (a log or data file of the same pid) it is not ours */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && !this->valid/
+{
+	@malformed = sum(known[pid, this->fd] ? 1 : 0);
+	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && this->valid/
+{
+	known[pid, this->fd] = 1;
+	rxop[pid, this->fd] = this->op;
+	rxrid[pid, this->fd] = this->rid;
+	rxlen[pid, this->fd] = this->len;
+	rxmtc[pid, this->fd] = 0;
+	this->o = this->op;
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* the header alone (mongod reads 16 bytes first): the name comes next */
+	this->want = this->n - this->off > 16;
+	this->b = this->buf + this->off + 16;
+	rxneed[pid, this->fd] = !this->want;
+	this->fin = this->len <= this->ret - this->off;
+	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	this->off = this->fin ? this->off + this->len : this->ret;
+}
+/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
+ * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
+ * document, its first key (the command) @10. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+{
+	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
+	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+}
+
+/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+{
+	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
+	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
+ * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+{
+	this->ns = copyinstr(this->b + 4, 63);
+	this->nslen = strlen(this->ns);
+	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	rxcmd[pid, this->fd] = "find";
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+}
+
+/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[pid, this->fd] == "$query"/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want/
+{
+	rxneed[pid, this->fd] = 0;
+}
+/* C1: the request is complete: count it. moreToCome and the legacy insert,
+ * update, delete and killCursors expect no reply. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin/
+{
+	this->o = rxop[pid, this->fd];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
+	@requests = sum(1);
+	@noreply = sum(this->nr);
+	rxneed[pid, this->fd] = 0;
+	this->hd = head[pid, this->fd];
+}
+
+/* C2: the ring is full: the oldest request never got its reply (it stays
+ * counted in @without, which every request taking a slot adds to). */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+{
+	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+}
+
+/* C3: it expects a reply: take a slot, start its clock. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr/
+{
+	this->s = this->hd % SLOTS;
+	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
+	slot_ts[pid, this->fd, this->s] = timestamp;
+	slot_op[pid, this->fd, this->s] = this->o;
+	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
+	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
+	head[pid, this->fd] = this->hd + 1;
+	@without = sum(1);
+}
+
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->want = 0;
+	this->fin = 0;
+}
+
+/* R3: a header split across receives, more than 8 messages, or bytes past the
+ * first iovec: the framing is lost until the next valid header. */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->off < this->ret && known[pid, this->fd]/
 {
 	@malformed = sum(1);
-	rxsync[pid, this->fd] = 1;
+	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
 }
 
 syscall::read:return, syscall::read_nocancel:return,
@@ -413,43 +2055,42 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	self->rx_cap = 0;
 }
 
-/* ---- sends: read the header at entry, commit at return with the bytes sent ------ */
+/* ---- sends: the buffer and the time at entry, framing at return ---------------- */
 
+/* only on connections that sent a valid request: log and data-file writes of
+ * the same pid cost a dynamic-variable lookup and nothing more */
 syscall::write:entry, syscall::write_nocancel:entry,
 syscall::send:entry, syscall::sendto:entry, syscall::sendto_nocancel:entry
-/pid == $target/
+/pid == $target && known[pid, (int)arg0]/
 {
 	self->tx_fd = (int)arg0;
-	self->tx_buf = arg1;
+	self->tx_buf = (uint64_t)arg1;
 	self->tx_cap = (int64_t)arg2;
 	self->tx_armed = 1;
 }
 
 syscall::writev:entry, syscall::writev_nocancel:entry
-/pid == $target && (int)arg2 > 0/
+/pid == $target && (int)arg2 > 0 && known[pid, (int)arg0]/
 {
-	this->iov = (uint64_t *)copyin(arg1, 16);
 	self->tx_fd = (int)arg0;
-	self->tx_buf = this->iov[0];
-	self->tx_cap = (int64_t)this->iov[1];
+	self->tx_buf = *(uint64_t *)copyin(arg1, 8);
+	self->tx_cap = *(int64_t *)copyin(arg1 + 8, 8);
 	self->tx_armed = 1;
 }
 
 syscall::sendmsg:entry, syscall::sendmsg_nocancel:entry
-/pid == $target/
+/pid == $target && known[pid, (int)arg0]/
 {
-	this->mh = (uint64_t *)copyin(arg1, 32);
-	self->tx_iov = this->mh[2];
-	self->tx_iovlen = (int)this->mh[3];
+	self->tx_iov = *(uint64_t *)copyin(arg1 + 16, 8);
+	self->tx_iovlen = *(int64_t *)copyin(arg1 + 24, 8);
+	self->tx_fd = (int)arg0;
 }
 
 syscall::sendmsg:entry, syscall::sendmsg_nocancel:entry
 /pid == $target && self->tx_iovlen > 0 && self->tx_iov != 0/
 {
-	this->iov = (uint64_t *)copyin(self->tx_iov, 16);
-	self->tx_fd = (int)arg0;
-	self->tx_buf = this->iov[0];
-	self->tx_cap = (int64_t)this->iov[1];
+	self->tx_buf = *(uint64_t *)copyin(self->tx_iov, 8);
+	self->tx_cap = *(int64_t *)copyin(self->tx_iov + 8, 8);
 	self->tx_armed = 1;
 }
 
@@ -468,34 +2109,6 @@ syscall::sendmsg:entry, syscall::sendmsg_nocancel:entry
 /self->tx_armed/
 {
 	self->tx_ts = timestamp;
-	self->tx_hdr = 0;
-	self->tx_flags = 0;
-}
-
-syscall::write:entry, syscall::write_nocancel:entry,
-syscall::send:entry, syscall::sendto:entry, syscall::sendto_nocancel:entry,
-syscall::writev:entry, syscall::writev_nocancel:entry,
-syscall::sendmsg:entry, syscall::sendmsg_nocancel:entry
-/self->tx_armed && txrem[pid, self->tx_fd] == 0 && self->tx_cap >= 16/
-{
-	this->h = (int32_t *)copyin(self->tx_buf, 16);
-	self->tx_len = this->h[0];
-	self->tx_rid = this->h[1];
-	self->tx_rto = this->h[2];
-	self->tx_op = this->h[3];
-	self->tx_hdr = self->tx_len >= 16 && self->tx_len <= MAX_MESSAGE &&
-	    (self->tx_op == OP_MSG || self->tx_op == OP_QUERY || self->tx_op == OP_REPLY ||
-	    self->tx_op == OP_COMPRESSED || self->tx_op == 2001 || self->tx_op == 2002 ||
-	    self->tx_op == 2005 || self->tx_op == 2006 || self->tx_op == 2007);
-}
-
-syscall::write:entry, syscall::write_nocancel:entry,
-syscall::send:entry, syscall::sendto:entry, syscall::sendto_nocancel:entry,
-syscall::writev:entry, syscall::writev_nocancel:entry,
-syscall::sendmsg:entry, syscall::sendmsg_nocancel:entry
-/self->tx_armed && self->tx_hdr && self->tx_op == OP_MSG && self->tx_cap >= 20/
-{
-	self->tx_flags = *(uint32_t *)copyin(self->tx_buf + 16, 4);
 }
 
 /* T0: see R0. */
@@ -507,117 +2120,702 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 {
 	this->ret = (int64_t)arg1;
 	this->fd = self->tx_fd;
+	this->buf = self->tx_buf;
+	this->n = this->ret < self->tx_cap ? this->ret : self->tx_cap;
+	this->ts = self->tx_ts;
 	this->rem = txrem[pid, this->fd];
-	this->take = 0;
-	this->extra = 0;
-	this->isreply = 0;
-	this->matched = 0;
-	this->more = (self->tx_flags & 2) != 0;
-	self->tx_go = this->ret > 0 ? 1 : 0;
+	this->have = txhave[pid, this->fd];
+	this->off = 0;
+	this->stop = 0;
+	this->it = 0;
+	this->valid = 0;
+	self->tx_go = this->ret > 0 && known[pid, this->fd];
 }
 
-/* T1: the send continues a message. */
+/* T1: the rest of a reply split across sends. */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /self->tx_go && this->rem > 0/
 {
-	this->take = this->ret < this->rem ? this->ret : this->rem;
-	txrem[pid, this->fd] = this->rem - this->take;
-	this->extra = this->ret - this->take;
+	this->off = this->rem < this->ret ? this->rem : this->ret;
+	txrem[pid, this->fd] = this->rem - this->off;
 }
 
-/* T2: not a header on a known connection (log writes elsewhere are ignored). */
+/* T2: a reply header begun in the last send (its first this->have bytes kept in
+ * txh0/txh1): complete it from this buffer, byte by byte. */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->rem == 0 && !self->tx_hdr && known[pid, this->fd] &&
-    !txsync[pid, this->fd]/
+/self->tx_go && this->have > 0 && this->n >= 20 - this->have/
+{
+	this->h0 = txh0[pid, this->fd];
+	this->h1 = txh1[pid, this->fd];
+	this->q = (uint8_t *)copyin(this->buf, 20 - this->have);
+	this->x0 = (uint64_t)(this->have > 0 ? (this->h0 >> 0) & 0xff : this->q[0 - this->have]);
+	this->x1 = (uint64_t)(this->have > 1 ? (this->h0 >> 8) & 0xff : this->q[1 - this->have]);
+	this->x2 = (uint64_t)(this->have > 2 ? (this->h0 >> 16) & 0xff : this->q[2 - this->have]);
+	this->x3 = (uint64_t)(this->have > 3 ? (this->h0 >> 24) & 0xff : this->q[3 - this->have]);
+	this->x4 = (uint64_t)(this->have > 4 ? (this->h0 >> 32) & 0xff : this->q[4 - this->have]);
+	this->x5 = (uint64_t)(this->have > 5 ? (this->h0 >> 40) & 0xff : this->q[5 - this->have]);
+	this->x6 = (uint64_t)(this->have > 6 ? (this->h0 >> 48) & 0xff : this->q[6 - this->have]);
+	this->x7 = (uint64_t)(this->have > 7 ? (this->h0 >> 56) & 0xff : this->q[7 - this->have]);
+	this->x8 = (uint64_t)(this->have > 8 ? (this->h1 >> 0) & 0xff : this->q[8 - this->have]);
+	this->x9 = (uint64_t)(this->have > 9 ? (this->h1 >> 8) & 0xff : this->q[9 - this->have]);
+	this->x10 = (uint64_t)(this->have > 10 ? (this->h1 >> 16) & 0xff : this->q[10 - this->have]);
+	this->x11 = (uint64_t)(this->have > 11 ? (this->h1 >> 24) & 0xff : this->q[11 - this->have]);
+	this->x12 = (uint64_t)(this->have > 12 ? (this->h1 >> 32) & 0xff : this->q[12 - this->have]);
+	this->x13 = (uint64_t)(this->have > 13 ? (this->h1 >> 40) & 0xff : this->q[13 - this->have]);
+	this->x14 = (uint64_t)(this->have > 14 ? (this->h1 >> 48) & 0xff : this->q[14 - this->have]);
+	this->x15 = (uint64_t)(this->have > 15 ? (this->h1 >> 56) & 0xff : this->q[15 - this->have]);
+	this->len = (int32_t)(this->x0 | this->x1 << 8 | this->x2 << 16 | this->x3 << 24);
+	this->rid = (int32_t)(this->x4 | this->x5 << 8 | this->x6 << 16 | this->x7 << 24);
+	this->rto = (int32_t)(this->x8 | this->x9 << 8 | this->x10 << 16 | this->x11 << 24);
+	this->op = (int32_t)(this->x12 | this->x13 << 8 | this->x14 << 16 | this->x15 << 24);
+	this->mtc = this->op == OP_MSG && (this->q[16 - this->have] & 2) != 0;
+	this->ts = txts[pid, this->fd];
+	this->off = -this->have;
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_REPLY || this->op == OP_COMPRESSED);
+	txhave[pid, this->fd] = 0; txh0[pid, this->fd] = 0; txh1[pid, this->fd] = 0;
+	txts[pid, this->fd] = 0;
+}
+
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->have > 0 && this->n >= 20 - this->have && !this->valid/
 {
 	@malformed = sum(1);
-	txsync[pid, this->fd] = 1;
+	this->off = this->ret;
+	this->stop = 1;
 }
-
-/* T3: a valid header. A reply: OP_MSG/OP_REPLY/OP_COMPRESSED with a responseTo. */
+/* P1: a reply header (this->len, rid, rto, op, mtc) at this->off (negative when
+ * its first bytes came in an earlier send), sent at this->ts. Match it against
+ * the outstanding requests, oldest first; older ones skipped over never got
+ * their reply (they stay counted in @without). */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->rem == 0 && self->tx_hdr/
+/self->tx_go && this->valid/
 {
-	known[pid, this->fd] = 1;
-	txsync[pid, this->fd] = 0;
-	this->take = this->ret < self->tx_len ? this->ret : self->tx_len;
-	txrem[pid, this->fd] = self->tx_len - this->take;
-	this->extra = this->ret - this->take;
-	this->isreply = self->tx_rto != 0 && (self->tx_op == OP_MSG ||
-	    self->tx_op == OP_REPLY || self->tx_op == OP_COMPRESSED);
-	this->o = self->tx_op;
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_REPLY ? "OP_REPLY" :
-	    this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == 2002 ? "OP_INSERT" :
-	    this->o == 2001 ? "OP_UPDATE" : this->o == 2006 ? "OP_DELETE" :
-	    this->o == 2005 ? "OP_GET_MORE" : this->o == 2007 ? "OP_KILL_CURSORS" :
-	    "OP_UNKNOWN";
-	/* time of the send's entry, as mongo_time.d times replies */
-	this->ms = (self->tx_ts - epoch) / 1000000;
-	printf("%-8d %-3s %6d %4d %8d %10d %10d %-11s %s\n", this->ms, "out", pid,
-	    this->fd, self->tx_len, self->tx_rid, self->tx_rto, this->opname, "-");
+	this->tl = tail[pid, this->fd];
+	this->hd = head[pid, this->fd];
+	this->k = this->tl < this->hd &&
+	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    this->tl + 1 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    this->tl + 2 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    this->tl + 3 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
-/* T4: the reply to the connection's outstanding request. */
+/* P2: the reply to an outstanding request: one line. */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->isreply && outstanding[pid, this->fd] &&
-    self->tx_rto == reqid[pid, this->fd]/
+/self->tx_go && this->valid && this->k < SLOTS/
 {
+	this->tl = this->tl + this->k;
+	this->s = this->tl % SLOTS;
+	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
+	this->o = slot_op[pid, this->fd, this->s];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->lat = this->lat < 0 ? 0 : this->lat;
+	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s\n",
+	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
+	    pid, tid, this->fd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
+	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
+	    this->mtc ? "m" : "-");
 	@replies = sum(1);
 	@without = sum(-1);
-	outstanding[pid, this->fd] = 0;
-	reqid[pid, this->fd] = 0;
-	this->matched = 1;
+	tail[pid, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
-	streaming[pid, this->fd] = this->more;
-	streamid[pid, this->fd] = self->tx_rid;
+	stream[pid, this->fd] = this->mtc ? this->rid : 0;
 }
 
-/* T5: a further reply of an exhaust stream. */
+/* P3: the next reply of an exhaust stream: counted, not timed again. */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->isreply && !this->matched && streaming[pid, this->fd] &&
-    self->tx_rto == streamid[pid, this->fd]/
+/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
+    stream[pid, this->fd] == this->rto/
 {
 	@stream = sum(1);
-	this->matched = 1;
-	streaming[pid, this->fd] = this->more;
-	streamid[pid, this->fd] = self->tx_rid;
+	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	this->k = SLOTS + 1;
 }
 
-/* T6: a reply to nothing this script saw. */
+/* P4: a reply to nothing this script saw. */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->isreply && !this->matched/
+/self->tx_go && this->valid && this->k == SLOTS/
 {
 	@unmatched = sum(1);
 }
 
-/* T7: see R10. */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->extra > 0/
+/self->tx_go && this->valid/
+{
+	this->fin = this->len <= this->ret - this->off;
+	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	this->off = this->fin ? this->off + this->len : this->ret;
+	this->valid = 0;
+}
+
+/* T3: replies, each starting with a MsgHeader: at most 4 per send. */
+/* S: a reply header at this->off. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+	this->valid = 0;
+}
+
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->rto = *(int32_t *)copyin(this->buf + this->off + 8, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_REPLY || this->op == OP_COMPRESSED);
+	/* moreToCome on an OP_MSG reply: an exhaust stream follows */
+	this->mtc = this->op == OP_MSG && this->n - this->off >= 20 ?
+	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 : 0;
+}
+
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->it && !this->valid/
 {
 	@malformed = sum(1);
-	txsync[pid, this->fd] = 1;
+	txrem[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+/* P1: a reply header (this->len, rid, rto, op, mtc) at this->off (negative when
+ * its first bytes came in an earlier send), sent at this->ts. Match it against
+ * the outstanding requests, oldest first; older ones skipped over never got
+ * their reply (they stay counted in @without). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid/
+{
+	this->tl = tail[pid, this->fd];
+	this->hd = head[pid, this->fd];
+	this->k = this->tl < this->hd &&
+	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    this->tl + 1 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    this->tl + 2 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    this->tl + 3 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+}
+
+/* P2: the reply to an outstanding request: one line. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->tl = this->tl + this->k;
+	this->s = this->tl % SLOTS;
+	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
+	this->o = slot_op[pid, this->fd, this->s];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->lat = this->lat < 0 ? 0 : this->lat;
+	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s\n",
+	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
+	    pid, tid, this->fd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
+	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
+	    this->mtc ? "m" : "-");
+	@replies = sum(1);
+	@without = sum(-1);
+	tail[pid, this->fd] = this->tl + 1;
+	/* moreToCome: more replies follow, each answering the previous one */
+	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+}
+
+/* P3: the next reply of an exhaust stream: counted, not timed again. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
+    stream[pid, this->fd] == this->rto/
+{
+	@stream = sum(1);
+	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	this->k = SLOTS + 1;
+}
+
+/* P4: a reply to nothing this script saw. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k == SLOTS/
+{
+	@unmatched = sum(1);
+}
+
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid/
+{
+	this->fin = this->len <= this->ret - this->off;
+	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	this->off = this->fin ? this->off + this->len : this->ret;
+	this->valid = 0;
+}
+/* S: a reply header at this->off. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+	this->valid = 0;
+}
+
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->rto = *(int32_t *)copyin(this->buf + this->off + 8, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_REPLY || this->op == OP_COMPRESSED);
+	/* moreToCome on an OP_MSG reply: an exhaust stream follows */
+	this->mtc = this->op == OP_MSG && this->n - this->off >= 20 ?
+	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 : 0;
+}
+
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->it && !this->valid/
+{
+	@malformed = sum(1);
+	txrem[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+/* P1: a reply header (this->len, rid, rto, op, mtc) at this->off (negative when
+ * its first bytes came in an earlier send), sent at this->ts. Match it against
+ * the outstanding requests, oldest first; older ones skipped over never got
+ * their reply (they stay counted in @without). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid/
+{
+	this->tl = tail[pid, this->fd];
+	this->hd = head[pid, this->fd];
+	this->k = this->tl < this->hd &&
+	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    this->tl + 1 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    this->tl + 2 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    this->tl + 3 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+}
+
+/* P2: the reply to an outstanding request: one line. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->tl = this->tl + this->k;
+	this->s = this->tl % SLOTS;
+	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
+	this->o = slot_op[pid, this->fd, this->s];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->lat = this->lat < 0 ? 0 : this->lat;
+	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s\n",
+	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
+	    pid, tid, this->fd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
+	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
+	    this->mtc ? "m" : "-");
+	@replies = sum(1);
+	@without = sum(-1);
+	tail[pid, this->fd] = this->tl + 1;
+	/* moreToCome: more replies follow, each answering the previous one */
+	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+}
+
+/* P3: the next reply of an exhaust stream: counted, not timed again. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
+    stream[pid, this->fd] == this->rto/
+{
+	@stream = sum(1);
+	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	this->k = SLOTS + 1;
+}
+
+/* P4: a reply to nothing this script saw. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k == SLOTS/
+{
+	@unmatched = sum(1);
+}
+
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid/
+{
+	this->fin = this->len <= this->ret - this->off;
+	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	this->off = this->fin ? this->off + this->len : this->ret;
+	this->valid = 0;
+}
+/* S: a reply header at this->off. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+	this->valid = 0;
+}
+
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->rto = *(int32_t *)copyin(this->buf + this->off + 8, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_REPLY || this->op == OP_COMPRESSED);
+	/* moreToCome on an OP_MSG reply: an exhaust stream follows */
+	this->mtc = this->op == OP_MSG && this->n - this->off >= 20 ?
+	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 : 0;
+}
+
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->it && !this->valid/
+{
+	@malformed = sum(1);
+	txrem[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+/* P1: a reply header (this->len, rid, rto, op, mtc) at this->off (negative when
+ * its first bytes came in an earlier send), sent at this->ts. Match it against
+ * the outstanding requests, oldest first; older ones skipped over never got
+ * their reply (they stay counted in @without). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid/
+{
+	this->tl = tail[pid, this->fd];
+	this->hd = head[pid, this->fd];
+	this->k = this->tl < this->hd &&
+	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    this->tl + 1 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    this->tl + 2 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    this->tl + 3 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+}
+
+/* P2: the reply to an outstanding request: one line. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->tl = this->tl + this->k;
+	this->s = this->tl % SLOTS;
+	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
+	this->o = slot_op[pid, this->fd, this->s];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->lat = this->lat < 0 ? 0 : this->lat;
+	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s\n",
+	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
+	    pid, tid, this->fd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
+	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
+	    this->mtc ? "m" : "-");
+	@replies = sum(1);
+	@without = sum(-1);
+	tail[pid, this->fd] = this->tl + 1;
+	/* moreToCome: more replies follow, each answering the previous one */
+	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+}
+
+/* P3: the next reply of an exhaust stream: counted, not timed again. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
+    stream[pid, this->fd] == this->rto/
+{
+	@stream = sum(1);
+	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	this->k = SLOTS + 1;
+}
+
+/* P4: a reply to nothing this script saw. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k == SLOTS/
+{
+	@unmatched = sum(1);
+}
+
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid/
+{
+	this->fin = this->len <= this->ret - this->off;
+	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	this->off = this->fin ? this->off + this->len : this->ret;
+	this->valid = 0;
+}
+/* S: a reply header at this->off. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+	this->valid = 0;
+}
+
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->rto = *(int32_t *)copyin(this->buf + this->off + 8, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_REPLY || this->op == OP_COMPRESSED);
+	/* moreToCome on an OP_MSG reply: an exhaust stream follows */
+	this->mtc = this->op == OP_MSG && this->n - this->off >= 20 ?
+	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 : 0;
+}
+
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->it && !this->valid/
+{
+	@malformed = sum(1);
+	txrem[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+/* P1: a reply header (this->len, rid, rto, op, mtc) at this->off (negative when
+ * its first bytes came in an earlier send), sent at this->ts. Match it against
+ * the outstanding requests, oldest first; older ones skipped over never got
+ * their reply (they stay counted in @without). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid/
+{
+	this->tl = tail[pid, this->fd];
+	this->hd = head[pid, this->fd];
+	this->k = this->tl < this->hd &&
+	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    this->tl + 1 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    this->tl + 2 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    this->tl + 3 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+}
+
+/* P2: the reply to an outstanding request: one line. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->tl = this->tl + this->k;
+	this->s = this->tl % SLOTS;
+	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
+	this->o = slot_op[pid, this->fd, this->s];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->lat = this->lat < 0 ? 0 : this->lat;
+	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s\n",
+	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
+	    pid, tid, this->fd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
+	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
+	    this->mtc ? "m" : "-");
+	@replies = sum(1);
+	@without = sum(-1);
+	tail[pid, this->fd] = this->tl + 1;
+	/* moreToCome: more replies follow, each answering the previous one */
+	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+}
+
+/* P3: the next reply of an exhaust stream: counted, not timed again. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
+    stream[pid, this->fd] == this->rto/
+{
+	@stream = sum(1);
+	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	this->k = SLOTS + 1;
+}
+
+/* P4: a reply to nothing this script saw. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k == SLOTS/
+{
+	@unmatched = sum(1);
+}
+
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid/
+{
+	this->fin = this->len <= this->ret - this->off;
+	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	this->off = this->fin ? this->off + this->len : this->ret;
+	this->valid = 0;
+}
+
+/* T4: a reply header split across sends: keep its first bytes. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->off < this->ret && this->n == this->ret && this->ret - this->off < 16/
+{
+	this->have = this->ret - this->off;
+	this->p = (uint8_t *)copyin(this->buf + this->off, this->have);
+	txh0[pid, this->fd] = (uint64_t)this->p[0] |
+	    (this->have > 1 ? (uint64_t)this->p[1] << 8 : 0) |
+	    (this->have > 2 ? (uint64_t)this->p[2] << 16 : 0) |
+	    (this->have > 3 ? (uint64_t)this->p[3] << 24 : 0) |
+	    (this->have > 4 ? (uint64_t)this->p[4] << 32 : 0) |
+	    (this->have > 5 ? (uint64_t)this->p[5] << 40 : 0) |
+	    (this->have > 6 ? (uint64_t)this->p[6] << 48 : 0) |
+	    (this->have > 7 ? (uint64_t)this->p[7] << 56 : 0);
+	txh1[pid, this->fd] =
+	    (this->have > 8 ? (uint64_t)this->p[8] : 0) |
+	    (this->have > 9 ? (uint64_t)this->p[9] << 8 : 0) |
+	    (this->have > 10 ? (uint64_t)this->p[10] << 16 : 0) |
+	    (this->have > 11 ? (uint64_t)this->p[11] << 24 : 0) |
+	    (this->have > 12 ? (uint64_t)this->p[12] << 32 : 0) |
+	    (this->have > 13 ? (uint64_t)this->p[13] << 40 : 0) |
+	    (this->have > 14 ? (uint64_t)this->p[14] << 48 : 0);
+	txhave[pid, this->fd] = this->have;
+	txts[pid, this->fd] = this->ts;
+	this->off = this->ret;
+}
+
+/* T5: bytes that could not be framed (past the first iovec, more than 4 replies). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->off < this->ret/
+{
+	@malformed = sum(1);
+	txrem[pid, this->fd] = 0;
 }
 
 syscall::write:return, syscall::write_nocancel:return,
@@ -632,9 +2830,6 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	self->tx_buf = 0;
 	self->tx_cap = 0;
 	self->tx_ts = 0;
-	self->tx_hdr = 0;
-	self->tx_flags = 0;
-	self->tx_len = 0; self->tx_rid = 0; self->tx_rto = 0; self->tx_op = 0;
 }
 
 /* ---- close: free the connection's state ---------------------------------------- */
@@ -642,19 +2837,25 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 syscall::close:entry, syscall::close_nocancel:entry
 /pid == $target && known[pid, (int)arg0]/
 {
-	/* an unanswered request stays counted in @without */
+	/* requests still waiting never got a reply: they stay counted in @without */
 	this->fd = (int)arg0;
 	known[pid, this->fd] = 0;
 	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
-	rxsync[pid, this->fd] = 0; txrem[pid, this->fd] = 0; txsync[pid, this->fd] = 0;
-	pend_id[pid, this->fd] = 0; pend_op[pid, this->fd] = 0;
-	pend_rto[pid, this->fd] = 0; pend_len[pid, this->fd] = 0;
-	pend_isreq[pid, this->fd] = 0; pend_more[pid, this->fd] = 0;
-	outstanding[pid, this->fd] = 0; reqid[pid, this->fd] = 0;
-	streaming[pid, this->fd] = 0; streamid[pid, this->fd] = 0;
+	rxop[pid, this->fd] = 0; rxrid[pid, this->fd] = 0; rxlen[pid, this->fd] = 0;
+	rxmtc[pid, this->fd] = 0; head[pid, this->fd] = 0; tail[pid, this->fd] = 0;
+	txrem[pid, this->fd] = 0; stream[pid, this->fd] = 0; txhave[pid, this->fd] = 0;
+	txh0[pid, this->fd] = 0; txh1[pid, this->fd] = 0; txts[pid, this->fd] = 0;
+	slot_rid[pid, this->fd, 0] = 0; slot_ts[pid, this->fd, 0] = 0;
+	slot_op[pid, this->fd, 0] = 0; slot_len[pid, this->fd, 0] = 0;
+	slot_rid[pid, this->fd, 1] = 0; slot_ts[pid, this->fd, 1] = 0;
+	slot_op[pid, this->fd, 1] = 0; slot_len[pid, this->fd, 1] = 0;
+	slot_rid[pid, this->fd, 2] = 0; slot_ts[pid, this->fd, 2] = 0;
+	slot_op[pid, this->fd, 2] = 0; slot_len[pid, this->fd, 2] = 0;
+	slot_rid[pid, this->fd, 3] = 0; slot_ts[pid, this->fd, 3] = 0;
+	slot_op[pid, this->fd, 3] = 0; slot_len[pid, this->fd, 3] = 0;
 }
 
-/* ---- END: the footer every mongoprobe tool prints -------------------------------- */
+/* ---- END ------------------------------------------------------------------------ */
 
 END
 {
@@ -663,5 +2864,5 @@ END
 	    @requests, @replies, @stream, @noreply);
 	printa("lost: unmatched replies %@d, requests without reply %@d, malformed headers %@d, dropped events 0\n",
 	    @unmatched, @without, @malformed);
-	printf("(dropped events: DTrace reports its own on stderr, e.g. \"drops on CPU\": raise -x bufsize)\n");
+	printf("(dropped events: DTrace reports its own on stderr, e.g. \"dynamic variable drops\": raise -x dynvarsize)\n");
 }
