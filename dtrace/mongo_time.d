@@ -16,8 +16,9 @@
  *   latency_ns_by_op:, latency_ns_by_command:, latency_ns_by_conn:
  *                       quantize (log2 buckets, ns) per opcode, command, "pid fd"
  *   requests_by_op:, requests_by_command:     requests received
- *   total_ns_by_op:, total_ns_by_command:, total_ns_by_conn:, max_ns_by_command:
- *                       exact sums and maxima of the timed latencies
+ *   replies_by_command:                       requests timed (first replies)
+ *   total_ns_by_op:, total_ns_by_command:, total_ns_by_conn:   exact sums and
+ *   max_ns_by_op:, max_ns_by_command:, max_ns_by_conn:         maxima (ns)
  * then the footer shared with the Linux tools.
  *
  *   requests: N  replies: N  stream replies: N  no-reply (moreToCome): N
@@ -2264,10 +2265,13 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[pid, this->fd, this->s]] = quantize(this->lat);
 	@by_conn[pid, this->fd] = quantize(this->lat);
+	@replies_cmd[slot_cmd[pid, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
 	@total_cmd[slot_cmd[pid, this->fd, this->s]] = sum(this->lat);
 	@total_conn[pid, this->fd] = sum(this->lat);
+	@max_op[this->opname] = max(this->lat);
 	@max_cmd[slot_cmd[pid, this->fd, this->s]] = max(this->lat);
+	@max_conn[pid, this->fd] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[pid, this->fd] = this->tl + 1;
@@ -2391,10 +2395,13 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[pid, this->fd, this->s]] = quantize(this->lat);
 	@by_conn[pid, this->fd] = quantize(this->lat);
+	@replies_cmd[slot_cmd[pid, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
 	@total_cmd[slot_cmd[pid, this->fd, this->s]] = sum(this->lat);
 	@total_conn[pid, this->fd] = sum(this->lat);
+	@max_op[this->opname] = max(this->lat);
 	@max_cmd[slot_cmd[pid, this->fd, this->s]] = max(this->lat);
+	@max_conn[pid, this->fd] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[pid, this->fd] = this->tl + 1;
@@ -2516,10 +2523,13 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[pid, this->fd, this->s]] = quantize(this->lat);
 	@by_conn[pid, this->fd] = quantize(this->lat);
+	@replies_cmd[slot_cmd[pid, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
 	@total_cmd[slot_cmd[pid, this->fd, this->s]] = sum(this->lat);
 	@total_conn[pid, this->fd] = sum(this->lat);
+	@max_op[this->opname] = max(this->lat);
 	@max_cmd[slot_cmd[pid, this->fd, this->s]] = max(this->lat);
+	@max_conn[pid, this->fd] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[pid, this->fd] = this->tl + 1;
@@ -2641,10 +2651,13 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[pid, this->fd, this->s]] = quantize(this->lat);
 	@by_conn[pid, this->fd] = quantize(this->lat);
+	@replies_cmd[slot_cmd[pid, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
 	@total_cmd[slot_cmd[pid, this->fd, this->s]] = sum(this->lat);
 	@total_conn[pid, this->fd] = sum(this->lat);
+	@max_op[this->opname] = max(this->lat);
 	@max_cmd[slot_cmd[pid, this->fd, this->s]] = max(this->lat);
+	@max_conn[pid, this->fd] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[pid, this->fd] = this->tl + 1;
@@ -2766,10 +2779,13 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[pid, this->fd, this->s]] = quantize(this->lat);
 	@by_conn[pid, this->fd] = quantize(this->lat);
+	@replies_cmd[slot_cmd[pid, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
 	@total_cmd[slot_cmd[pid, this->fd, this->s]] = sum(this->lat);
 	@total_conn[pid, this->fd] = sum(this->lat);
+	@max_op[this->opname] = max(this->lat);
 	@max_cmd[slot_cmd[pid, this->fd, this->s]] = max(this->lat);
+	@max_conn[pid, this->fd] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[pid, this->fd] = this->tl + 1;
@@ -2901,17 +2917,23 @@ END
 	printf("\nlatency_ns_by_conn:\n");
 	printa(@by_conn);
 	printf("\nrequests_by_op:\n");
-	printa("  %s %@d\n", @requests_by_op);
+	printa("  %-32s  %@d\n", @requests_by_op);
 	printf("\nrequests_by_command:\n");
-	printa("  %s %@d\n", @requests_by_cmd);
+	printa("  %-32s  %@d\n", @requests_by_cmd);
+	printf("\nreplies_by_command:\n");
+	printa("  %-32s  %@d\n", @replies_cmd);
 	printf("\ntotal_ns_by_op:\n");
-	printa("  %s %@d\n", @total_op);
+	printa("  %-32s  %@d\n", @total_op);
 	printf("\ntotal_ns_by_command:\n");
-	printa("  %s %@d\n", @total_cmd);
+	printa("  %-32s  %@d\n", @total_cmd);
 	printf("\ntotal_ns_by_conn:\n");
-	printa("  %d,%d %@d\n", @total_conn);
+	printa("  %d,%d  %@d\n", @total_conn);
+	printf("\nmax_ns_by_op:\n");
+	printa("  %-32s  %@d\n", @max_op);
 	printf("\nmax_ns_by_command:\n");
-	printa("  %s %@d\n", @max_cmd);
+	printa("  %-32s  %@d\n", @max_cmd);
+	printf("\nmax_ns_by_conn:\n");
+	printa("  %d,%d  %@d\n", @max_conn);
 	printf("\n");
 	printa("requests: %@d  replies: %@d  stream replies: %@d  no-reply (moreToCome): %@d\n",
 	    @requests, @replies, @stream, @noreply);

@@ -10,7 +10,11 @@ exactly those counts: no tolerance, nothing lost or malformed.
 Each (tool, mode) pair is traced once; the tests below check one aspect each of that run,
 so a known probe bug fails (xfail, strict) only the aspect it breaks.
 
-Needs root, a mounted tracefs, and bpftrace or bcc (each tool's tests skip with the reason).
+The D engine (dtrace/mongo_time.d, run by Oracle DTrace for Linux as scripts/setup.sh
+builds it from the shared kit) joins the same scenarios.
+
+Needs root, a mounted tracefs, and bpftrace, bcc or dtrace (each tool's tests skip with
+the reason).
 """
 
 from __future__ import annotations
@@ -34,16 +38,18 @@ from pathlib import Path
 import pytest
 
 import wireclient
+from mongoprobe import probes as mp_probes
 
 ROOT = Path(__file__).resolve().parents[1]
 WIRESERVER = Path(__file__).parent / "wireserver.py"
 BPFTRACE_TOOL = ROOT / "probes" / "mongo_latency.bt"
 BCC_TOOL = ROOT / "probes" / "mongolatency.py"
+DTRACE_TOOL = ROOT / "dtrace" / "mongo_time.d"
 SYSTEM_PYTHON = "/usr/bin/python3"  # bcc's bindings are Debian's python3-bpfcc
 ATTACH_TIMEOUT = 60.0  # bpftrace 0.17 and bcc compile and load for seconds on a busy box
 STOP_TIMEOUT = 30.0
 CONNECTIONS = 4
-TOOLS = ["bpftrace", "bcc"]
+TOOLS = ["bpftrace", "bcc", "dtrace"]
 MODES = ["mongod", "readwrite", "vector", "split", "sendto"]
 
 
@@ -60,6 +66,8 @@ def _tracing_unavailable() -> str | None:
 def _tool_unavailable(tool: str) -> str | None:
     if tool == "bpftrace":
         return None if shutil.which("bpftrace") else "bpftrace is not installed (Debian package bpftrace)"
+    if tool == "dtrace":
+        return mp_probes.why_cannot_dtrace()
     if not BCC_TOOL.exists():
         return "probes/mongolatency.py not present"
     check = subprocess.run([SYSTEM_PYTHON, "-c", "import bcc"], capture_output=True, text=True)
@@ -141,8 +149,10 @@ class Probe:
     """A probe process: a thread collects its stdout lines; `attached(probe)` says when it
     has attached (polled)."""
 
-    def __init__(self, argv: list[str], attached: Callable[[Probe], bool], stderr: Path) -> None:
+    def __init__(self, argv: list[str], attached: Callable[[Probe], bool], stderr: Path,
+                 stop_signal: int = signal.SIGINT) -> None:
         self.argv = argv
+        self.stop_signal = stop_signal
         self.attached = attached
         self.stderr = stderr
         self.lines: list[str] = []
@@ -164,15 +174,18 @@ class Probe:
             time.sleep(0.05)
 
     def stop(self) -> list[str]:
-        """SIGINT, as Ctrl-C; all its stdout lines once it has exited."""
+        """SIGINT, as Ctrl-C (dtrace: SIGTERM); all its stdout lines once it has exited."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
+            self.proc.send_signal(self.stop_signal)
         try:
             self.proc.wait(STOP_TIMEOUT)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-            pytest.fail(f"did not exit within {STOP_TIMEOUT:.0f} s of SIGINT: {self.describe()}")
+            if self.stop_signal == signal.SIGTERM:
+                mp_probes.remove_stale_uprobes(self.proc.pid)
+            pytest.fail(f"did not exit within {STOP_TIMEOUT:.0f} s of {self.stop_signal!r}: "
+                        f"{self.describe()}")
         self._reader.join(STOP_TIMEOUT)
         return self.lines
 
@@ -181,6 +194,10 @@ def start_probe(tool: str, pid: int, workdir: Path) -> Probe:
     if tool == "bpftrace":
         return Probe(["bpftrace", "-f", "json", str(BPFTRACE_TOOL), str(pid)],
                      lambda p: any('"Tracing MongoDB' in line for line in p.lines), workdir / "probe.err")  # fmt: skip
+    if tool == "dtrace":
+        return Probe([str(mp_probes.dtrace_binary()), "-s", str(DTRACE_TOOL), "-p", str(pid)],
+                     lambda p: any("Tracing MongoDB" in line for line in p.lines),
+                     workdir / "probe.err", stop_signal=signal.SIGTERM)  # fmt: skip
     return Probe([SYSTEM_PYTHON, str(BCC_TOOL), "-p", str(pid), "-j"],
                  lambda p: sleeping_in_main_loop(p.proc.pid), workdir / "probe.err")  # fmt: skip
 
@@ -242,6 +259,42 @@ def from_bcc(lines: list[str]) -> Observed:
     )
 
 
+DTRACE_LOSSES = ("unmatched_replies", "requests_without_reply", "malformed", "dropped")
+
+
+def from_dtrace(lines: list[str], stderr: Path) -> Observed:
+    """mongo_time.d's END output; "dropped" is what DTrace reported lost on stderr."""
+    from mongoprobe.formats.dtrace_drops import lost_events, parse_dtrace_drops
+    from mongoprobe.formats.dtrace_latency import parse_dtrace_latency, parse_dtrace_latency_totals
+
+    text = "".join(lines)
+    hists, totals = parse_dtrace_latency(text), parse_dtrace_latency_totals(text)
+
+    def stat(name: str, by: str) -> dict[str, int]:
+        t = totals[(totals["stat"] == name) & (totals["by"] == by)]
+        return dict(zip(t["key"], t["value"].astype(int)))
+
+    footer = dict(stat_footer_items(totals))
+    footer["dropped"] = lost_events(parse_dtrace_drops(stderr.read_text().splitlines()))
+    nonempty = hists[hists["count"] > 0]
+    return Observed(
+        requests_by_command=stat("requests", "command"),
+        requests_by_op=stat("requests", "op"),
+        timed_by_command={k: int(v) for k, v in
+                          hists[hists["by"] == "command"].groupby("key")["count"].sum().items()},
+        stats_count_by_command=stat("replies", "command"),
+        counts={name: footer.get(name) for name in COUNTS},
+        lost={name: footer.get(name) for name in DTRACE_LOSSES},
+        bucket_lows={f"by_{by} {key}": g["lo"].tolist()
+                     for (by, key), g in nonempty[nonempty["by"] != "conn"].groupby(["by", "key"])},
+    )
+
+
+def stat_footer_items(totals) -> list[tuple[str, int]]:
+    foot = totals[totals["by"] == ""]
+    return list(zip(foot["stat"], foot["value"].astype(int)))
+
+
 @dataclass
 class Run:
     expected: wireclient.Expected
@@ -263,6 +316,8 @@ def trace(tool: str, mode: str, workdir: Path) -> Run:
             lines = probe.stop()
     if probe.proc.returncode != 0:
         pytest.fail(f"probe failed: {probe.describe()}")
+    if tool == "dtrace":
+        return Run(expected, from_dtrace(lines, probe.stderr))
     return Run(expected, from_bpftrace(lines) if tool == "bpftrace" else from_bcc(lines))
 
 

@@ -19,6 +19,7 @@ EXAMPLES = """examples:
   mongoprobe latency -p 4127 -i 5 -d 60   # every 5 s for a minute
   mongoprobe latency -p 4127 --by op      # per opcode (OP_MSG, OP_QUERY, ...)
   mongoprobe latency -p 4127 --engine bcc --json
+  mongoprobe latency -p 4127 --engine dtrace -d 30   # dtrace/mongo_time.d
   mongoprobe latency -p 4127 --events ev.jsonl -d 30   # exact, per request
   mongoprobe snoop -p 4127                # one line per request
 """
@@ -66,7 +67,8 @@ def cmd_target(args: argparse.Namespace) -> int:
 def _check_trace(args: argparse.Namespace) -> None:
     from . import probes
 
-    why = probes.why_cannot_bcc() if args.engine == "bcc" else probes.why_cannot_trace()
+    why = {"bcc": probes.why_cannot_bcc, "dtrace": probes.why_cannot_dtrace}.get(
+        args.engine, probes.why_cannot_trace)()
     if why:
         die(why)
     try:
@@ -110,6 +112,8 @@ def cmd_latency(args: argparse.Namespace) -> int:
     from .formats.bpftrace_json import BpftraceOutput
 
     _check_trace(args)
+    if args.engine == "dtrace":
+        return _latency_dtrace(args)
     try:
         if args.engine == "bcc":
             return _latency_bcc(args)
@@ -177,11 +181,78 @@ def _latency_bcc(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_dtrace(script: str, args: argparse.Namespace, on_line=None):
+    from . import dtrace_engine, probes
+    try:
+        run = dtrace_engine.run(script, args.pid, duration=args.duration, on_line=on_line,
+                                banner=f"Tracing MongoDB requests of PID {args.pid} (dtrace "
+                                       f"{script})... Hit Ctrl-C to end.")
+    except probes.ProbeError as e:
+        die(str(e))
+    why = dtrace_engine.failed(run)
+    if why and not any(ln.startswith("requests: ") for ln in run.lines):
+        die(f"dtrace failed: {why}")
+    return run
+
+
+def _latency_dtrace(args: argparse.Namespace) -> int:
+    """dtrace/mongo_time.d (or mongo_snoop.d for --events): one summary at the end."""
+    from . import dtrace_engine, latency
+
+    if args.interval:
+        die("-i: mongo_time.d prints once, at the end; use -d, or --engine bpftrace|bcc")
+    if args.events:
+        run = _run_dtrace("mongo_snoop.d", args)
+        events = dtrace_engine.snoop_events(run.lines)
+        summary = latency.from_events(events, engine="dtrace", pid=args.pid)
+        summary.counts, summary.lost = dtrace_engine.snoop_footer(run.lines)
+        summary.lost["dropped"] = run.dropped
+        from .formats.wire_events import write_events_json
+        with open(args.events, "w") as fh:
+            write_events_json(events, fh)
+    else:
+        run = _run_dtrace("mongo_time.d", args)
+        summary = dtrace_engine.latency_summary(run, args.pid)
+    _print_summary(summary, args)
+    print(run.loss_line(), file=sys.stderr)
+    return 0
+
+
+def _snoop_dtrace(args: argparse.Namespace) -> int:
+    """dtrace/mongo_snoop.d: its lines as they come (mongo_snoop.bt's layout)."""
+    from . import dtrace_engine, latency
+    from .formats import wire_events
+    from .formats.dtrace_latency import clock
+
+    head: list[str] = []
+
+    def show(line: str) -> None:
+        if len(head) < 5:
+            head.append(line)
+        row = wire_events.parse_snoop_line(line)
+        if args.json:
+            if row:
+                c = clock("".join(head))
+                row["time"] = c[1] / 1e9 + row["elapsed_s"] if c else None
+                print(json.dumps(row), flush=True)
+        elif row or line.startswith("TIME(s)"):
+            print(line, end="", flush=True)
+
+    run = _run_dtrace("mongo_snoop.d", args, on_line=show)
+    counts, lost = dtrace_engine.snoop_footer(run.lines)
+    lost["dropped"] = run.dropped
+    print(latency.footer(counts, lost), file=sys.stderr if args.json else sys.stdout)
+    print(run.loss_line(), file=sys.stderr)
+    return 0
+
+
 def cmd_snoop(args: argparse.Namespace) -> int:
     from . import probes
     from .formats import wire_events
 
     _check_trace(args)
+    if args.engine == "dtrace":
+        return _snoop_dtrace(args)
     try:
         if args.engine == "bcc":
             probe = probes.bcc("mongosnoop.py", "-p", args.pid, *(["-j"] if args.json else []))
@@ -236,7 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("-p", "--pid", type=int, required=True, help="server process id")
         sp.add_argument("-d", "--duration", type=float, help="stop after SEC seconds")
         sp.add_argument("--json", action="store_true", help="machine-readable output")
-        sp.add_argument("--engine", choices=["bpftrace", "bcc"], default="bpftrace")
+        sp.add_argument("--engine", choices=["bpftrace", "bcc", "dtrace"], default="bpftrace",
+                        help="dtrace: dtrace/*.d (illumos, FreeBSD, macOS, Linux with "
+                             "dtrace-utils)")
 
     lt = sub.add_parser("latency", help="server-side request latency histograms",
                         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES)

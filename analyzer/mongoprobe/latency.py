@@ -6,7 +6,9 @@ counted them, and the loss counters. It is built from
 
 * ``mongo_latency.bt -f json`` output (:func:`from_bpftrace`): in-kernel histograms;
 * per-request events (:func:`from_events`): exact percentiles;
-* ``mongolatency.py -j`` output (:func:`from_json`), which already has this shape.
+* ``mongolatency.py -j`` output (:func:`from_json`), which already has this shape;
+* ``dtrace/mongo_time.d`` output (:func:`from_dtrace_quantize`): DTrace quantize
+  histograms, whose percentiles are given as bucket bounds.
 
 and renders as DTrace-style quantize text (:meth:`LatencySummary.render`) or the JSON
 of the command-line contract (:meth:`LatencySummary.to_json`).
@@ -35,6 +37,8 @@ class Group:
     total_ns: int | None = None        # exact sum, when the probe counted it
     max_ns: int | None = None          # exact max, when the probe counted it
     values: np.ndarray | None = None   # every latency, when events were recorded
+    # DTrace quantize: percentiles are reported as the upper bound of their log2 bucket
+    bucket_bounds: bool = False
 
     @property
     def count(self) -> int:
@@ -47,7 +51,7 @@ class Group:
             np.concatenate([self.values, other.values])
         mx = None if self.max_ns is None or other.max_ns is None else max(self.max_ns, other.max_ns)
         return Group(histogram.merge(self.hist, other.hist), add(self.total_ns, other.total_ns),
-                     mx, vals)
+                     mx, vals, self.bucket_bounds or other.bucket_bounds)
 
     def to_json(self) -> dict:
         if self.values is not None and len(self.values):
@@ -57,6 +61,10 @@ class Group:
                     "max_ns": int(v.max()), "hist": histogram.to_json_buckets(self.hist),
                     "exact": True}
         d = histogram.summary(self.hist, self.total_ns)
+        if self.bucket_bounds and d["count"]:
+            d["p50_ns"] = _bucket_bound(self.hist, 50)
+            d["p99_ns"] = _bucket_bound(self.hist, 99)
+            d["percentiles"] = "log2 bucket upper bound"
         if self.max_ns is not None and d["count"]:
             # The probe's exact max also bounds the bucket estimates.
             d["max_ns"] = int(self.max_ns)
@@ -122,7 +130,22 @@ class LatencySummary:
             out.append(histogram.render_quantize(h, title="", unit=unit).rstrip("\n"))
             out.append("")
         out.append(footer(self.counts, self.lost))
+        if any(g.bucket_bounds for g in groups.values()):
+            out.append("(DTrace quantize: log2 buckets; a percentile is known only to its "
+                       "bucket: --json gives its upper bound)")
         return "\n".join(out) + "\n"
+
+
+def _bucket_bound(h: pd.DataFrame, q: float) -> float:
+    """The upper bound of the bucket holding the q-th percentile: all a log2 histogram
+    can say ("p99 <= 262144 ns")."""
+    nz = h[h["count"] > 0]
+    rank, before = q / 100.0 * int(nz["count"].sum()), 0
+    for hi, c in zip(nz["hi"].tolist(), nz["count"].tolist()):
+        before += c
+        if rank <= before:
+            return float(hi)
+    return float(nz["hi"].iloc[-1])
 
 
 def footer(counts: dict, lost: dict) -> str:
@@ -231,4 +254,34 @@ def from_json(d: dict) -> LatencySummary:
     s.requests_by_command = {k: int(v) for k, v in d.get("requests_by_command", {}).items()}
     s.counts.update({k: int(v) for k, v in d.get("counts", {}).items()})
     s.lost.update({k: int(v) for k, v in d.get("lost", {}).items()})
+    return s
+
+
+def from_dtrace_quantize(hists: pd.DataFrame, totals: pd.DataFrame, dropped: int = 0,
+                         pid: int | None = None) -> LatencySummary:
+    """The adapter from ``dtrace/mongo_time.d`` output (``formats.dtrace_latency``'s two
+    frames) to the summary every engine feeds: quantize buckets as histograms, its exact
+    ``sum()``/``max()`` as totals and maxima, the footer's counters; ``dropped`` is what
+    DTrace reported lost on stderr (``formats.dtrace_drops``). Percentiles of these
+    groups are log2 bucket bounds (``Group.bucket_bounds``), not interpolations."""
+    def stat(name: str, by: str) -> dict:
+        t = totals[(totals["stat"] == name) & (totals["by"] == by)]
+        return dict(zip(t["key"], t["value"].astype(int)))
+
+    def groups(by: str) -> dict:
+        tot, mx = stat("total_ns", by), stat("max_ns", by)
+        out = {}
+        for key, g in hists[hists["by"] == by].groupby("key", sort=True):
+            h = histogram.from_buckets(zip(g["lo"], g["hi"], g["count"]))
+            out[str(key)] = Group(h, tot.get(key), mx.get(key), bucket_bounds=True)
+        return out
+
+    s = LatencySummary(engine="dtrace", pid=pid)
+    s.by_command, s.by_op, s.by_conn = groups("command"), groups("op"), groups("conn")
+    s.requests_by_command = stat("requests", "command")
+    foot = dict(zip(totals.loc[totals["by"] == "", "stat"],
+                    totals.loc[totals["by"] == "", "value"].astype(int)))
+    s.counts = {k: int(foot.get(k, 0)) for k in COUNT_KEYS}
+    s.lost = {k: int(foot.get(k, 0)) for k in LOST_KEYS}
+    s.lost["dropped"] = int(dropped)     # the script prints 0: DTrace counts its own
     return s

@@ -1,13 +1,14 @@
 """Run the probes in probes/ as child processes and stream their output.
 
-The probes are standalone tools (bpftrace scripts, bcc programs); this module finds
-them, checks what they need (root, tracefs, a live pid), starts them with the
-environment they need on this machine, waits until they are attached, and stops
-them with SIGINT so they print what they have.
+The probes are standalone tools (bpftrace scripts, bcc programs, D scripts); this
+module finds them, checks what they need (root, tracefs, a live pid), starts them with
+the environment they need on this machine, waits until they are attached, and stops
+them with SIGINT (dtrace: SIGTERM) so they print what they have.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -24,6 +25,11 @@ from typing import Iterator
 # stack at bpftrace 0.17's default of 64 (see its header).
 BPFTRACE_ENV = {"BPFTRACE_CACHE_USER_SYMBOLS": "1", "BPFTRACE_STRLEN": "48"}
 BCC_PYTHON = "/usr/bin/python3"   # Debian's interpreter, the one python3-bpfcc serves
+
+
+# Oracle DTrace for Linux as scripts/setup.sh builds it from the shared kit (keep equal
+# to DTRACE_COMMIT there): $MONGOPROBE_TOOLS/dtrace-COMMIT/dtrace.
+DTRACE_COMMIT = "8a1264bf"
 
 
 class ProbeError(RuntimeError):
@@ -71,6 +77,101 @@ def why_cannot_bcc() -> str | None:
     return None
 
 
+def dtrace_dir() -> Path:
+    """The D scripts (dtrace/ beside probes/)."""
+    env = os.environ.get("MONGOPROBE_DTRACE_SCRIPTS")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "dtrace"
+
+
+def tools_dir() -> Path:
+    return Path(os.environ.get("MONGOPROBE_TOOLS", Path.home() / ".cache" / "mongoprobe"))
+
+
+def shared_dir() -> Path:
+    """The project's shared folder: $MONGOPROBE_SHARED, else ../shared beside the checkout."""
+    env = os.environ.get("MONGOPROBE_SHARED")
+    return Path(env) if env else Path(__file__).resolve().parents[3] / "shared"
+
+
+def _is_dtrace(path: str) -> bool:
+    # systemtap-sdt-dev installs a `dtrace` that only builds USDT headers: ask it.
+    try:
+        r = subprocess.run([path, "-V"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return (r.stdout + r.stderr).strip().startswith(("dtrace: Sun D", "dtrace: Oracle D"))
+
+
+@functools.cache
+def dtrace_binary() -> str | None:
+    """The dtrace to run: $MONGOPROBE_DTRACE, the one setup built, or a real DTrace on
+    PATH (illumos, FreeBSD, macOS, Linux with dtrace-utils); None when there is none."""
+    for cand in (os.environ.get("MONGOPROBE_DTRACE"),
+                 str(tools_dir() / f"dtrace-{DTRACE_COMMIT}" / "dtrace"),
+                 shutil.which("dtrace")):
+        if cand and os.access(cand, os.X_OK) and _is_dtrace(cand):
+            return cand
+    return None
+
+
+@functools.cache
+def dtrace_version() -> str | None:
+    """``dtrace -V``'s line ("dtrace: Oracle D 2.0"), with the build's commit when it is
+    the one setup built; None without a dtrace."""
+    exe = dtrace_binary()
+    if exe is None:
+        return None
+    r = subprocess.run([exe, "-V"], capture_output=True, text=True, timeout=30)
+    line = (r.stdout + r.stderr).strip().splitlines()[0].removeprefix("dtrace: ")
+    if Path(exe).parent.name == f"dtrace-{DTRACE_COMMIT}":
+        line += f" (dtrace-utils {DTRACE_COMMIT})"
+    return line
+
+
+def why_cannot_dtrace() -> str | None:
+    """None when the D scripts can run here, else the precise reason."""
+    if os.geteuid() != 0:
+        return "DTrace needs root"
+    if dtrace_binary() is None:
+        if sys.platform.startswith("linux"):
+            kit = shared_dir() / "dtrace-linux"
+            if not (kit / "build.sh").exists():
+                return (f"no dtrace here, and no shared DTrace kit at {kit} to build one "
+                        "from (MONGOPROBE_SHARED names the shared folder)")
+            return (f"no dtrace here: scripts/setup.sh builds it from {kit} into "
+                    f"{tools_dir() / f'dtrace-{DTRACE_COMMIT}'}")
+        return "no dtrace on PATH (MONGOPROBE_DTRACE names one)"
+    if sys.platform.startswith("linux"):
+        if not Path("/sys/kernel/debug/tracing").exists():
+            return ("debugfs is not mounted on /sys/kernel/debug (Oracle DTrace needs it: "
+                    "mount -t debugfs none /sys/kernel/debug, or run scripts/setup.sh)")
+        tracefs = Path("/sys/kernel/tracing")
+        if not tracefs.is_dir() or not any(tracefs.iterdir()):
+            return "tracefs is not mounted on /sys/kernel/tracing (run scripts/setup.sh)"
+    return None
+
+
+def remove_stale_uprobes(dtrace_pid: int) -> int:
+    """Oracle DTrace on Linux: a dtrace that was killed (SIGKILL) leaves its
+    ``dt_PID_*`` uprobes in tracefs; remove them. Returns how many were removed."""
+    events = Path("/sys/kernel/tracing/uprobe_events")
+    try:
+        lines = events.read_text().splitlines()
+    except OSError:
+        return 0
+    removed = 0
+    for line in lines:
+        name = line.split()[0].split(":", 1)[-1] if line.strip() else ""
+        if name.startswith(f"dt_{dtrace_pid}_"):
+            try:
+                with open(events, "a") as fh:
+                    fh.write(f"-:{name}\n")
+                removed += 1
+            except OSError:
+                pass
+    return removed
+
+
 def check_pid(pid: int) -> None:
     if not Path(f"/proc/{pid}").exists():
         raise ProbeError(f"no process with pid {pid}")
@@ -80,9 +181,11 @@ class Probe:
     """A running probe: ``lines()`` yields its stdout; ``stop()`` ends it with SIGINT."""
 
     def __init__(self, argv: list[str], ready: str, env: dict | None = None,
-                 attach_timeout: float = 120.0):
+                 attach_timeout: float = 120.0, stop_signal: int = signal.SIGINT):
         self.argv = argv
-        self.name = next((Path(a).name for a in argv if a.endswith((".bt", ".py"))), argv[0])
+        self.name = next((Path(a).name for a in argv if a.endswith((".bt", ".py", ".d"))),
+                         argv[0])
+        self.stop_signal = stop_signal
         self._ready_text = ready
         self.stderr_lines: list[str] = []
         self.proc = subprocess.Popen(
@@ -143,7 +246,7 @@ class Probe:
     def interrupt(self) -> None:
         """Ask the probe to print what it has and exit (safe in a signal handler)."""
         try:
-            os.killpg(self.proc.pid, signal.SIGINT)
+            os.killpg(self.proc.pid, self.stop_signal)
         except ProcessLookupError:
             pass
 
@@ -155,6 +258,8 @@ class Probe:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+                if self.argv[0] == dtrace_binary():
+                    remove_stale_uprobes(self.proc.pid)
         return self.proc.returncode
 
 
@@ -212,6 +317,21 @@ def bpftrace(script: str, *args: str | int, **kw) -> Probe:
 def bcc(tool: str, *args: str | int, **kw) -> Probe:
     path = probe_path(tool)
     return Probe([BCC_PYTHON, str(path), *map(str, args)], ready="Tracing MongoDB", **kw)
+
+
+def dtrace(script: str, pid: int, *args: str | int, options: tuple[str, ...] = (),
+           ready: str = "Hit Ctrl-C", **kw) -> Probe:
+    """``dtrace -s dtrace/SCRIPT -p PID [ARGS]``: stopped with SIGTERM (a dtrace started
+    in the background ignores SIGINT; SIGTERM still runs END and prints)."""
+    exe = dtrace_binary()
+    if exe is None:
+        raise ProbeError(why_cannot_dtrace() or "no dtrace")
+    path = dtrace_dir() / script
+    if not path.exists():
+        raise ProbeError(f"{path} not found (set MONGOPROBE_DTRACE_SCRIPTS to the dtrace/ folder)")
+    opts = [a for o in options for a in ("-x", o)]
+    return Probe([exe, *opts, "-s", str(path), "-p", str(pid), *map(str, args)], ready=ready,
+                 stop_signal=signal.SIGTERM, **kw)
 
 
 def wall_offset_ns() -> int:

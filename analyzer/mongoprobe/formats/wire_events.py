@@ -2,7 +2,8 @@
 
 Two real forms, one table:
 
-* ``mongo_snoop.bt`` text lines (bpftrace), after its ``# clock`` and header lines::
+* ``mongo_snoop.bt`` text lines (bpftrace), after its ``# clock`` and header lines, and
+  ``dtrace/mongo_snoop.d``'s, which print the same layout (and its footer at the end)::
 
     TIME(s)        PID     TID     FD   REQID  OPCODE   COMMAND  BYTES_IN BYTES_OUT LAT(us)  F
     1.204113       4127    4131    9    1      OP_MSG   insert        124        45 412.233  -
@@ -71,11 +72,13 @@ def parse_snoop_line(line: str) -> dict | None:
 
 
 def parse_snoop(lines: Iterable[str], source: str = "<snoop>") -> pd.DataFrame:
-    """mongo_snoop.bt text output. Banner, header, comments and blank lines are skipped."""
+    """mongo_snoop.bt / mongo_snoop.d text output. Banner, header, comments, blank lines
+    and mongo_snoop.d's footer (``requests:``, ``lost:``, ``(dropped events...``) are skipped."""
     rows = []
     for n, line in enumerate(lines, 1):
         s = line.strip()
-        if not s or s.startswith(("#", "TIME", "Tracing", "Attaching", "@")):
+        if not s or s.startswith(("#", "TIME", "Tracing", "Attaching", "@", "requests: ",
+                                  "lost: ", "(dropped events")):
             continue
         row = parse_snoop_line(s)
         if row is None:

@@ -1,0 +1,102 @@
+"""Run a ``dtrace/*.d`` script on a pid and read what it printed (``--engine dtrace``).
+
+One path for every subcommand: ``run`` starts ``dtrace -s dtrace/SCRIPT -p PID``
+(probes.dtrace), stops it after ``-d``, when the pid exits or at Ctrl-C (SIGTERM:
+END still runs and prints), and returns its stdout lines and what DTrace reported
+lost on stderr. The readers turn those lines into the summaries the other engines
+give: ``latency_summary`` (mongo_time.d), ``snoop_events`` (mongo_snoop.d).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pandas as pd
+
+from . import probes
+
+
+@dataclass
+class DtraceRun:
+    lines: list[str]                 # stdout, as printed
+    stderr: list[str]                # dtrace's own messages
+    returncode: int | None
+    stop_reason: str | None
+    drops: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def dropped(self) -> int:
+        from .formats.dtrace_drops import lost_events
+        return lost_events(self.drops)
+
+    def loss_line(self) -> str:
+        from .formats.dtrace_drops import summary
+        return summary(self.drops)
+
+
+def run(script: str, pid: int, args: tuple = (), duration: float | None = None,
+        options: tuple[str, ...] = (), on_line: Callable[[str], None] | None = None,
+        banner: str | None = None) -> DtraceRun:
+    """Trace ``pid`` with ``dtrace/SCRIPT`` until ``duration``, its exit or Ctrl-C.
+    ``on_line`` sees each stdout line as it comes. ProbeError when it cannot start."""
+    from .formats.dtrace_drops import parse_dtrace_drops
+
+    probe = probes.dtrace(script, pid, *args, options=options)
+    stopper = probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None, duration, pid)
+    if banner:
+        print(banner, file=sys.stderr, flush=True)
+    lines = []
+    for line in probe.lines():
+        lines.append(line)
+        if on_line:
+            on_line(line)
+    rc = probe.stop()
+    return DtraceRun(lines, probe.stderr_lines, rc, stopper.reason,
+                     parse_dtrace_drops(probe.stderr_lines))
+
+
+def failed(run: DtraceRun) -> str | None:
+    """The error line when dtrace failed before printing its results, else None."""
+    if run.returncode in (0, None):
+        return None
+    errors = [ln for ln in run.stderr if ln.startswith("dtrace:") and "drop" not in ln]
+    return (errors or run.stderr or [f"exit status {run.returncode}"])[-1]
+
+
+def latency_summary(run: DtraceRun, pid: int | None = None):
+    """mongo_time.d's END output -> latency.LatencySummary (engine "dtrace")."""
+    from . import latency
+    from .formats.dtrace_latency import parse_dtrace_latency, parse_dtrace_latency_totals
+
+    text = "".join(run.lines)
+    return latency.from_dtrace_quantize(parse_dtrace_latency(text, "mongo_time.d"),
+                                        parse_dtrace_latency_totals(text, "mongo_time.d"),
+                                        run.dropped, pid)
+
+
+def snoop_events(lines: list[str]) -> pd.DataFrame:
+    """mongo_snoop.d's request lines -> the events table (formats.wire_events), ``time``
+    from its ``# clock`` line (DTrace's walltimestamp at the start)."""
+    from .formats import wire_events
+    from .formats.dtrace_latency import clock
+
+    df = wire_events.parse_snoop(lines, "mongo_snoop.d")
+    c = clock("".join(lines[:5]))
+    if c is not None and len(df):
+        df["time"] = c[1] / 1e9 + df["elapsed_s"]
+    return df
+
+
+def snoop_footer(lines: list[str]):
+    """The counters of mongo_snoop.d's footer -> (counts, lost) dicts."""
+    import io
+
+    from . import latency
+    from .formats.quantize import parse_scalars
+
+    s = parse_scalars(io.StringIO("".join(lines)), "mongo_snoop.d")
+    foot = {r.name: int(r.value) for r in s.itertuples(index=False) if r.key == ""}
+    return ({k: foot.get(k, 0) for k in latency.COUNT_KEYS},
+            {k: foot.get(k, 0) for k in latency.LOST_KEYS})
