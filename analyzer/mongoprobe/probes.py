@@ -326,7 +326,7 @@ def dtrace(script: str, pid: int, *args: str | int, options: tuple[str, ...] = (
     exe = dtrace_binary()
     if exe is None:
         raise ProbeError(why_cannot_dtrace() or "no dtrace")
-    path = dtrace_dir() / script
+    path = Path(script) if os.path.isabs(script) else dtrace_dir() / script
     if not path.exists():
         raise ProbeError(f"{path} not found (set MONGOPROBE_DTRACE_SCRIPTS to the dtrace/ folder)")
     opts = [a for o in options for a in ("-x", o)]

@@ -14,6 +14,10 @@ flush     probes/flush.bt: latency histograms per flush syscall, bytes, threads,
 syscount  probes/syscount.bt: calls, time and errors per syscall, named.
 threads   probes/threads.bt: the ``prstat -mL`` view, one table per interval.
 
+``--engine dtrace`` runs the D twins instead (dtrace/profile.d, flush.d, syscount.d;
+mongoprobe.dtrace_engine): the same parsers read their output, DTrace's own losses
+(from its stderr) are reported on the ``lost:`` line.
+
 The probes' own output is parsed by ``formats/flush_output.py``,
 ``formats/syscount_output.py`` and, for threads.bt, :func:`threads_snapshots` and
 :func:`threads_interval` here.
@@ -43,15 +47,18 @@ PROFILE_EXAMPLES = """examples:
   mongoprobe profile -p 4127 --offcpu -d 10 -o off.bt.txt  # off-CPU time (us) by stack
   mongoprobe profile -p 4127 --engine perf --call-graph dwarf -d 10 -o c.perf.txt
   mongoprobe profile -p 4127 -d 30 -o cpu.svg           # flame graph (mongoprobe.stacks)
+  mongoprobe profile -p 4127 --engine dtrace -d 30 -o cpu.svg   # dtrace/profile.d
 """
 FLUSH_EXAMPLES = """examples:
   mongoprobe flush -p 4127                # until Ctrl-C: msync/fsync/... histograms
   mongoprobe flush -p 4127 -d 60 --json   # {"flushes", "threads", "fds", "stacks"...}
+  mongoprobe flush -p 4127 --engine dtrace -d 60   # dtrace/flush.d
 """
 SYSCOUNT_EXAMPLES = """examples:
   mongoprobe syscount -p 4127 -d 10       # calls and time per syscall, most called first
   mongoprobe syscount -p 4127 -d 10 --sort time -n 15
   mongoprobe syscount -p 4127 -d 10 --json
+  mongoprobe syscount -p 4127 --engine dtrace -d 10   # dtrace/syscount.d
 """
 THREADS_EXAMPLES = """examples:
   mongoprobe threads -p 4127              # every second until Ctrl-C (prstat -mL)
@@ -59,7 +66,7 @@ THREADS_EXAMPLES = """examples:
   mongoprobe threads -p 4127 -d 10 --json # one JSON object per interval
 """
 
-RAW_SUFFIX = {"bpftrace": ".bt.txt", "perf": ".perf.txt"}
+RAW_SUFFIX = {"bpftrace": ".bt.txt", "perf": ".perf.txt", "dtrace": ".dtrace.txt"}
 STACK_SUFFIXES = (".folded", ".svg")
 
 
@@ -78,7 +85,11 @@ def _err(msg: str) -> None:
 def _check(args: argparse.Namespace, engine: str = "bpftrace") -> None:
     """Root, the tracer, a live pid (and thread): else one line and exit 1."""
 
-    if engine == "perf":
+    if engine == "dtrace":
+        why = probes.why_cannot_dtrace()
+        if why:
+            _die(why)
+    elif engine == "perf":
         if os.geteuid() != 0:
             _die("profiling another process with perf needs root")
         if not shutil.which("perf"):
@@ -223,6 +234,12 @@ def _profile_paths(args: argparse.Namespace) -> tuple[str, Path, Path | None]:
         if engine == "bpftrace":
             _die(f"{out}: .perf.txt is perf script output; use .bt.txt with --engine bpftrace")
         return "perf", out, None
+    if name.endswith(".dtrace.txt"):
+        if engine not in (None, "dtrace"):
+            _die(f"{out}: .dtrace.txt is profile.d output; use it with --engine dtrace")
+        return "dtrace", out, None
+    if engine == "dtrace" and not name.endswith(STACK_SUFFIXES):
+        _die(f"{out}: with --engine dtrace the output name ends in .dtrace.txt, .folded or .svg")
     if name.endswith(".bt.txt"):
         if engine == "perf":
             _die(f"{out}: .bt.txt is bpftrace output; use .perf.txt with --engine perf")
@@ -235,7 +252,7 @@ def _profile_paths(args: argparse.Namespace) -> tuple[str, Path, Path | None]:
                  f"checkout does not have yet; use -o FILE{RAW_SUFFIX[engine]} for raw stacks")
         raw = out.with_name(name[: -len(out.suffix)] + RAW_SUFFIX[engine])
         return engine, raw, out
-    _die(f"{out}: the output name must end in .bt.txt, .perf.txt, .folded or .svg")
+    _die(f"{out}: the output name must end in .bt.txt, .perf.txt, .dtrace.txt, .folded or .svg")
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
@@ -244,17 +261,86 @@ def cmd_profile(args: argparse.Namespace) -> int:
         _die(f"-F {args.frequency}: the frequency must be 1..10000 Hz")
     if engine == "bpftrace" and args.call_graph == "dwarf":
         _die("bpftrace walks frame pointers only: use --engine perf for --call-graph dwarf")
-    if engine == "perf" and args.offcpu:
+    if engine in ("perf", "dtrace") and args.offcpu:
         _die("--offcpu needs --engine bpftrace (sched_switch stacks)")
+    if engine == "dtrace" and args.call_graph == "dwarf":
+        _die("dtrace's ustack() walks frame pointers: use --engine perf for --call-graph dwarf")
     _check(args, engine)
     raw.parent.mkdir(parents=True, exist_ok=True)
     if engine == "perf":
         rc = _profile_perf(args, raw)
+    elif engine == "dtrace":
+        rc = _profile_dtrace(args, raw)
     else:
         rc = _profile_bpftrace(args, raw)
     if rc == 0 and converted is not None:
-        rc = _convert_stacks(raw, converted, "perf" if engine == "perf" else "bpftrace", args)
+        rc = _convert_stacks(raw, converted, engine, args)
     return rc
+
+
+def _run_dtrace(script: str, args: argparse.Namespace, argv: tuple = (), banner: str = ""):
+    from . import dtrace_engine
+    try:
+        run = dtrace_engine.run(script, args.pid, argv, duration=args.duration, banner=banner)
+    except probes.ProbeError as e:
+        _die(str(e))
+    why = dtrace_engine.failed(run)
+    if why and not run.lines[3:]:
+        _die(f"dtrace failed: {why}")
+    return run
+
+
+def _d_no_ustack(lines) -> int:
+    """Samples of profile.d's entries whose user stack (after the "," line) is empty."""
+    n, frames, after = 0, 0, False
+    for line in lines:
+        s = line.strip()
+        if s.startswith("@["):
+            frames, after = 0, False
+        elif s == ",":
+            after = True
+        elif m := re.match(r"^\]: (\d+)$", s):
+            n += int(m[1]) if after and frames == 0 else 0
+            after = False
+        elif after and s:
+            frames += 1
+    return n
+
+
+def _profile_dtrace(args: argparse.Namespace, raw: Path) -> int:
+    """dtrace/profile.d at -F HZ (its rate is in the probe name: profile-97)."""
+    from .formats import dtrace_stacks
+
+    tid = args.tid or 0
+    with tempfile.TemporaryDirectory(prefix="mongoprobe-profile-") as tmp:
+        script = probes.dtrace_dir() / "profile.d"
+        if args.frequency != 97:
+            text = script.read_text()
+            script = Path(tmp) / "profile.d"
+            script.write_text(text.replace("profile-97", f"profile-{args.frequency}")
+                              .replace("hz=97", f"hz={args.frequency}")
+                              .replace("at 97 Hertz", f"at {args.frequency} Hertz"))
+        target = f"thread {tid} of PID {args.pid}" if tid else f"PID {args.pid}"
+        run = _run_dtrace(str(script), args, (tid, 0), banner=(
+            f"Sampling {target}: on-CPU stacks at {args.frequency} Hz (dtrace)... "
+            "Hit Ctrl-C to end."))
+    raw.write_text("".join(run.lines))
+    stats: dict = {}
+    with open(raw) as fh:
+        samples = list(dtrace_stacks.read(fh, str(raw), stats))
+    total = next((int(ln.split()[1]) for ln in run.lines
+                  if ln.startswith("@samples_total:")), None)
+    no_ustack = _d_no_ustack(run.lines)
+    _err(f"wrote {raw}: {stats.get('samples', 0)} samples in {stats.get('stacks', 0)} stacks, "
+         f"{len({s[2] for s in samples})} threads, {len({s[0] for s in samples})} seconds")
+    lost = []
+    if total is not None and total > stats.get("samples", 0):
+        lost.append(f"{total - stats['samples']} samples not printed (aggregation full: raise "
+                    "-x aggsize)")
+    lost.append(f"{no_ustack} samples without a user stack")
+    lost.append(run.loss_line())
+    _err("lost: " + ", ".join(lost))
+    return 0
 
 
 def _profile_bpftrace(args: argparse.Namespace, raw: Path) -> int:
@@ -454,7 +540,9 @@ def render_flush(res, pid: int | None = None, top_stacks: int = 3) -> str:
 def cmd_flush(args: argparse.Namespace) -> int:
     from .formats.flush_output import parse_flush
 
-    _check(args)
+    _check(args, args.engine)
+    if args.engine == "dtrace":
+        return _flush_dtrace(args)
     probe = _start_bpftrace("flush.bt", [args.pid], json_mode=True)
     stopper = probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None, args.duration,
                        args.pid)
@@ -482,6 +570,30 @@ def cmd_flush(args: argparse.Namespace) -> int:
     return 0
 
 
+def _flush_dtrace(args: argparse.Namespace) -> int:
+    """dtrace/flush.d: msync (memcntl MC_SYNC on illumos), fsync, fdatasync, and on Linux
+    sync_file_range and syncfs; flush_output reads it as it reads flush.bt's."""
+    from .formats.flush_output import parse_flush
+
+    run = _run_dtrace("flush.d", args, banner=f"Tracing flushes of PID {args.pid} (dtrace "
+                      "flush.d)... Hit Ctrl-C to end.")
+    try:
+        res = parse_flush([ln.rstrip("\n") for ln in run.lines], "flush.d")
+    except ValueError as e:
+        _die(f"flush.d output unreadable: {e}")
+    if args.json:
+        j = res.to_json()
+        j["pid"] = args.pid
+        for f in j["fds"]:
+            f["path"] = _fd_path(args.pid, int(f["fd"]))
+        j["lost"] = {"dropped": run.dropped}
+        print(json.dumps(j))
+    else:
+        print(render_flush(res, args.pid), end="")
+    _err(f"lost: {run.loss_line()}")
+    return 0
+
+
 # --- syscount --------------------------------------------------------------------------
 
 
@@ -500,33 +612,48 @@ def cmd_syscount(args: argparse.Namespace) -> int:
     from . import syscalls
     from .formats import syscount_output
 
-    _check(args)
-    probe = _start_bpftrace("syscount.bt", [args.pid], json_mode=True)
-    stopper = probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None, args.duration,
-                       args.pid)
-    _err(f"Counting syscalls of PID {args.pid} (raw_syscalls)... Hit Ctrl-C to end.")
-    t0 = time.monotonic()
-    lines = list(probe.lines())
-    seconds = time.monotonic() - t0
-    rc = probe.stop()
-    try:
-        df = syscount_output.parse_syscount(lines, syscalls.names(), source="syscount.bt")
-    except ValueError as e:
-        _die(f"syscount.bt output unreadable: {e}")
-    if rc not in (0, None) and df.empty and stopper.reason is None:
-        _die(f"bpftrace failed: {probe.error_summary()}")
+    _check(args, args.engine)
+    lost_line = None
+    if args.engine == "dtrace":
+        t0 = time.monotonic()
+        run = _run_dtrace("syscount.d", args, banner=f"Counting syscalls of PID {args.pid} "
+                          "(dtrace syscount.d)... Hit Ctrl-C to end.")
+        seconds = time.monotonic() - t0
+        try:   # D prints names, not numbers
+            df = syscount_output.parse_syscount(run.lines, source="syscount.d")
+        except ValueError as e:
+            _die(f"syscount.d output unreadable: {e}")
+        lost_line = run.loss_line()
+    else:
+        probe = _start_bpftrace("syscount.bt", [args.pid], json_mode=True)
+        stopper = probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None,
+                                 args.duration, args.pid)
+        _err(f"Counting syscalls of PID {args.pid} (raw_syscalls)... Hit Ctrl-C to end.")
+        t0 = time.monotonic()
+        lines = list(probe.lines())
+        seconds = time.monotonic() - t0
+        rc = probe.stop()
+        try:
+            df = syscount_output.parse_syscount(lines, syscalls.names(), source="syscount.bt")
+        except ValueError as e:
+            _die(f"syscount.bt output unreadable: {e}")
+        if rc not in (0, None) and df.empty and stopper.reason is None:
+            _die(f"bpftrace failed: {probe.error_summary()}")
     if args.sort == "time":
         df = df.sort_values(["time_ns", "count"], ascending=False, kind="stable")
     if args.json:
         print(json.dumps({"pid": args.pid, "duration_s": round(seconds, 3),
-                          "names_from": syscalls.source(),
+                          "names_from": ("dtrace" if args.engine == "dtrace"
+                                         else syscalls.source()),
                           "syscalls": [{k: (v if k == "syscall" else int(v))
                                         for k, v in r.items()}
                                        for r in df.to_dict("records")]}))
     else:
         print(render_syscount(df, args.top), end="")
-    _err(f"{int(df['count'].sum())} syscalls in {seconds:.1f} s; "
-         f"names from {syscalls.source()}")
+    names_from = "dtrace's syscall provider" if args.engine == "dtrace" else syscalls.source()
+    _err(f"{int(df['count'].sum())} syscalls in {seconds:.1f} s; names from {names_from}")
+    if lost_line:
+        _err(f"lost: {lost_line}")
     return 0
 
 
@@ -753,8 +880,9 @@ def register(subparsers) -> None:
     p.add_argument("--tid", type=int, help="only this thread")
     p.add_argument("--offcpu", action="store_true",
                    help="off-CPU time by stack (sched_switch) instead of CPU samples")
-    p.add_argument("--engine", choices=["bpftrace", "perf"],
-                   help="default: perf for -o *.perf.txt, else bpftrace")
+    p.add_argument("--engine", choices=["bpftrace", "perf", "dtrace"],
+                   help="default: perf for -o *.perf.txt, dtrace for *.dtrace.txt, "
+                        "else bpftrace")
     p.add_argument("--call-graph", choices=["fp", "dwarf"], default="fp",
                    help="perf's stack walking: frame pointers (default) or DWARF")
     p.add_argument("-e", "--event", help="perf event (default: cycles, else cpu-clock)")
@@ -766,6 +894,7 @@ def register(subparsers) -> None:
                               formatter_class=raw, epilog=FLUSH_EXAMPLES)
     common(f)
     f.add_argument("--json", action="store_true", help="machine-readable output")
+    f.add_argument("--engine", choices=["bpftrace", "dtrace"], default="bpftrace")
     f.set_defaults(func=cmd_flush)
 
     s = subparsers.add_parser("syscount", help="syscall counts and time of a process",
@@ -774,6 +903,7 @@ def register(subparsers) -> None:
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.add_argument("--sort", choices=["count", "time"], default="count")
     s.add_argument("-n", "--top", type=int, default=0, help="show the first N (default all)")
+    s.add_argument("--engine", choices=["bpftrace", "dtrace"], default="bpftrace")
     s.set_defaults(func=cmd_syscount)
 
     t = subparsers.add_parser("threads", help="per-thread microstates (prstat -mL)",

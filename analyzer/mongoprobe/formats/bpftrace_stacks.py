@@ -97,13 +97,18 @@ _ADDR = re.compile(r"0x[0-9a-fA-F]+$")
 _TIME_UNITS = {"time_s": 1.0, "time_ms": 1e-3, "time_us": 1e-6, "time_ns": 1e-9}
 
 
+_DTRACE_FRAME = re.compile(r"(?m)^[^\s`]+`\S*\+0x[0-9a-f]+$")
+
+
 def is_format(head: str) -> bool:
     """A map entry with a multi-line (stack) key, in the text or the JSON form."""
     s = head.lstrip()
     if s.startswith('{"type"'):
         return '"type": "map"' in head and "\\n    " in head
+    # dtrace/profile.d prints the same entry shape with DTrace's frames, unindented
+    # ("module`function+0xOFF"): that is formats.dtrace_stacks'
     return bool(re.search(r"(?m)^@\w*\[", head)) and bool(
-        re.search(r"(?m)^\]: -?\d+$", head))
+        re.search(r"(?m)^\]: -?\d+$", head)) and not _DTRACE_FRAME.search(head)
 
 
 # --- keys ---------------------------------------------------------------------------------

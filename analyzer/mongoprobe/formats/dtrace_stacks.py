@@ -36,7 +36,24 @@ into the first stack.
 Scalar keys printed above a stack (``@[tid, ustack()]``: the tid alone on a line, then
 the frames) are read as one integer -> ``tid``, two -> ``pid, tid``; a word -> ``comm``.
 DTrace aggregations carry no time: ``time`` is NaN; ``count`` and ``weight`` are the
-aggregation's value. Input that ends inside a stack, or a line inside a stack that is
+aggregation's value.
+
+``dtrace/profile.d`` prints its entries in ``printa("@[%d, %d, %s, %k, %k]: %@d\n")``
+form, the layout of probes/profile.bt's map print with DTrace's frames::
+
+    # profile.d pid=4127 tid=0 hz=97
+    @[2, 4131, ferretdb,
+    vmlinux`do_sched_yield+0x71
+    vmlinux`entry_SYSCALL_64_after_hwframe+0x76
+    ,
+    ferretdb`runtime.osyield.abi0+0x7
+    ferretdb`runtime.mstart.abi0+0xc
+    ]: 1
+
+These are read too: the keys are SECOND (-> ``time``, seconds since the start),
+TID and EXECNAME (-> ``comm``), ``pid`` comes from the ``# profile.d pid=N`` line; the
+kernel stack then the user stack, each leaf first, fold user root first and kernel to
+the leaf (as DTrace's default layout of ``@[stack(), ustack()]`` does). Input that ends inside a stack, or a line inside a stack that is
 neither a frame (``module`func``, ``0xADDR``) nor the count, raises
 :class:`FormatError` naming the file and line.
 """
@@ -59,12 +76,19 @@ _COUNT = re.compile(r"\d+$")
 _HEXADDR = re.compile(r"0x[0-9a-fA-F]+$")
 _HEADER = re.compile(r"CPU\s+ID\s+FUNCTION:NAME$")
 _PROBE_LINE = re.compile(r"\d+\s+\d+\s+\S*:\S+$")
+_AT_HEAD = re.compile(r"^@\[(.*?),?$")        # profile.d: "@[SECOND, TID, EXECNAME,"
+_AT_END = re.compile(r"^\]: (\d+)$")
+_TOOL_PID = re.compile(r"^# \S+\.d pid=(\d+)")
 
 
 def is_format(head: str) -> bool:
     """inferno's check: after a blank line, frame lines (with a backquote, or a hex
     address), then a count. A line that is neither, after a frame, still says DTrace
-    (the parser then names that line as damaged)."""
+    (the parser then names that line as damaged). Or profile.d's ``@[...`` entries
+    holding DTrace frames (``module`function+0xOFF``) and ending in ``]: N``."""
+    if (re.search(r"(?m)^@\[", head) and re.search(r"(?m)^\]: \d+$", head)
+            and re.search(r"(?m)^[^\s`]+`\S*\+0x[0-9a-f]+$", head)):
+        return True
     after_blank = found_frame = False
     for line in head.splitlines()[:400]:
         line = line.strip()
@@ -122,8 +146,44 @@ def read(fh: IO, source: str = "<dtrace>", stats: dict | None = None) -> Iterato
     start_line = 0
     cache: dict[str, list[str]] = {}
     n = 0
+    at_keys: list[str] | None = None      # inside a profile.d "@[...]: N" entry
+    tool_pid = -1
     for n, raw in enumerate(fh, 1):
         line = (raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw).strip()
+        if at_keys is None and not stack and (m := _TOOL_PID.match(line)):
+            tool_pid = int(m[1])
+            continue
+        if at_keys is None and not stack and line.startswith("@["):
+            at_keys = [k.strip() for k in _AT_HEAD.match(line)[1].split(",") if k.strip()]
+            keys, start_line = [], n      # a banner line read as a key is not one
+            continue
+        if at_keys is not None:
+            if line == ",":
+                continue
+            if m := _AT_END.match(line):
+                ints = [int(k) for k in at_keys if _COUNT.match(k)]
+                words = [k for k in at_keys if not _COUNT.match(k)]
+                t = float(ints[0]) if len(ints) >= 2 else math.nan
+                tid = ints[-1] if ints else -1
+                stack.reverse()
+                value = int(m[1])
+                st["stacks"] += 1
+                st["samples"] += value
+                started = True
+                yield (t, tool_pid, tid, words[0] if words else "", ";".join(stack), value,
+                       value)
+                at_keys, stack, start_line = None, [], 0
+                continue
+            if "`" in line or _HEXADDR.match(line):
+                got = cache.get(line)
+                if got is None:
+                    got = cache[line] = clean_frame(line)
+                stack.append(";".join(got) if len(got) > 1 else got[0])
+                continue
+            raise FormatError(source, n, "a stack frame 'module`function+0xOFFSET', ',' or "
+                              "']: COUNT' in the entry begun on line " + str(start_line), line)
+        if line.startswith("@samples_total:"):
+            continue
         if not line:
             started = started or bool(stack or keys)
             if keys and not stack:
@@ -169,6 +229,6 @@ def read(fh: IO, source: str = "<dtrace>", stats: dict | None = None) -> Iterato
         else:
             raise FormatError(source, n, "a stack frame 'module`function+0xOFFSET' or the "
                               "count", line)
-    if stack:
+    if stack or at_keys is not None:
         raise FormatError(source, n, f"the count of the stack begun on line {start_line}; "
                           "the input ends inside it")
