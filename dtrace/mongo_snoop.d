@@ -19,6 +19,17 @@
  * moreToCome (an exhaust stream follows). At the end: the footer every
  * mongoprobe tool prints.
  *
+ * Example (tests/wireserver.py --mode mongod; samples/dtrace/, three lines):
+ *
+ *   TIME(s)  PID   TID   FD REQID OPCODE COMMAND     BYTES_IN BYTES_OUT LAT(us) F
+ *   0.083480 30627 30709 6  1     OP_MSG find              75        34 87.680  -
+ *   0.084984 30627 30709 6  4     OP_MSG insert        100098        34 169.883 -
+ *   0.139154 30627 30720 12 1     OP_MSG exhaustTest       57        34 52.138  m
+ *
+ * Read it as: fd 6's 100 KB insert (received by header, then body, as mongod
+ * reads) was answered 170 us after its last byte arrived; the exhaust request
+ * on fd 12 was answered with moreToCome, so a stream of replies followed.
+ *
  *   requests: N  replies: N  stream replies: N  no-reply (moreToCome): N
  *   lost: unmatched replies N, requests without reply N, malformed headers N, dropped events 0
  *
@@ -91,8 +102,11 @@
 #pragma D option quiet
 #pragma D option zdefs
 #pragma D option strsize=64
-#pragma D option dynvarsize=16m
-#pragma D option bufsize=8m
+/*
+ * No dynvarsize/bufsize pragma: a pragma overrides the command line's -x (checked
+ * on Oracle DTrace: -x dynvarsize=64 did not shrink a pragma's 16m), so the sizes
+ * are left to -x; mongoprobe passes dynvarsize=16m (and bufsize=8m for snoop).
+ */
 #pragma D option switchrate=10hz
 
 inline int OP_REPLY = 1;

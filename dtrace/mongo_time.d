@@ -62,19 +62,23 @@
  * test and compare its counts with the server's own (mongod serverStatus
  * opcounters).
  *
- * Example (FerretDB under a pymongo load, samples/dtrace/):
+ * Example (FerretDB v1.24.0 under mongoprobe.mixedload, 4 clients;
+ * samples/dtrace/mongo_time-ferretdb.txt, one histogram):
  *
  *   latency_ns_by_command:
- *
  *     find
  *              value  ------------- Distribution ------------- count
  *              65536 |                                         0
- *             131072 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@             57
- *             262144 |@@@@@@@@@@@                              22
- *             524288 |@                                        3
- *            1048576 |                                         0
+ *             131072 |@@@@@                                    16
+ *             262144 |@@@@@@@@                                 23
+ *             524288 |@@@@@@@@@@@@@@@                          44
+ *            1048576 |@@@@@@@                                  20
+ *            2097152 |@@@                                      10
+ *            4194304 |@@                                       5
+ *            8388608 |@                                        2
+ *           16777216 |                                         0
  *
- * Read it as: 57 find commands took 131-262 us inside the server. The buckets
+ * Read it as: 44 of the 120 find commands took 0.5-1 ms inside the server. The buckets
  * are powers of two: a percentile read from them is a bucket bound, not an
  * exact value (mongoprobe latency --engine dtrace says so).
  *
@@ -108,7 +112,11 @@
 #pragma D option quiet
 #pragma D option zdefs
 #pragma D option strsize=64
-#pragma D option dynvarsize=16m
+/*
+ * No dynvarsize/bufsize pragma: a pragma overrides the command line's -x (checked
+ * on Oracle DTrace: -x dynvarsize=64 did not shrink a pragma's 16m), so the sizes
+ * are left to -x; mongoprobe passes dynvarsize=16m (and bufsize=8m for snoop).
+ */
 
 inline int OP_REPLY = 1;
 inline int OP_UPDATE = 2001;

@@ -2,7 +2,7 @@
 /*
  * profile.d	On-CPU profile of one process: kernel + user stacks at 97 Hertz,
  *		per thread, in one-second time buckets.
- *		For illumos/SmartOS, FreeBSD and macOS, uses DTrace.
+ *		For illumos/SmartOS, FreeBSD, macOS and Linux (Oracle DTrace), uses DTrace.
  *
  * USAGE: dtrace -s profile.d -p PID [TID [SECONDS]]
  *        (TID 0 = every thread; without SECONDS it runs until Ctrl-C;
@@ -25,15 +25,26 @@
  * timers (the seed's choice).
  *
  * Probes: profile-97 (profile provider), tick-1s for SECONDS.
- * CHECKED: nowhere yet. Not run on a DTrace system: written on Linux, where
- * DTrace is not available. The layout follows profile.bt, checked on Linux
- * (samples/profile/ferretdb-profile.bt.txt); the frame text differs by
- * design. Treat the first run as a test: compare @samples_total with 97 x
- * CPU-seconds of the pid (prstat -mLp PID).
+ * CHECKED: Oracle DTrace 2.0 on Linux 6.18 (dtrace-utils 8a1264bf, x86-64):
+ * compiled and run on FerretDB v1.24.0 under load (tests/test_dtrace.py):
+ * user stacks symbolised (Go and SQLite frames), folded by mongoprobe fold
+ * --format dtrace into a flame graph, every sample printed (@samples_total).
+ * NOT CHECKED on illumos/SmartOS, FreeBSD or macOS: no run there yet (compare
+ * @samples_total with 97 x CPU-seconds of the pid, prstat -mLp PID).
  *
- * Example: none from this script yet (see CHECKED). The seed's output for one
- * thread of mongod on SmartOS (2014) is the kernel half of such an entry:
- * memcntl -> as_ctl -> segvn_sync ... page lookups under msync().
+ * Example (FerretDB on Linux, Oracle DTrace; one entry, trimmed):
+ *   @[0, 29058, ferretdb,
+ *   vmlinux`do_sched_yield+0x71
+ *   vmlinux`entry_SYSCALL_64_after_hwframe+0x76
+ *   ,
+ *   ferretdb`runtime.osyield.abi0+0x7
+ *   ferretdb`runtime.sysmon+0x12a
+ *   ferretdb`runtime.mstart.abi0+0xc
+ *   ]: 1
+ * Read it as: in second 0, thread 29058 was sampled once in sched_yield,
+ * called from the Go runtime's sysmon. The seed's output for one thread of
+ * mongod on SmartOS (2014) is the kernel half of such an entry: memcntl ->
+ * as_ctl -> segvn_sync ... page lookups under msync().
  *
  * Overhead: one probe firing per CPU per sample (97 x CPUs a second) and two
  * stack walks when the pid is on-CPU; the aggregation is kept in the kernel.

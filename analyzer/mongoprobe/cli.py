@@ -185,6 +185,7 @@ def _run_dtrace(script: str, args: argparse.Namespace, on_line=None):
     from . import dtrace_engine, probes
     try:
         run = dtrace_engine.run(script, args.pid, duration=args.duration, on_line=on_line,
+                                options=dtrace_engine.WIRE_OPTIONS[script],
                                 banner=f"Tracing MongoDB requests of PID {args.pid} (dtrace "
                                        f"{script})... Hit Ctrl-C to end.")
     except probes.ProbeError as e:

@@ -18,6 +18,12 @@ import pandas as pd
 from . import probes
 
 
+# the wire scripts' buffer sizes (-x; they carry no pragma for them, which would
+# override the command line): per-connection state and, for snoop, its lines
+WIRE_OPTIONS = {"mongo_time.d": ("dynvarsize=16m",),
+                "mongo_snoop.d": ("dynvarsize=16m", "bufsize=8m")}
+
+
 @dataclass
 class DtraceRun:
     lines: list[str]                 # stdout, as printed
