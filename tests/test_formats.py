@@ -1,8 +1,8 @@
-"""formats.{ycsb,vmstat,iostat,mpstat,pidstat,insert_benchmark,phase_markers,registry}
-and the ``parse``/``quantize`` subcommands.
+"""formats.{ycsb,vmstat,iostat,mpstat,pidstat,insert_benchmark,phase_markers,dtrace_latency,
+dtrace_drops,registry} and the ``parse``/``quantize`` subcommands.
 
-Every real sample in samples/{ycsb,sysstat,insert_benchmark}/ is diffed against its golden
-output in tests/expected/formats/ (``MONGOPROBE_BLESS=1`` re-blesses, tests/golden.py), checked
+Every real sample in samples/{ycsb,sysstat,insert_benchmark,iibench,dtrace}/ is diffed against its
+golden output in tests/expected/formats/ (``MONGOPROBE_BLESS=1`` re-blesses, tests/golden.py), checked
 against what the tool itself printed elsewhere in the same output, and damaged copies must
 fail on the right line.
 """
@@ -39,7 +39,7 @@ import golden
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
-OWN_DIRS = ("ycsb", "sysstat", "insert_benchmark", "iibench")
+OWN_DIRS = ("ycsb", "sysstat", "insert_benchmark", "iibench", "dtrace")
 
 
 def S(rel: str) -> Path:
@@ -117,6 +117,13 @@ CASES: list[tuple[str, str]] = [
     ("insert_benchmark/seed000-glued-tables.txt", "insert-benchmark"),
     ("insert_benchmark/seed001-server32730-tables.txt", "insert-benchmark"),
     ("insert_benchmark/seed001-server32730-hist.txt", "insert-benchmark-hist"),
+    ("dtrace/mongo_time-ferretdb.txt", "dtrace-latency"),
+    ("dtrace/mongo_time-ferretdb.txt", "dtrace-latency-totals"),
+    ("dtrace/mongo_time-ferretdb.txt", "quantize"),
+    ("dtrace/mongo_time-dynvarsize-1k.txt", "dtrace-latency"),
+    ("dtrace/mongo_time-dynvarsize-1k.txt", "dtrace-latency-totals"),
+    ("dtrace/mongo_time-dynvarsize-1k.stderr.txt", "dtrace-drops"),
+    ("dtrace/mongo_snoop-wireserver-mongod.txt", "events"),
 ]
 # pairs whose golden is the FormatError message (the input cannot be read, on purpose)
 ERRORS = {("insert_benchmark/seed000-glued-tables.txt", "insert-benchmark")}
