@@ -22,6 +22,11 @@ def need_bcc() -> None:
     _needs(probes.why_cannot_bcc())
 
 
+@pytest.fixture
+def need_dtrace() -> None:
+    _needs(probes.why_cannot_dtrace())
+
+
 @pytest.fixture(scope="session")
 def ferretdb(tmp_path_factory):
     """A private FerretDB for the test session: TargetInfo (pid, uri, metrics_url)."""

@@ -1,0 +1,313 @@
+"""The D scripts (dtrace/*.d) under a real DTrace, and ``--engine dtrace``.
+
+Oracle DTrace for Linux (dtrace-utils, "Oracle D 2.0"), built by scripts/setup.sh from the
+shared kit (``../shared/dtrace-linux``), runs the same D a SmartOS user runs: its compiler
+makes illumos DTrace's checks. Each script is compiled (``dtrace -e``) and run with the
+checks the Linux probes get:
+
+* mongo_time.d / mongo_snoop.d on FerretDB: per-command counts equal FerretDB's
+  /debug/metrics and the bpftrace probe's on the same workload, nothing lost (the
+  mongod-pattern server's scenarios for mongo_time.d are in test_probe_patterns.py,
+  mongo_snoop.d's here);
+* flush.d on tests/flushloop.c (exact counts, user stacks), syscount.d (exact count);
+* profile.d -> mongoprobe fold --format dtrace -> a flame graph with FerretDB's frames.
+
+Tests that trace skip with ``probes.why_cannot_dtrace()``'s reason (no root, no dtrace and
+why: the shared kit absent or not built, debugfs not mounted). The parser and adapter tests
+run anywhere, on the real outputs in samples/dtrace/.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import golden
+import wireclient
+from test_probe_patterns import Probe, wireserver
+from test_profile_probes import _can_render_svg, flushloop, loop  # noqa: F401 (fixtures)
+from mongoprobe import dtrace_engine, latency, mixedload, probes, target
+from mongoprobe.formats import dtrace_drops, dtrace_latency, stack_table
+
+ROOT = Path(__file__).resolve().parents[1]
+DTRACE = ROOT / "dtrace"
+SAMPLES = ROOT / "samples" / "dtrace"
+D_SCRIPTS = sorted(p.name for p in DTRACE.glob("*.d"))
+WIRE_MODES = ["mongod", "readwrite", "vector", "split", "sendto"]
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def start_cli(*args: str) -> subprocess.Popen:
+    """``python -m mongoprobe ARGS`` once its dtrace is attached (the banner on stderr)."""
+    proc = subprocess.Popen([sys.executable, "-m", "mongoprobe", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "Hit Ctrl-C to end" in line:
+            return proc
+    proc.kill()
+    pytest.fail(f"mongoprobe {' '.join(args)} did not attach: {''.join(seen)}")
+
+
+def stop_cli(proc: subprocess.Popen, timeout: float = 120) -> tuple[str, str]:
+    proc.send_signal(signal.SIGINT)       # the CLI stops its dtrace with SIGTERM
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"mongoprobe did not end within {timeout} s: {err}")
+    assert proc.returncode == 0, err
+    return out, err
+
+
+def metrics_delta(before: dict, after: dict) -> dict[str, int]:
+    d: dict[str, int] = {}
+    for (_, cmd), n in after.items():
+        if n - before.get((_, cmd), 0):
+            d[cmd] = d.get(cmd, 0) + n - before.get((_, cmd), 0)
+    return d
+
+
+# --- no tracing: the parsers and the adapter on real D output --------------------------------
+
+
+def test_latency_summary_from_the_ferretdb_sample():
+    """mongo_time.d's END output -> the latency summary every engine feeds (golden)."""
+    text = (SAMPLES / "mongo_time-ferretdb.txt").read_text()
+    s = latency.from_dtrace_quantize(dtrace_latency.parse_dtrace_latency(text),
+                                     dtrace_latency.parse_dtrace_latency_totals(text))
+    j = s.to_json()
+    golden.check_json("dtrace/mongo_time-ferretdb.latency.json", j)
+    golden.check("dtrace/mongo_time-ferretdb.latency.txt", s.render(by="command", unit="us"))
+    # FerretDB's /debug/metrics counted these requests over the run (samples/dtrace/README.md)
+    assert j["requests_by_command"] == {
+        "aggregate": 20, "count": 20, "delete": 20, "drop": 4, "endSessions": 4, "find": 120,
+        "getMore": 180, "hello": 3, "insert": 200, "ismaster": 8, "update": 20}
+    assert j["counts"] == {"requests": 599, "replies": 599, "stream_replies": 0, "no_reply": 0}
+    for name, g in j["by_command"].items():
+        assert g["count"] == j["requests_by_command"][name]
+        assert g["percentiles"] == "log2 bucket upper bound"
+        assert g["p50_ns"] <= g["p99_ns"] <= g["max_ns"]
+        # a bound of a power-of-two bucket, or the exact max() when that is lower
+        p50 = int(g["p50_ns"])
+        assert p50 & (p50 - 1) == 0 or p50 == g["max_ns"]
+    conns = j["by_conn"]
+    assert all(re.fullmatch(r"\d+,\d+", k) for k in conns)
+    assert sum(g["count"] for g in conns.values()) == 599
+    assert "log2 buckets" in s.render()
+
+
+def test_dtrace_losses_are_counted_as_dropped_events():
+    """A starved run (-x dynvarsize=1k): DTrace's stderr line becomes "dropped events"."""
+    drops = dtrace_drops.parse_dtrace_drops(SAMPLES / "mongo_time-dynvarsize-1k.stderr.txt")
+    assert dtrace_drops.lost_events(drops) == 196
+    assert dtrace_drops.summary(drops) == \
+        "DTrace lost: dynamic variable 196 (raise -x dynvarsize)"
+    text = (SAMPLES / "mongo_time-dynvarsize-1k.txt").read_text()
+    s = latency.from_dtrace_quantize(dtrace_latency.parse_dtrace_latency(text),
+                                     dtrace_latency.parse_dtrace_latency_totals(text),
+                                     dropped=dtrace_drops.lost_events(drops))
+    assert s.lost == {"unmatched_replies": 0, "requests_without_reply": 0, "malformed": 1,
+                      "dropped": 196}
+    assert "dropped events 196" in s.render()
+
+
+def test_drop_and_probe_error_lines():
+    lines = ["dtrace: script 'x.d' matched 12 probes",
+             "dtrace: 5 drops on CPU 1", "dtrace: 1 aggregation drop on CPU 0",
+             "dtrace: 3 dynamic variable drops with non-empty dirty list",
+             "dtrace: error on enabled probe ID 7 (ID 812: syscall:vmlinux:read:return): "
+             "invalid address (0xffffffffce20a760) in action #3 at DIF offset 40"]
+    df = dtrace_drops.parse_dtrace_drops(lines)
+    assert df[["kind", "cpu", "count"]].values.tolist() == [
+        ["principal", 1, 5], ["aggregation", 0, 1], ["dynamic variable", -1, 3],
+        ["probe error", -1, 1]]
+    assert dtrace_drops.lost_events(df) == 10
+    assert dtrace_drops.parse_dtrace_drops(lines[:1]).empty
+
+
+def test_truncated_output_is_refused():
+    text = (SAMPLES / "mongo_time-ferretdb.txt").read_text()
+    cut = text[: text.index("\nrequests: ")]
+    with pytest.raises(ValueError, match="footer"):
+        dtrace_latency.parse_dtrace_latency_totals(cut, "cut.txt")
+
+
+@pytest.mark.parametrize("script", D_SCRIPTS)
+def test_header_says_where_it_was_checked(script):
+    head = (DTRACE / script).read_text().split("*/", 1)[0]
+    assert "CHECKED: Oracle DTrace 2.0 on Linux 6.18" in head
+    assert "NOT CHECKED on illumos/SmartOS, FreeBSD or macOS" in head
+    assert re.search(r"USAGE: dtrace -s " + re.escape(script), head)
+
+
+def test_wire_scripts_keep_the_illumos_and_macos_syscalls():
+    for script in ("mongo_time.d", "mongo_snoop.d"):
+        text = (DTRACE / script).read_text()
+        for probe in ("syscall::recv:entry", "syscall::send:entry", "syscall::read_nocancel:",
+                      "syscall::sendmsg_nocancel:", "#pragma D option zdefs"):
+            assert probe in text, (script, probe)
+
+
+# --- under DTrace -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("script", D_SCRIPTS)
+def test_script_compiles(script, need_dtrace):
+    r = subprocess.run([probes.dtrace_binary(), "-e", "-s", str(DTRACE / script)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "error" not in r.stderr.lower(), r.stderr
+
+
+@pytest.mark.parametrize("mode", WIRE_MODES)
+def test_snoop_on_the_mongod_pattern_server(mode, need_dtrace, tmp_path):
+    """mongo_snoop.d: one line per timed request, per command as the scenarios sent them;
+    the footer's counters exact, nothing lost (DTrace's stderr included)."""
+    with wireserver(mode, tmp_path) as (pid, port):
+        probe = Probe([probes.dtrace_binary(), "-x", "dynvarsize=16m", "-x", "bufsize=8m",
+                       "-s", str(DTRACE / "mongo_snoop.d"), "-p", str(pid)],
+                      lambda p: any("Tracing MongoDB" in line for line in p.lines),
+                      tmp_path / "probe.err", stop_signal=signal.SIGTERM)
+        try:
+            probe.wait_attached()
+            expected = wireclient.run(port, connections=4)
+            time.sleep(0.3)
+        finally:
+            lines = probe.stop()
+    assert probe.proc.returncode == 0, probe.describe()
+    events = dtrace_engine.snoop_events(lines)
+    assert Counter(events["command"]) == expected.replies_by_command
+    assert Counter(events["opcode"]) == expected.by_op - Counter(
+        {"OP_MSG": expected.no_reply})          # moreToCome inserts get no line
+    assert int(events["stream"].sum()) == Counter(
+        events["command"])["exhaustTest"]         # each exhaust reply had moreToCome
+    assert (events["latency_ns"] > 0).all()
+    assert events["time"].notna().all()
+    counts, lost = dtrace_engine.snoop_footer(lines)
+    assert counts == {"requests": expected.requests, "replies": expected.replies,
+                      "stream_replies": expected.stream_replies, "no_reply": expected.no_reply}
+    lost["dropped"] = dtrace_drops.lost_events(
+        dtrace_drops.parse_dtrace_drops(probe.stderr.read_text().splitlines()))
+    assert lost == dict.fromkeys(lost, 0)
+
+
+def test_ferretdb_counts_equal_metrics_and_bpftrace(ferretdb, tmp_path, need_dtrace,
+                                                    need_bpftrace):
+    """On one pymongo workload, at once: latency --engine dtrace (mongo_time.d), latency
+    --engine dtrace --events (mongo_snoop.d), snoop --engine dtrace --json and latency
+    --engine bpftrace. Every per-command count equals FerretDB's own."""
+    events_file = tmp_path / "events.jsonl"
+    before = target.request_counts(ferretdb.metrics_url)
+    clis = {
+        "time": start_cli("latency", "-p", str(ferretdb.pid), "--json", "--engine", "dtrace"),
+        "events": start_cli("latency", "-p", str(ferretdb.pid), "--json", "--engine", "dtrace",
+                            "--events", str(events_file)),
+        "snoop": start_cli("snoop", "-p", str(ferretdb.pid), "--json", "--engine", "dtrace"),
+        "bpftrace": start_cli("latency", "-p", str(ferretdb.pid), "--json"),
+    }
+    try:
+        load = mixedload.run(ferretdb.uri, threads=4, rounds=2)
+        time.sleep(0.5)       # the last replies (endSessions) reach the probes
+    finally:
+        outs = {name: stop_cli(proc) for name, proc in clis.items()}
+    after = target.request_counts(ferretdb.metrics_url)
+    metrics = metrics_delta(before, after)
+    assert sum(metrics.values()) > 100 and load.counts["insert"] > 0
+
+    nothing_lost = {"unmatched_replies": 0, "requests_without_reply": 0, "malformed": 0,
+                    "dropped": 0}
+    for name in ("time", "events", "bpftrace"):
+        r = json.loads(outs[name][0].strip().splitlines()[-1])
+        assert {k: v["count"] for k, v in r["by_command"].items()} == metrics, name
+        assert r["lost"] == nothing_lost, name
+        assert r["engine"] == ("bpftrace" if name == "bpftrace" else "dtrace")
+        if name == "time":
+            assert r["requests_by_command"] == metrics
+            assert all(g["p99_ns"] <= g["max_ns"] for g in r["by_command"].values())
+    for name in ("time", "events", "snoop"):
+        assert "DTrace reported no drops or errors" in outs[name][1], outs[name][1]
+    snooped = [json.loads(line) for line in outs["snoop"][0].splitlines() if line.strip()]
+    assert Counter(e["command"] for e in snooped) == metrics
+    assert all(e["latency_ns"] > 0 and e["time"] > 1e9 for e in snooped)
+    assert "lost: unmatched replies 0, requests without reply 0, malformed headers 0, " \
+           "dropped events 0" in outs["snoop"][1]
+    events = [json.loads(line) for line in events_file.read_text().splitlines()]
+    assert Counter(e["command"] for e in events) == metrics
+    # wall-clock times from DTrace's walltimestamp, within the run
+    assert all(abs(e["time"] - time.time()) < 600 for e in events)
+
+
+def test_flush_counts_are_exact_on_the_msync_loop(loop, need_dtrace, tmp_path):
+    data = tmp_path / "mapped.dat"
+    lp = loop("flush", str(data), "50")
+    cli = start_cli("flush", "-p", str(lp.pid), "--json", "--engine", "dtrace")
+    lp.go()
+    out, err = stop_cli(cli)
+    j = json.loads(out)
+    fl = j["flushes"]
+    assert {k: v["count"] for k, v in fl.items()} == {
+        "msync": 50, "fsync": 51, "fdatasync": 52, "sync_file_range": 53, "syncfs": 1}
+    assert fl["msync"]["bytes"] == 50 * 16384
+    assert fl["sync_file_range"]["bytes"] == 53 * 4096
+    for v in fl.values():
+        assert v["errors"] == 0 and sum(b["count"] for b in v["hist"]) == v["count"]
+    assert {(t["tid"], t["syscall"]): t["count"] for t in j["threads"]} == {
+        (lp.pid, "msync"): 50, (lp.pid, "fsync"): 51, (lp.pid, "fdatasync"): 52,
+        (lp.pid, "sync_file_range"): 53, (lp.pid, "syncfs"): 1}
+    assert j["msync_ranges"][0]["len"] == 16384 and j["msync_ranges"][0]["count"] == 50
+    stacks = {s["syscall"]: s for s in j["stacks"]}
+    assert stacks["msync"]["count"] == 50
+    assert re.match(r"libc\.so\.\d+`msync\+0x", stacks["msync"]["frames"][0])   # leaf first
+    assert any(f.startswith("flushloop`main+") for f in stacks["msync"]["frames"])
+    assert j["lost"] == {"dropped": 0}
+    assert "lost: DTrace reported no drops or errors" in err
+
+
+def test_syscount_counts_getppid_exactly(loop, need_dtrace):
+    lp = loop("getppid", "1234")
+    cli = start_cli("syscount", "-p", str(lp.pid), "--json", "--engine", "dtrace")
+    lp.go()
+    out, err = stop_cli(cli)
+    by = {r["syscall"]: r for r in json.loads(out)["syscalls"]}
+    assert by["getppid"]["count"] == 1234
+    assert by["getppid"]["errors"] == 0 and by["getppid"]["time_ns"] > 0
+    assert "lost: DTrace reported no drops or errors" in err
+
+
+def test_profile_ferretdb_flame_graph(ferretdb, tmp_path, need_dtrace):
+    """profile.d's ustack() on FerretDB, folded (fold --format dtrace), drawn."""
+    if not _can_render_svg():
+        pytest.skip("no flame-graph renderer (inferno from scripts/setup.sh, or FLAMEGRAPH_DIR)")
+    svg = tmp_path / "cpu.svg"
+    cli = start_cli("profile", "-p", str(ferretdb.pid), "--engine", "dtrace", "-F", "97",
+                    "-o", str(svg))
+    mixedload.run(ferretdb.uri, threads=4, rounds=10)
+    _, err = stop_cli(cli)
+    raw = tmp_path / "cpu.dtrace.txt"
+    text = raw.read_text()
+    total = int(re.search(r"^@samples_total: (\d+)$", text, re.M)[1])
+    folded = subprocess.run([sys.executable, "-m", "mongoprobe", "fold", str(raw), "--format",
+                             "dtrace"], capture_output=True, text=True, check=True).stdout
+    lines = folded.splitlines()
+    assert sum(int(ln.rsplit(" ", 1)[1]) for ln in lines) == total > 20   # every sample
+    assert any("ferretdb`github.com/FerretDB/FerretDB/internal/" in ln for ln in lines)
+    assert any("modernc.org/sqlite/lib." in ln for ln in lines)
+    df = stack_table.parse_dtrace_stacks(raw)
+    assert set(df["pid"]) == {ferretdb.pid}
+    image = svg.read_text()
+    assert "FerretDB/internal/clientconn" in image
+    assert re.search(rf"wrote {re.escape(str(raw))}: {total} samples", err)
+    assert "DTrace reported no drops or errors" in err
