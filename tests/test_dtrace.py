@@ -311,3 +311,19 @@ def test_profile_ferretdb_flame_graph(ferretdb, tmp_path, need_dtrace):
     assert "FerretDB/internal/clientconn" in image
     assert re.search(rf"wrote {re.escape(str(raw))}: {total} samples", err)
     assert "DTrace reported no drops or errors" in err
+
+
+def test_run_manifest_records_the_dtrace_version(need_dtrace):
+    """record's manifest ("tools") names the dtrace the D engine runs, pinned commit included."""
+    from mongoprobe import record
+
+    v = record.tool_versions()["dtrace"]
+    assert v == probes.dtrace_version()
+    assert v.startswith(("Oracle D ", "Sun D "))
+    if Path(probes.dtrace_binary()).parent.name == f"dtrace-{probes.DTRACE_COMMIT}":
+        assert v.endswith(f"(dtrace-utils {probes.DTRACE_COMMIT})")
+
+
+def test_setup_pins_the_same_dtrace_commit():
+    setup = (ROOT / "scripts" / "setup.sh").read_text()
+    assert f"DTRACE_COMMIT={probes.DTRACE_COMMIT} " in setup

@@ -86,10 +86,12 @@ def _dist(name: str) -> str | None:
 
 
 def tool_versions(target_exe: str | None = None, target_version: str | None = None) -> dict:
-    from . import __version__
+    from . import __version__, probes
 
     v = {
         "bpftrace": _first_line(["bpftrace", "--version"]) if shutil.which("bpftrace") else None,
+        # "Oracle D 2.0 (dtrace-utils 8a1264bf)" for the one setup builds (--engine dtrace)
+        "dtrace": probes.dtrace_version(),
         "perf": _first_line(["perf", "--version"]) if shutil.which("perf") else None,
         "tshark": _first_line(["tshark", "--version"]) if shutil.which("tshark") else None,
         "vmstat": _first_line(["vmstat", "-V"]) if shutil.which("vmstat") else None,
