@@ -331,7 +331,7 @@ def test_missing_thread_and_bad_output_are_one_line(need_bpftrace):
                                            f"{os.getpid()}\n")
     r = run_cli("profile", "-p", str(os.getpid()), "-o", "/tmp/x.txt")
     assert r.returncode == 1 and len(r.stderr.splitlines()) == 1
-    assert "must end in .bt.txt, .perf.txt, .folded or .svg" in r.stderr
+    assert "must end in .bt.txt, .perf.txt, .dtrace.txt, .folded or .svg" in r.stderr
     r = run_cli("profile", "-p", str(os.getpid()), "--offcpu", "-o", "/tmp/x.perf.txt")
     assert r.returncode == 1 and "--offcpu needs --engine bpftrace" in r.stderr
 
