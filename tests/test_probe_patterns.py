@@ -274,7 +274,8 @@ def from_dtrace(lines: list[str], stderr: Path) -> Observed:
         t = totals[(totals["stat"] == name) & (totals["by"] == by)]
         return dict(zip(t["key"], t["value"].astype(int)))
 
-    footer = dict(stat_footer_items(totals))
+    foot = totals[totals["by"] == ""]
+    footer = dict(zip(foot["stat"], foot["value"].astype(int)))
     footer["dropped"] = lost_events(parse_dtrace_drops(stderr.read_text().splitlines()))
     nonempty = hists[hists["count"] > 0]
     return Observed(
@@ -288,11 +289,6 @@ def from_dtrace(lines: list[str], stderr: Path) -> Observed:
         bucket_lows={f"by_{by} {key}": g["lo"].tolist()
                      for (by, key), g in nonempty[nonempty["by"] != "conn"].groupby(["by", "key"])},
     )
-
-
-def stat_footer_items(totals) -> list[tuple[str, int]]:
-    foot = totals[totals["by"] == ""]
-    return list(zip(foot["stat"], foot["value"].astype(int)))
 
 
 @dataclass
