@@ -20,21 +20,24 @@ in its throughput) and the embedded FerretDB (hundreds of µs of CPU per request
 it hardly does). The bench knows the probes by their command line only.
 
 Per row and repetition, with the probe attached:
-1. a bpf_stats window: `kernel.bpf_stats_enabled=1` (its prior value is restored
-   after the window and at exit) and `bpftool prog show --json` before and after:
-   the deltas of `run_time_ns` and `run_cnt` of the probe's own programs, divided
-   by the requests the client served in the window, give the BPF ns per request
-   and the programs run per request. The probe's programs are those held by the
+1. a bpf_stats window: the kernel's BPF run-time statistics on for the window only
+   (BPF_ENABLE_STATS, an fd the bench holds, so another user of the global
+   `kernel.bpf_stats_enabled` on a shared machine neither disturbs the counts nor
+   is disturbed; where the kernel refuses it, that sysctl set to 1 and its prior
+   value restored after the window and at exit) and `bpftool prog show --json`
+   before and after: the deltas of `run_time_ns` and `run_cnt` of the probe's own
+   programs, divided by the requests the client served in the window, give the
+   BPF ns per request and the programs run per request. The probe's programs are those held by the
    probe's processes (the `prog_id` of their bpf-prog and bpf_link descriptors in
    /proc/PID/fdinfo) that did not exist before it started; `bpftool perf show`
    names where each is attached. Syscall tracepoints run system-wide, so the
    counts include the client's and any other process's syscalls (filtered out
    early by the probe's pid test, but run).
-2. a throughput window, with bpf_stats as the machine had it, paired with a
+2. a throughput window, without the bench's statistics, paired with a
    no-probe window right before or after it (the order alternates by repetition,
    the rows rotate), so machine drift hits both alike: ratio = probe / no probe.
 The probe's own processes' CPU time over the bpf_stats window is shown per request
-(`cpu us/req`: user-space work such as formatting events), and the requests the
+(`cpu us`: user-space work such as formatting events), and the requests the
 probe itself counted over both windows against those the client served (`seen`,
 1.00 when the probe saw every request).
 
@@ -82,6 +85,10 @@ STATS_SYSCTL = Path("/proc/sys/kernel/bpf_stats_enabled")
 
 class BenchError(RuntimeError):
     """Something the bench needs failed: the message says what, in one line."""
+
+
+class ProbeFailed(BenchError):
+    """A probe row could not be measured (the others still can)."""
 
 
 # --- what can run here ----------------------------------------------------------------
@@ -144,21 +151,57 @@ def why_cannot_run(engines=ENGINES[:2], targets=("java",)) -> str | None:
 
 # --- bpf_stats -------------------------------------------------------------------------
 
+# bpf(2) command BPF_ENABLE_STATS (type BPF_STATS_RUN_TIME): the kernel counts run
+# time and runs while the returned fd is open, whatever the sysctl says.
+BPF_ENABLE_STATS, BPF_STATS_RUN_TIME = 32, 0
+NR_BPF = {"x86_64": 321, "aarch64": 280}.get(os.uname().machine)
+
+
+def enable_stats_fd() -> int | None:
+    """An fd holding the kernel's BPF run-time statistics on, or None if refused."""
+    if NR_BPF is None:
+        return None
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    attr = ctypes.c_uint64(BPF_STATS_RUN_TIME)      # union bpf_attr { __u32 type; }
+    fd = libc.syscall(NR_BPF, BPF_ENABLE_STATS, ctypes.byref(attr), ctypes.sizeof(attr))
+    return fd if fd >= 0 else None
+
+
 class BpfStats:
-    """kernel.bpf_stats_enabled on for a window, back to its prior value after."""
+    """The kernel's BPF run-time statistics, on for a window.
+
+    By BPF_ENABLE_STATS when the kernel allows it: the counting is then this
+    process's own (closing the fd, or dying, ends it) and neither touches
+    kernel.bpf_stats_enabled nor can be switched off by another user of that
+    sysctl on a shared machine. Else by the sysctl, set to 1 for the window and put
+    back to its prior value after it (and at exit)."""
 
     def __init__(self):
         self.prior = STATS_SYSCTL.read_text().strip()
+        self.fd: int | None = None
+        probe = enable_stats_fd()
+        self.via = "sysctl" if probe is None else "BPF_ENABLE_STATS"
+        if probe is not None:
+            os.close(probe)
 
     def on(self) -> None:
-        STATS_SYSCTL.write_text("1\n")
+        if self.via == "sysctl":
+            STATS_SYSCTL.write_text("1\n")
+        elif self.fd is None:
+            self.fd = enable_stats_fd()
+            if self.fd is None:
+                raise BenchError("BPF_ENABLE_STATS refused (it worked at start)")
 
     def off(self) -> None:
-        STATS_SYSCTL.write_text(self.prior + "\n")
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        if self.via == "sysctl":
+            STATS_SYSCTL.write_text(self.prior + "\n")
 
-    @staticmethod
-    def still_on() -> bool:
-        return STATS_SYSCTL.read_text().strip() == "1"
+    def still_on(self) -> bool:
+        return self.via != "sysctl" or STATS_SYSCTL.read_text().strip() == "1"
 
 
 def bpftool_json(*args: str) -> list:
@@ -172,6 +215,15 @@ def prog_counters(ids: set[int]) -> dict[int, tuple[int, int]]:
     """{prog id: (run_cnt, run_time_ns)} now (bpftool leaves out counters still 0)."""
     return {p["id"]: (p.get("run_cnt", 0), p.get("run_time_ns", 0))
             for p in bpftool_json("prog", "show") if p["id"] in ids}
+
+
+def start_time(pid: int) -> int | None:
+    """When the process started (clock ticks since boot): with the pid, its identity."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def process_tree(root: int) -> set[int]:
@@ -349,8 +401,12 @@ class LoadClient:
             raise
 
     def run(self, seconds: float) -> dict:
-        self.proc.stdin.write(f"run {seconds}\n")
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write(f"run {seconds}\n")
+            self.proc.stdin.flush()
+        except OSError:
+            raise BenchError(f"the load client exited (status {self.proc.wait()}): "
+                             f"{_tail(self.proc)}")
         r = read_json_line(self.proc, "the load client", seconds + 120)
         if r.get("errors"):
             raise BenchError(f"the load client saw {r['errors']} errors: {_tail(self.proc)}")
@@ -424,11 +480,11 @@ class AttachedProbe:
         while not ready.wait(0.1):
             if self.proc.poll() is not None:
                 time.sleep(0.2)       # let the last stderr lines in
-                raise BenchError(f"mongoprobe {argv[0]} exited before attaching: "
+                raise ProbeFailed(f"mongoprobe {argv[0]} exited before attaching: "
                                  f"{self.error()}")
             if time.monotonic() > deadline:
                 self.stop()
-                raise BenchError(f"mongoprobe {argv[0]} not attached after {timeout:.0f}s")
+                raise ProbeFailed(f"mongoprobe {argv[0]} not attached after {timeout:.0f}s")
 
     def error(self) -> str:
         keep = [ln for ln in self.err_lines if "RLIMIT_MEMLOCK" not in ln]
@@ -438,14 +494,17 @@ class AttachedProbe:
         return process_tree(self.proc.pid)
 
     def stop(self, timeout: float = 120) -> str:
-        tree = self.pids()
+        children = {p: start_time(p) for p in self.pids() - {self.proc.pid}}
         stop_process(self.proc, signal.SIGINT, timeout)
-        for pid in tree - {self.proc.pid}:   # its children, should one be left behind
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         time.sleep(0.2)
+        # A child left behind (the tracer runs in a session of its own) when the
+        # command had to be killed: end it, if that pid is still the same process.
+        for pid, started in children.items():
+            if started is not None and start_time(pid) == started:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         return "".join(self.out)
 
 
@@ -456,6 +515,7 @@ class RowResult:
     row: Row
     stats: list[dict] = field(default_factory=list)     # per bpf_stats window
     pairs: list[dict] = field(default_factory=list)     # per throughput pair
+    errors: list[str] = field(default_factory=list)     # per failed repetition
 
 
 def measure_row(row: Row, t: Target, load: LoadClient, stats: BpfStats, seconds: float,
@@ -469,7 +529,7 @@ def measure_row(row: Row, t: Target, load: LoadClient, stats: BpfStats, seconds:
         pids = probe.pids()
         ids = held_programs(pids) - before
         if row.engine != "tshark" and not ids:
-            raise BenchError(f"{row.label}: no BPF program held by the probe's processes")
+            raise ProbeFailed("no BPF program held by the probe's processes")
         labels = program_labels(ids)
         window = None
         if row.engine != "tshark":
@@ -479,7 +539,7 @@ def measure_row(row: Row, t: Target, load: LoadClient, stats: BpfStats, seconds:
                 r = load.run(seconds)
                 c1, cpu1 = prog_counters(ids), cpu_ticks(pids)
                 if not stats.still_on():
-                    raise BenchError("kernel.bpf_stats_enabled was turned off during the "
+                    raise ProbeFailed("kernel.bpf_stats_enabled was turned off during the "
                                      "window (by another process): counts incomplete")
             finally:
                 stats.off()
@@ -500,7 +560,8 @@ def measure_row(row: Row, t: Target, load: LoadClient, stats: BpfStats, seconds:
     finally:
         out = probe.stop()
     if probe.proc.returncode not in (0, None):
-        raise BenchError(f"mongoprobe {probe.argv[0]} failed: {probe.error()}")
+        raise ProbeFailed(f"mongoprobe {probe.argv[0]} exited with status "
+                          f"{probe.proc.returncode}: {probe.error()}")
     if none is None:
         none = load.run(seconds)
     pair = {"ops_per_s": with_probe["ops_per_s"], "none_ops_per_s": none["ops_per_s"],
@@ -555,8 +616,13 @@ def run_target(name: str, rows: list[Row], a, stats: BpfStats, tmp: str, log) ->
             for rep in range(a.reps):
                 k = rep % len(rows)
                 for row in rows[k:] + rows[:k]:        # rotate: drift favours no row
-                    window, pair = measure_row(row, t, load, stats, a.seconds,
-                                               none_first=rep % 2 == 0, tmp=tmp, log=log)
+                    try:
+                        window, pair = measure_row(row, t, load, stats, a.seconds,
+                                                   none_first=rep % 2 == 0, tmp=tmp, log=log)
+                    except ProbeFailed as e:
+                        log(f"{t.name:8s} {row.label:15s} failed: {e}")
+                        results[row].errors.append(str(e))
+                        continue
                     if window:
                         results[row].stats.append(window)
                     results[row].pairs.append(pair)
@@ -572,11 +638,13 @@ def run_target(name: str, rows: list[Row], a, stats: BpfStats, tmp: str, log) ->
 def summarize(target: str, res: RowResult) -> dict:
     ratios = [p["ratio"] for p in res.pairs]
     d = {"target": target, "engine": res.row.engine, "mode": res.row.mode,
-         "throughput": {"ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
-                        "ratio_max": max(ratios), "ratios": ratios,
-                        "ops_per_s": [p["ops_per_s"] for p in res.pairs],
-                        "none_ops_per_s": [p["none_ops_per_s"] for p in res.pairs]},
-         "bpf": None, "goal_ns_per_request": GOAL_NS.get((res.row.engine, res.row.mode))}
+         "throughput": None, "bpf": None, "errors": res.errors,
+         "goal_ns_per_request": GOAL_NS.get((res.row.engine, res.row.mode))}
+    if ratios:
+        d["throughput"] = {"ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
+                           "ratio_max": max(ratios), "ratios": ratios,
+                           "ops_per_s": [p["ops_per_s"] for p in res.pairs],
+                           "none_ops_per_s": [p["none_ops_per_s"] for p in res.pairs]}
     if res.stats:
         w = res.stats
         ns = [x["ns_per_request"] for x in w]
@@ -626,9 +694,13 @@ def render(report: dict) -> str:
                     f"{b['runs_per_request']:7.2f}{b['probe_cpu_us_per_request']:8.2f}{seen}")
         else:
             cols = f"{'-':>7s}{'-':>6s}{'-':>7s}{'-':>8s}{'-':>6s}"
-        out.append(f"{r['target']:9s}{r['engine'] + ' ' + r['mode']:16s}{cols}  "
-                   f"{th['ratio_median']:.3f} ({th['ratio_min']:.2f}-{th['ratio_max']:.2f})")
-    none = ", ".join(f"{t} {v:,.0f}" for t, v in report["none_ops_per_s"].items())
+        ratio = (f"{th['ratio_median']:.3f} ({th['ratio_min']:.2f}-{th['ratio_max']:.2f})"
+                 if th else "-")
+        out.append(f"{r['target']:9s}{r['engine'] + ' ' + r['mode']:16s}{cols}  {ratio}")
+        for e in dict.fromkeys(r["errors"]):
+            out.append(f"  failed {r['errors'].count(e)} of {c['reps']}: {e}"[:79])
+    none = ", ".join(f"{t} {v:,.0f}" for t, v in report["none_ops_per_s"].items()
+                     if v is not None)
     out.append(f"no probe, ops/s (median): {none}")
     for r in report["rows"]:
         if not r["bpf"]:
@@ -709,15 +781,16 @@ def main(argv=None) -> int:
 
     stats = BpfStats()
     report = {"config": {"reps": a.reps, "seconds": a.seconds, "threads": a.threads,
-                         "pinned": not a.no_pin, "kernel": os.uname().release},
+                         "pinned": not a.no_pin, "kernel": os.uname().release,
+                         "stats_via": stats.via},
               "rows": [], "none_ops_per_s": {}}
     try:
         with tempfile.TemporaryDirectory(prefix="probe_cost.") as tmp:
             for name in a.targets:
                 results = run_target(name, rows, a, stats, tmp, log)
                 report["rows"] += [summarize(name, r) for r in results]
-                report["none_ops_per_s"][name] = statistics.median(
-                    p["none_ops_per_s"] for r in results for p in r.pairs)
+                nones = [p["none_ops_per_s"] for r in results for p in r.pairs]
+                report["none_ops_per_s"][name] = statistics.median(nones) if nones else None
     except BenchError as e:
         log(f"probe_cost: {e}")
         return 1
@@ -725,12 +798,12 @@ def main(argv=None) -> int:
         log("probe_cost: interrupted")
         return 130
     finally:
-        stats.off()        # the sysctl as it was before the bench
+        stats.off()        # no counting left on; the sysctl as it was
     if a.json:
         print(json.dumps(report, indent=1))
     else:
         print(render(report), end="")
-    return 0
+    return 1 if any(r["errors"] for r in report["rows"]) else 0
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """bench/probe_cost.py for real: one quick bpftrace-histogram row on mongo-java-server.
 
 Checks the report's structure and that its figures agree with one another (requests
-served, programs run, the BPF time per request, the probe's own request count), and
-that the bpf_stats sysctl is back to what it was. No absolute time is asserted.
+served, programs run, the BPF time per request, the probe's own request count), and,
+when the bench counts through the bpf_stats sysctl, that it is back to what it was.
+No absolute time is asserted.
 """
 
 from __future__ import annotations
@@ -37,8 +38,12 @@ def test_quick_bpftrace_hist_on_java_server():
                         "--modes", "hist", "--targets", "java", "--json"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
-    assert bench.STATS_SYSCTL.read_text() == sysctl_before
     report = json.loads(r.stdout)
+    # Counting by BPF_ENABLE_STATS leaves the global sysctl alone (others on the
+    # machine may be switching it); counting by the sysctl puts it back.
+    assert report["config"]["stats_via"] in ("BPF_ENABLE_STATS", "sysctl")
+    if report["config"]["stats_via"] == "sysctl":
+        assert bench.STATS_SYSCTL.read_text() == sysctl_before
 
     assert report["config"]["reps"] == 1
     assert set(report["none_ops_per_s"]) == {"java"} and report["none_ops_per_s"]["java"] > 0
