@@ -68,6 +68,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 TOP = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TOP / "analyzer"))
@@ -360,7 +361,7 @@ class Target:
     pid: int
     uri: str
     port: int
-    close: object
+    close: Callable[[], None]
 
 
 def java_target(cpu: int | None) -> Target:
@@ -419,7 +420,8 @@ class LoadClient:
             try:
                 self.proc.stdin.write("quit\n")
                 self.proc.stdin.flush()
-            except OSError:
+                self.proc.wait(10)
+            except (OSError, subprocess.TimeoutExpired):
                 pass
         stop_process(self.proc, timeout=30)
 
@@ -459,10 +461,15 @@ class AttachedProbe:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
             [str(TOP / "analyzer"), *filter(None, [env.get("PYTHONPATH")])])
+        # SIGINT back to its default in the child: a bench started in the background
+        # (`cmd &` from a script) has it ignored, the child would inherit that, and
+        # a command relying on the default KeyboardInterrupt would never stop.
         self.proc = subprocess.Popen([sys.executable, "-m", "mongoprobe", *argv],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, env=env,
-                                     start_new_session=True)
+                                     start_new_session=True,
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                                      signal.SIG_DFL))
         self.argv = argv
         self.err_lines: list[str] = []
         self.out: list[str] = []
@@ -710,12 +717,21 @@ def render(report: dict) -> str:
                 f"  {'program (attached to)':28s}{'runs/req':>9s}{'ns/call':>9s}"
                 f"{'ns/req':>9s}{'share':>7s}"]
         total = sum(q["run_time_ns"] for q in r["bpf"]["programs"]) or 1
+        small = []
         for q in r["bpf"]["programs"]:
             if not q["run_cnt"]:
+                continue
+            if q["run_time_ns"] < total / 200:      # under 0.5%: summed on one line
+                small.append(q)
                 continue
             out.append(f"  {q['name'][:28]:28s}{q['runs_per_request']:9.2f}"
                        f"{q['ns_per_call']:9.0f}{q['ns_per_request']:9.0f}"
                        f"{100 * q['run_time_ns'] / total:6.1f}%")
+        if small:
+            out.append(f"  {f'{len(small)} more, each under 0.5%':28s}"
+                       f"{sum(q['runs_per_request'] for q in small):9.2f}{'':9s}"
+                       f"{sum(q['ns_per_request'] for q in small):9.0f}"
+                       f"{100 * sum(q['run_time_ns'] for q in small) / total:6.1f}%")
     return "\n".join(out) + "\n"
 
 
