@@ -759,9 +759,15 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=8, help="client connections")
     ap.add_argument("--warmup", type=float, default=40.0,
                     help="at most SEC of warm-up per target, until the rate settles")
-    ap.add_argument("--engines", type=csv(ENGINES))
-    ap.add_argument("--modes", type=csv(MODES))
-    ap.add_argument("--targets", type=csv(TARGETS), default=list(TARGETS))
+    ap.add_argument("--engines", type=csv(ENGINES),
+                    help="comma-separated, of bpftrace,bcc,tshark (default: those that "
+                         "can run here)")
+    ap.add_argument("--modes", type=csv(MODES),
+                    help="comma-separated, of hist,events (bpftrace, bcc) and capture "
+                         "(tshark); default all")
+    ap.add_argument("--targets", type=csv(TARGETS), default=list(TARGETS),
+                    help="comma-separated, of java (mongo-java-server), ferretdb; "
+                         "default both")
     ap.add_argument("--no-pin", action="store_true", help="leave server and load unpinned")
     ap.add_argument("--quick", action="store_true", help="one short rep (a smoke test)")
     ap.add_argument("--json", action="store_true", help="machine-readable output")
