@@ -147,4 +147,31 @@ else
     say "no DTrace kit at $dtrace_kit: the D tools are not built here (their tests skip)"
 fi
 
+# --- bench/probe_cost.py: bpftool and the Java fast target --------------------
+# bpftool reads the kernel's per-program run time (bpf_stats). bench/java is built
+# by Maven (versions pinned in its pom.xml: mongo-java-server 1.47.0 with its memory
+# backend, the MongoDB Java driver 4.11.1) into one jar, named by the hash of the
+# pom and sources (bench/probe_cost.py computes the same) and built only when absent.
+jpkgs=()
+[ -x /usr/sbin/bpftool ] || command -v bpftool >/dev/null || jpkgs+=(bpftool)
+command -v javac >/dev/null || jpkgs+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null || jpkgs+=(maven)
+if ((${#jpkgs[@]})); then
+    say "apt-get install ${jpkgs[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${jpkgs[@]}" >/dev/null
+fi
+jhash=$(cd "$top" && find bench/java -type f \( -name pom.xml -o -name '*.java' \) \
+        | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16)
+jdir=$tools/bench-java-$jhash
+if [ ! -f "$jdir/mongoprobe-bench.jar" ]; then
+    say "building bench/java with Maven into $jdir"
+    jbuild=$(mktemp -d)
+    cp -r "$top/bench/java/." "$jbuild/"
+    (cd "$jbuild" && mvn -q -B package)
+    mkdir -p "$jdir"
+    cp "$jbuild/target/mongoprobe-bench.jar" "$jdir/mongoprobe-bench.jar.tmp"
+    mv "$jdir/mongoprobe-bench.jar.tmp" "$jdir/mongoprobe-bench.jar"
+    rm -rf "$jbuild"
+fi
+
 say "ready (tools in $tools)"

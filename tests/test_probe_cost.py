@@ -1,0 +1,80 @@
+"""bench/probe_cost.py for real: one quick bpftrace-histogram row on mongo-java-server.
+
+Checks the report's structure and that its figures agree with one another (requests
+served, programs run, the BPF time per request, the probe's own request count), and,
+when the bench counts through the bpf_stats sysctl, that it is back to what it was.
+No absolute time is asserted.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "probe_cost.py"
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("probe_cost", BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["probe_cost"] = mod        # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.root
+def test_quick_bpftrace_hist_on_java_server():
+    bench = load_bench()
+    why = bench.why_cannot_run(["bpftrace"], ["java"])
+    if why:
+        pytest.skip(why)
+    sysctl_before = bench.STATS_SYSCTL.read_text()
+    r = subprocess.run([sys.executable, str(BENCH), "--quick", "--engines", "bpftrace",
+                        "--modes", "hist", "--targets", "java", "--json"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    # Counting by BPF_ENABLE_STATS leaves the global sysctl alone (others on the
+    # machine may be switching it); counting by the sysctl puts it back.
+    assert report["config"]["stats_via"] in ("BPF_ENABLE_STATS", "sysctl")
+    if report["config"]["stats_via"] == "sysctl":
+        assert bench.STATS_SYSCTL.read_text() == sysctl_before
+
+    assert report["config"]["reps"] == 1
+    assert set(report["none_ops_per_s"]) == {"java"} and report["none_ops_per_s"]["java"] > 0
+    [row] = report["rows"]
+    assert (row["target"], row["engine"], row["mode"]) == ("java", "bpftrace", "hist")
+
+    bpf = row["bpf"]
+    [w] = bpf["windows"]
+    assert w["requests"] > 0 and bpf["requests"] == w["requests"]
+    # every request is at least one receive and one send by the server, each running
+    # one of the probe's programs at least
+    assert w["run_cnt"] >= 2 * w["requests"]
+    assert w["run_time_ns"] > 0
+    assert bpf["ns_per_request"] == pytest.approx(w["run_time_ns"] / w["requests"])
+    assert bpf["runs_per_request"] == pytest.approx(w["run_cnt"] / w["requests"])
+    # the per-program detail adds up to the window's totals
+    assert sum(p["run_cnt"] for p in w["programs"]) == w["run_cnt"]
+    assert sum(p["run_time_ns"] for p in w["programs"]) == w["run_time_ns"]
+    assert sum(p["run_time_ns"] for p in bpf["programs"]) == w["run_time_ns"]
+    assert all(p["run_cnt"] >= 0 and p["run_time_ns"] >= 0 for p in w["programs"])
+    assert len({p["id"] for p in w["programs"]}) == len(w["programs"])
+    # the probe counted the finds the client was answered, no more, no fewer
+    assert bpf["seen"] == pytest.approx(1.0, abs=0.01)
+    assert bpf["probe_cpu_us_per_request"] >= 0
+    assert row["goal_ns_per_request"] == 2000
+
+    th = row["throughput"]
+    assert len(th["ratios"]) == len(th["ops_per_s"]) == len(th["none_ops_per_s"]) == 1
+    assert th["ratios"][0] == pytest.approx(th["ops_per_s"][0] / th["none_ops_per_s"][0])
+    assert th["ratio_min"] <= th["ratio_median"] <= th["ratio_max"]
+
+    text = bench.render(report)
+    assert max(len(line) for line in text.splitlines()) < 80
+    assert "java     bpftrace hist" in text
