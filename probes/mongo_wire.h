@@ -6,8 +6,32 @@
  * This is the BPF C program itself (not a normal header): each tool reads it,
  * prepends its #define switches, and hands the text to BPF(text=...).
  * The algorithm is the one documented in probes/README.md: a per-connection
- * state machine keyed by (pid, fd), framing of receives and sends, a ring of 4
- * outstanding requests per connection, command-name extraction, loss counters.
+ * state machine keyed by fd (one traced pid), framing of receives and sends, a
+ * ring of 4 outstanding requests per connection, command-name extraction, loss
+ * counters.
+ *
+ * Cost (the point of this layout; bench/probe_cost.py measures it with the
+ * kernel's bpf_stats):
+ * - every map is looked up once per program run and modified in place: the
+ *   per-thread syscall arguments stay in their entry between calls (a "live"
+ *   flag instead of an update and a delete per syscall), a connection's state
+ *   is one struct;
+ * - a command name is three 8-byte words (24 bytes, zeroed after its NUL), read
+ *   with the header in one copy from user memory when the request starts with
+ *   an OP_MSG body section (every driver's case); other layouts take the
+ *   prefix path (mw_capture/mw_decode);
+ * - a reply costs one per-CPU hash lookup: the slice's (command, opcode) entry
+ *   holds count, sum, max and a log-linear histogram that is incremented in
+ *   place; requests are counted where they end (timed at the reply, or
+ *   no-reply), so a request adds no map update of its own;
+ * - sends on non-protocol fds stop at the connection lookup of the exit.
+ *
+ * Aggregation: the kernel time is cut into slices of MW_SLICE_NS (1 s); the
+ * key of each aggregate carries its slice, so user space reads a slice once it
+ * is over and deletes it: nothing is cleared under a writer, nothing is lost.
+ * Histogram buckets are log-linear (mongoprobe.loglinear: 32 sub-buckets per
+ * power of two, so a percentile read from them is within 1.6%); values from
+ * 2^36 ns (69 s) up share the last bucket.
  *
  * Layout: the sys_enter_* programs save the buffer (first iovec for the
  * vectored calls) per thread; the sys_exit_* programs frame what was
@@ -15,18 +39,13 @@
  * syscall; the 2nd..8th headers are decoded by mw_rx_more/mw_tx_more, chained
  * by tail calls through mw_jmp (the tools load them and fill mw_jmp): a
  * bounded loop of 8 full decodes is more than the verifier will explore.
- * Each request's first MW_PFX bytes are kept per connection (pfx) so a name
- * whose bytes arrive in a later receive (mongod reads the header alone) is
- * still found; bcc 0.26 has no .rodata, hence the immediate-store names.
  *
  * Switches (set by the tools):
  *   MW_TARGET_PID   tgid to trace (required; filtered in the kernel)
- *   MW_HIST_OP      aggregate per opcode    (hist_op, stats_op, max_op)
- *   MW_HIST_CMD     aggregate per command   (hist_cmd, stats_cmd, max_cmd)
- *   MW_HIST_CONN    aggregate per (pid, fd) (hist_conn, stats_conn, max_conn)
- *   MW_FACTOR       divisor applied to latencies before the log2 slot (1, 1000,
- *                   1000000); sums and maxima are always in nanoseconds
+ *   MW_SLICE_NS     aggregation slice, ns (default 1 s)
+ *   MW_BY_CONN      also aggregate per connection (fd)
  *   MW_EVENTS       emit one event per request at its first reply
+ *   MW_SAMPLE       with MW_EVENTS: emit one request in MW_SAMPLE (random)
  *   MW_RINGBUF      use BPF_RINGBUF_OUTPUT for events, else BPF_PERF_OUTPUT
  *
  * Copyright 2025 mongoprobe authors. Licensed under the Apache License 2.0.
@@ -36,17 +55,20 @@
 #ifndef MW_TARGET_PID
 #error "MW_TARGET_PID must be defined"
 #endif
-#ifndef MW_FACTOR
-#define MW_FACTOR 1
+#ifndef MW_SLICE_NS
+#define MW_SLICE_NS 1000000000ULL
 #endif
 
 #define MW_HDR      16          /* message header: length, requestID, responseTo, opCode */
 #define MW_MAXLEN   48000000    /* largest valid message (maxMessageSizeBytes) */
-#define MW_NAME     32          /* command names are read as at most 32 bytes */
+#define MW_FAST     50          /* header, flagBits, kind 0, doclen, type, 24 name bytes */
+#define MW_NAME     24          /* command names: at most 24 bytes, as 3 words */
 #define MW_SLOTS    4           /* outstanding requests kept per connection */
 #define MW_MAXMSG   8           /* headers decoded per syscall */
-#define MW_PFX      160         /* first bytes of each request kept for its name */
+#define MW_PFX      128         /* slow path: first bytes of a request kept for its name */
 #define MW_CONNS    16384
+#define MW_SUB_BITS 5           /* log-linear: 32 sub-buckets per power of two */
+#define MW_NB       1024        /* buckets 0..1023: up to 2^36 ns, then the last */
 
 /* keep clang from folding away a bound the verifier needs to see */
 #define MW_OPAQUE(x) asm volatile("" : "+r"(x))
@@ -65,7 +87,7 @@
 #define MSG_MORE_TO_COME 2      /* OP_MSG flagBits bit 1 */
 #define MW_MSG_PEEK      2      /* recv flag: data stays queued, not consumed */
 
-/* counters (index into the per-CPU array "counts") */
+/* counters (index into the per-CPU array "counts"); cumulative */
 #define C_REQUESTS   0          /* complete requests */
 #define C_REPLIES    1          /* first replies matched to a request (timed) */
 #define C_STREAM     2          /* further replies of a moreToCome stream */
@@ -76,13 +98,18 @@
 #define C_DROPPED    7          /* ring/perf buffer reserve failures, full maps */
 #define C_MAX        8
 
+union mw_name {
+    char c[MW_NAME];
+    u64 w[3];
+};
+
 struct mw_slot {
     u64 ts;                     /* return of the receive that completed it */
+    union mw_name name;
     u32 req_id;
     u32 opcode;
     u32 bytes;
     u32 pad;
-    char cmd[MW_NAME];
 };
 
 struct mw_conn {
@@ -107,12 +134,12 @@ struct mw_conn {
     u32 stream_id;              /* requestID of the last reply with moreToCome */
     u64 tx_ts;                  /* entry of the send that began the split header */
     char tx_hdr[48];            /* its bytes (header + flags: 20; 48: verifier bound) */
-    char rx_cmd[MW_NAME];
+    union mw_name rx_name;
     struct mw_slot slots[MW_SLOTS];
-    char pfx[2 * MW_PFX];       /* first MW_PFX bytes of the request (2x: verifier bound) */
+    char pfx[2 * MW_PFX];       /* slow path: first MW_PFX bytes (2x: verifier bound) */
 };
 
-/* arguments of a receive/send in flight, per thread */
+/* arguments of a receive/send in flight, per thread (kept between calls) */
 struct mw_args {
     u64 buf;                    /* user buffer (first iovec for the vectored calls) */
     u64 cap;                    /* bytes of that buffer (ret beyond it is unreadable) */
@@ -122,6 +149,8 @@ struct mw_args {
     u64 off;                    /* bytes of them framed so far */
     u32 fd;
     u32 iter;                   /* headers decoded so far */
+    u32 live;                   /* set at entry, cleared at exit */
+    u32 pad;
 };
 
 struct mw_hdr {
@@ -137,30 +166,26 @@ struct mw_iovec {
     u64 len;
 };
 
-/* cumulative (user space prints differences between intervals, no clearing
- * races); the maxima live in the max_* maps, cleared at each interval */
-struct mw_stat {
-    u64 requests;               /* complete requests */
-    u64 count;                  /* timed (replied) requests */
-    u64 sum_ns;
+/* an aggregate: one slice, one command and opcode (or, MW_BY_CONN, one fd) */
+struct mw_key {
+    u64 slice;                  /* bpf_ktime_get_ns() / MW_SLICE_NS */
+    union mw_name name;         /* zero in the per-connection view */
+    u32 op;                     /* zero in the per-connection view */
+    u32 fd;                     /* zero in the per-command view */
 };
 
-struct mw_cmd_key {
-    char cmd[MW_NAME];
-};
-struct mw_cmd_slot {
-    char cmd[MW_NAME];
-    u64 slot;
-};
-struct mw_u64_slot {
-    u64 key;
-    u64 slot;
+struct mw_val {
+    u64 count;                  /* timed requests (answered by a first reply) */
+    u64 sum_ns;
+    u64 max_ns;
+    u64 noreply;                /* complete requests that expect no reply */
+    u32 hist[MW_NB];            /* log-linear buckets of the latencies */
 };
 
 struct mw_event {
     u64 ts;                     /* entry of the send that carried the first reply */
     u64 latency_ns;
-    u32 pid;
+    union mw_name name;
     u32 tid;
     u32 fd;
     u32 request_id;
@@ -168,32 +193,21 @@ struct mw_event {
     u32 bytes_in;
     u32 bytes_out;
     u32 stream;
-    char cmd[MW_NAME];
+    u32 pad;
 };
 
-BPF_HASH(conns, u64, struct mw_conn, MW_CONNS);
-BPF_HASH(inflight, u64, struct mw_args, 10240);
+BPF_HASH(conns, u32, struct mw_conn, MW_CONNS);
+/* per-thread syscall arguments: task-local storage (hangs off the task, which
+ * is in cache anyway; freed with it) */
+BPF_TASK_STORAGE(inflight, struct mw_args);
 BPF_PERCPU_ARRAY(counts, u64, C_MAX);
 BPF_PERCPU_ARRAY(zero_conn, struct mw_conn, 1);   /* never written: init value */
+BPF_PERCPU_ARRAY(zero_val, struct mw_val, 1);     /* never written: init value */
+BPF_F_TABLE("percpu_hash", struct mw_key, struct mw_val, lat, 4096, BPF_F_NO_PREALLOC);
 
-#ifdef MW_HIST_OP
-BPF_HISTOGRAM(hist_op, struct mw_u64_slot, 4096);
-BPF_HASH(stats_op, u64, struct mw_stat, 64);
-BPF_HASH(max_op, u64, u64, 64);
-#endif
-#ifdef MW_HIST_CMD
-BPF_HISTOGRAM(hist_cmd, struct mw_cmd_slot, 16384);
-BPF_HASH(stats_cmd, struct mw_cmd_key, struct mw_stat, 1024);
-BPF_HASH(max_cmd, struct mw_cmd_key, u64, 1024);
-#endif
-#ifdef MW_HIST_CONN
-BPF_HISTOGRAM(hist_conn, struct mw_u64_slot, 65536);
-BPF_HASH(stats_conn, u64, struct mw_stat, MW_CONNS);
-BPF_HASH(max_conn, u64, u64, MW_CONNS);
-#endif
 #ifdef MW_EVENTS
 #ifdef MW_RINGBUF
-BPF_RINGBUF_OUTPUT(events, 128);
+BPF_RINGBUF_OUTPUT(events, 256);
 #else
 BPF_PERF_OUTPUT(events);
 #endif
@@ -225,11 +239,31 @@ static __always_inline int mw_valid(struct mw_hdr *h, int request)
     return request ? mw_req_op(h->op) : mw_reply_op(h->op);
 }
 
-/* dst = constant string s (n bytes with the NUL, n < MW_NAME); a macro so
+/* v with every byte from its first NUL on zeroed; *ended set when it had one.
+ * (The lowest flagged byte of the classic has-zero-byte test is exact.) */
+static __always_inline u64 mw_cut(u64 v, int *ended)
+{
+    u64 t = (v - 0x0101010101010101ULL) & ~v & 0x8080808080808080ULL;
+    if (!t)
+        return v;
+    *ended = 1;
+    return v & (((t & -t) >> 7) - 1);
+}
+
+/* the name in raw (24 bytes from the name's first byte, maybe past its end) */
+static __always_inline void mw_name_words(union mw_name *n, const u64 *raw)
+{
+    int end = 0;
+    n->w[0] = mw_cut(raw[0], &end);
+    n->w[1] = end ? 0 : mw_cut(raw[1], &end);
+    n->w[2] = end ? 0 : mw_cut(raw[2], &end);
+}
+
+/* dst = constant string s (n bytes with the NUL, n <= MW_NAME); a macro so
  * that clang turns the copy into immediate stores (no .rodata in bcc) */
 #define mw_setname(dst, s, n) do {                  \
-        __builtin_memset((dst), 0, MW_NAME);        \
-        __builtin_memcpy((dst), (s), (n));          \
+        (dst)->w[0] = 0; (dst)->w[1] = 0; (dst)->w[2] = 0; \
+        __builtin_memcpy((dst)->c, (s), (n));       \
     } while (0)
 
 /* Fixed names: legacy opcodes are named after the opcode, compressed bodies
@@ -237,15 +271,17 @@ static __always_inline int mw_valid(struct mw_hdr *h, int request)
 static __always_inline int mw_fixed_name(struct mw_conn *c, u32 op)
 {
     switch (op) {
-    case OP_COMPRESSED:   mw_setname(c->rx_cmd, "[compressed]", 13); return 1;
-    case OP_INSERT:       mw_setname(c->rx_cmd, "OP_INSERT", 10); return 1;
-    case OP_UPDATE:       mw_setname(c->rx_cmd, "OP_UPDATE", 10); return 1;
-    case OP_DELETE:       mw_setname(c->rx_cmd, "OP_DELETE", 10); return 1;
-    case OP_GET_MORE:     mw_setname(c->rx_cmd, "OP_GET_MORE", 12); return 1;
-    case OP_KILL_CURSORS: mw_setname(c->rx_cmd, "OP_KILL_CURSORS", 16); return 1;
+    case OP_COMPRESSED:   mw_setname(&c->rx_name, "[compressed]", 13); return 1;
+    case OP_INSERT:       mw_setname(&c->rx_name, "OP_INSERT", 10); return 1;
+    case OP_UPDATE:       mw_setname(&c->rx_name, "OP_UPDATE", 10); return 1;
+    case OP_DELETE:       mw_setname(&c->rx_name, "OP_DELETE", 10); return 1;
+    case OP_GET_MORE:     mw_setname(&c->rx_name, "OP_GET_MORE", 12); return 1;
+    case OP_KILL_CURSORS: mw_setname(&c->rx_name, "OP_KILL_CURSORS", 16); return 1;
     }
     return 0;
 }
+
+/* ---- the slow path: a request whose name is not in its first chunk ------ */
 
 /*
  * Copy the chunk of the current request that starts at message offset pos
@@ -267,6 +303,14 @@ static __always_inline void mw_capture(struct mw_conn *c, u64 src, u64 r, u64 po
         c->pfx_len = pos + n;
 }
 
+/* rx_name = the NUL-terminated name read by a str copy into tmp (n its result) */
+static __always_inline void mw_take_name(struct mw_conn *c, char *tmp)
+{
+    u64 raw[3];
+    __builtin_memcpy(raw, tmp, MW_NAME);
+    mw_name_words(&c->rx_name, raw);
+}
+
 /*
  * Copy the name at message offset off from the prefix. Returns 1 when the name
  * is final (terminated inside the received prefix, or nothing more can come),
@@ -275,14 +319,16 @@ static __always_inline void mw_capture(struct mw_conn *c, u64 src, u64 r, u64 po
 static __always_inline int mw_name_from_pfx(struct mw_conn *c, u32 off, int more)
 {
     u32 have = c->pfx_len;
+    char tmp[MW_NAME + 8] = {};
     if (off >= MW_PFX)
         return 1;
-    long n = bpf_probe_read_kernel_str(c->rx_cmd, MW_NAME, &c->pfx[off]);
+    long n = bpf_probe_read_kernel_str(tmp, sizeof(tmp), &c->pfx[off]);
+    mw_take_name(c, tmp);
     /* pfx beyond pfx_len is zeroed at each new request, so the copy stops there */
     if (n > 0 && off + (u32)n - 1 < have)
         return 1;               /* NUL inside the received bytes */
-    if (n >= MW_NAME)
-        return 1;               /* 31 characters: truncated name */
+    if (n > MW_NAME)
+        return 1;               /* longer than 24 characters: cut */
     return !more;
 }
 
@@ -317,12 +363,14 @@ static __always_inline void mw_decode(struct mw_conn *c, u64 src, u32 r, u32 pos
                 /* beyond the prefix: read it where this chunk holds it */
                 if (off >= pos && off < pos + r) {
                     u32 d = off - pos;
-                    long n = bpf_probe_read_user_str(c->rx_cmd, MW_NAME,
+                    char tmp[MW_NAME + 8] = {};
+                    long n = bpf_probe_read_user_str(tmp, sizeof(tmp),
                                                      (void *)(src + d));
                     if (n <= 0)
                         goto unknown;
                     if (d + (u32)n - 1 > r)     /* ran past the chunk */
-                        c->rx_cmd[(r - d) & (MW_NAME - 1)] = 0;
+                        tmp[(r - d) & (MW_NAME - 1)] = 0;
+                    mw_take_name(c, tmp);
                     c->rx_need = 0;
                     return;
                 }
@@ -344,15 +392,15 @@ static __always_inline void mw_decode(struct mw_conn *c, u64 src, u32 r, u32 pos
         if (20 + nslen >= have)
             goto need;          /* namespace not complete yet */
         if (nslen < 5) {
-            mw_setname(c->rx_cmd, "find", 5);
+            mw_setname(&c->rx_name, "find", 5);
             c->rx_need = 0;
             return;
         }
         char tail[8] = {};
-        bpf_probe_read_kernel(tail, 5, &c->pfx[(20 + nslen - 5) & 0xff]);
+        bpf_probe_read_kernel(tail, 5, &c->pfx[(20 + nslen - 5) & 0x7f]);
         if (!(tail[0] == '.' && tail[1] == '$' && tail[2] == 'c' &&
               tail[3] == 'm' && tail[4] == 'd')) {
-            mw_setname(c->rx_cmd, "find", 5);
+            mw_setname(&c->rx_name, "find", 5);
             c->rx_need = 0;
             return;
         }
@@ -371,16 +419,13 @@ static __always_inline void mw_decode(struct mw_conn *c, u64 src, u32 r, u32 pos
     }
     if (!mw_name_from_pfx(c, off, more))
         return;
-    if (c->rx_op == OP_QUERY && c->rx_cmd[0] == '$' && c->rx_cmd[1] == 'q' &&
-        c->rx_cmd[2] == 'u' && c->rx_cmd[3] == 'e' && c->rx_cmd[4] == 'r' &&
-        c->rx_cmd[5] == 'y' && c->rx_cmd[6] == 0) {
+    /* "$query\0" as a little-endian word */
+    if (c->rx_op == OP_QUERY && c->rx_name.w[0] == 0x0000797265757124ULL) {
         /* {$query: {cmd: ...}, $readPreference: ...}: the command is the first key
          * of the wrapped document: "$query\0" (7), its length (4), its type (1) */
         off += 12;
         if (off >= MW_PFX || (off >= have && !more))
             goto unknown;
-        /* names are map keys byte for byte: no "$query" tail after the inner name */
-        __builtin_memset(c->rx_cmd, 0, MW_NAME);
         if (!mw_name_from_pfx(c, off, more))
             return;
     }
@@ -390,88 +435,94 @@ need:
     if (more)
         return;
 unknown:
-    mw_setname(c->rx_cmd, "[unknown]", 10);
+    mw_setname(&c->rx_name, "[unknown]", 10);
     c->rx_need = 0;
 }
 
-/*
- * One view's accounting, given its map entries (NULL: the map is full; m and v
- * are only looked up for a latency): request count, or timed count, sum, max
- * and the log2 histogram slot. A full map counts as dropped.
- */
-static __always_inline void mw_tally(struct mw_stat *s, u64 *m, u64 *v, int timed, u64 lat)
+/* ---- accounting ---------------------------------------------------------- */
+
+/* log-linear bucket of v (mongoprobe.loglinear.bucket, capped at MW_NB - 1) */
+static __always_inline u32 mw_bucket(u64 v)
 {
-    if (!s) {
-        mw_count(C_DROPPED, 1);
-    } else if (!timed) {
-        __sync_fetch_and_add(&s->requests, 1);
-    } else {
-        __sync_fetch_and_add(&s->count, 1);
-        __sync_fetch_and_add(&s->sum_ns, lat);
-    }
-    if (timed) {
-        if (m && lat > *m)
-            *m = lat;           /* racy, rarely matters */
-        if (v)
-            __sync_fetch_and_add(v, 1);
-        if (!m || !v)
-            mw_count(C_DROPPED, 1);
-    }
+    if (v < (1 << MW_SUB_BITS))
+        return v;
+    u32 e = bpf_log2l(v) - 1;   /* floor(log2 v): bcc's log2l is 1 + that */
+    u64 b = ((u64)(e - MW_SUB_BITS + 1) << MW_SUB_BITS) + (v >> (e - MW_SUB_BITS))
+            - (1 << MW_SUB_BITS);
+    return b < MW_NB ? b : MW_NB - 1;
 }
 
-/*
- * Account a complete request (timed == 0) or a latency (timed == 1) in each
- * view. (bcc refuses map calls inside macros, so each view spells out its three
- * lookups; mw_tally does the rest.)
- */
-static __always_inline void mw_account(u32 op, char *cmd, u64 connkey, int timed, u64 lat)
+static __always_inline struct mw_val *mw_val_of(struct mw_key *k)
 {
-    struct mw_stat zs = {};
-    u64 slot = bpf_log2l(lat / MW_FACTOR);
-    u64 zero = 0;
+    struct mw_val *v = lat.lookup(k);
+    if (v)
+        return v;
+    u32 z0 = 0;
+    struct mw_val *z = zero_val.lookup(&z0);
+    if (!z)
+        return 0;
+    v = lat.lookup_or_try_init(k, z);
+    if (!v)
+        mw_count(C_DROPPED, 1);
+    return v;
+}
 
-#ifdef MW_HIST_OP
-    u64 opk = op;
-    struct mw_u64_slot ohk = {.key = op, .slot = slot};
-    mw_tally(stats_op.lookup_or_try_init(&opk, &zs),
-             timed ? max_op.lookup_or_try_init(&opk, &zero) : 0,
-             timed ? hist_op.lookup_or_try_init(&ohk, &zero) : 0, timed, lat);
-#endif
-#ifdef MW_HIST_CMD
-    struct mw_cmd_key ck = {};
-    struct mw_cmd_slot chk = {};
-    bpf_probe_read_kernel(ck.cmd, MW_NAME, cmd);
-    __builtin_memcpy(chk.cmd, ck.cmd, MW_NAME);
-    chk.slot = slot;
-    mw_tally(stats_cmd.lookup_or_try_init(&ck, &zs),
-             timed ? max_cmd.lookup_or_try_init(&ck, &zero) : 0,
-             timed ? hist_cmd.lookup_or_try_init(&chk, &zero) : 0, timed, lat);
-#endif
-#ifdef MW_HIST_CONN
-    struct mw_u64_slot khk = {.key = connkey, .slot = slot};
-    mw_tally(stats_conn.lookup_or_try_init(&connkey, &zs),
-             timed ? max_conn.lookup_or_try_init(&connkey, &zero) : 0,
-             timed ? hist_conn.lookup_or_try_init(&khk, &zero) : 0, timed, lat);
+/* a timed request (timed == 1, latency lat) or one that expects no reply, at
+ * time ts; per-CPU values: no atomics */
+static __always_inline void mw_account(union mw_name *name, u32 op, u32 fd, u64 ts,
+                                       int timed, u64 lat)
+{
+    struct mw_key k = {.slice = ts / MW_SLICE_NS, .op = op};
+    k.name = *name;
+    struct mw_val *v = mw_val_of(&k);
+    u32 b = mw_bucket(lat);
+    if (v) {
+        if (timed) {
+            v->count++;
+            v->sum_ns += lat;
+            if (lat > v->max_ns)
+                v->max_ns = lat;
+            if (b < MW_NB)
+                v->hist[b]++;
+        } else {
+            v->noreply++;
+        }
+    }
+#ifdef MW_BY_CONN
+    struct mw_key ck = {.slice = ts / MW_SLICE_NS, .fd = fd};
+    v = mw_val_of(&ck);
+    if (v) {
+        if (timed) {
+            v->count++;
+            v->sum_ns += lat;
+            if (lat > v->max_ns)
+                v->max_ns = lat;
+            if (b < MW_NB)
+                v->hist[b]++;
+        } else {
+            v->noreply++;
+        }
+    }
 #endif
 }
 
 /* the current request is complete: count it and queue it for its reply */
-static __always_inline void mw_complete(struct mw_conn *c, u64 key, u64 now)
+static __always_inline void mw_complete(struct mw_conn *c, u32 fd, u64 now)
 {
     if (c->rx_need) {
         /* every decode with no more bytes to come settles the name; this
          * only guards against a path that did not decode at all */
-        mw_setname(c->rx_cmd, "[unknown]", 10);
+        mw_setname(&c->rx_name, "[unknown]", 10);
         c->rx_need = 0;
     }
     mw_count(C_REQUESTS, 1);
-    mw_account(c->rx_op, c->rx_cmd, key, 0, 0);
     if ((c->rx_op == OP_MSG && (c->rx_flags & MSG_MORE_TO_COME)) ||
         c->rx_op == OP_INSERT || c->rx_op == OP_UPDATE ||
         c->rx_op == OP_DELETE || c->rx_op == OP_KILL_CURSORS) {
         /* no reply due: moreToCome, or a legacy write/killCursors opcode
          * (the protocol defines no reply for those) */
         mw_count(C_NOREPLY, 1);
+        mw_account(&c->rx_name, c->rx_op, fd, now, 0, 0);
         return;
     }
     if (c->nslots >= MW_SLOTS) {
@@ -486,21 +537,23 @@ static __always_inline void mw_complete(struct mw_conn *c, u64 key, u64 now)
     s->req_id = c->rx_id;
     s->opcode = c->rx_op;
     s->bytes = c->rx_len;
-    bpf_probe_read_kernel(s->cmd, MW_NAME, c->rx_cmd);
+    s->name = c->rx_name;
     c->nslots++;
 }
 
-/* a new request begins with header h */
-static __always_inline void mw_start(struct mw_conn *c, struct mw_hdr *h)
+/* a new request begins with header h; slow: its name is not in the first chunk */
+static __always_inline void mw_start(struct mw_conn *c, struct mw_hdr *h, int slow)
 {
     c->rx_len = h->len;
     c->rx_id = h->req_id;
     c->rx_op = h->op;
     c->rx_flags = 0;
-    c->rx_need = 1;
+    c->rx_need = slow;
     c->pfx_len = 0;
-    __builtin_memset(c->pfx, 0, MW_PFX);
-    __builtin_memset(c->rx_cmd, 0, MW_NAME);
+    if (slow) {
+        __builtin_memset(c->pfx, 0, MW_PFX);
+        c->rx_name.w[0] = 0; c->rx_name.w[1] = 0; c->rx_name.w[2] = 0;
+    }
 }
 
 /* lost framing on a known connection: count it once, then skip silently
@@ -525,13 +578,14 @@ static __always_inline void mw_desync_tx(struct mw_conn *c)
     c->tx_have = 0;
 }
 
+/* ---- receives ------------------------------------------------------------ */
+
 /*
  * Receive, step 1: the first bytes continue the current message, if any.
  * a->ret bytes were received; the first a->cap of them are readable at a->buf.
  */
-static __always_inline void mw_rx_first(struct mw_args *a, u64 key)
+static __always_inline void mw_rx_first(struct mw_args *a, struct mw_conn *c)
 {
-    struct mw_conn *c = conns.lookup(&key);
     u64 ret = a->ret;
     u64 avail = a->cap < ret ? a->cap : ret;
 
@@ -548,7 +602,7 @@ static __always_inline void mw_rx_first(struct mw_args *a, u64 key)
         mw_decode(c, a->buf, r, pos, more);
     }
     if (c->rx_rem == 0)
-        mw_complete(c, key, a->now);
+        mw_complete(c, a->fd, a->now);
     a->off = n;
 }
 
@@ -556,12 +610,14 @@ static __always_inline void mw_rx_first(struct mw_args *a, u64 key)
  * Receive, step 2: one whole header at a->off (steps are chained by tail
  * calls, at most MW_MAXMSG per receive). Returns 1 when the receive is done.
  */
-static __always_inline int mw_rx_step(struct mw_args *a, u64 key)
+static __always_inline int mw_rx_step(struct mw_args *a, struct mw_conn *c)
 {
-    struct mw_conn *c = conns.lookup(&key);
     u64 ret = a->ret, off = a->off;
     u64 avail = a->cap < ret ? a->cap : ret;
-    struct mw_hdr h;
+    /* header, flagBits, kind, doclen, type and 24 name bytes, when readable
+     * (one copy; fields read from the aligned words below) */
+    u64 m[7] = {};
+    struct mw_hdr *h = (struct mw_hdr *)m;   /* len, req_id, resp_to, op, flags */
 
     if (ret <= off)
         return 1;
@@ -576,20 +632,23 @@ static __always_inline int mw_rx_step(struct mw_args *a, u64 key)
         mw_desync_rx(c);
         return 1;
     }
-    __builtin_memset(&h, 0, sizeof(h));
-    if (bpf_probe_read_user(&h, MW_HDR, (void *)(a->buf + off)) != 0)
+    u64 left = ret - off;
+    u64 r0 = avail - off;       /* readable bytes from the header on */
+    int fast = r0 >= MW_FAST;
+    if (bpf_probe_read_user(m, fast ? MW_FAST : MW_HDR, (void *)(a->buf + off)) != 0)
         return 1;
-    if (!mw_valid(&h, 1)) {
+    if (!mw_valid(h, 1)) {
         /* unknown connection: not protocol traffic (files, pipes), ignored */
         mw_desync_rx(c);
         return 1;
     }
+    u32 fd = a->fd;
     if (!c) {
         u32 z0 = 0;
         struct mw_conn *z = zero_conn.lookup(&z0);
         if (!z)
             return 1;
-        c = conns.lookup_or_try_init(&key, z);
+        c = conns.lookup_or_try_init(&fd, z);
         if (!c) {
             mw_count(C_DROPPED, 1);
             return 1;
@@ -597,26 +656,37 @@ static __always_inline int mw_rx_step(struct mw_args *a, u64 key)
         c->tx_sync = 1;
     }
     c->rx_sync = 1;
-    mw_start(c, &h);
-    u64 left = ret - off;
-    u32 n = (u64)h.len < left ? (u32)h.len : (u32)left;
-    u32 r = avail - off < n ? avail - off : n;
-    mw_capture(c, a->buf + off, r, 0);
+    u32 n = (u64)h->len < left ? (u32)h->len : (u32)left;
+    /* the fast path: an OP_MSG whose body section comes first and whose first
+     * 50 bytes are in this chunk (the name cut at 24 bytes if it is longer) */
+    u8 kind = (m[2] >> 32) & 0xff;          /* byte 20 */
+    fast = fast && n >= MW_FAST && h->op == OP_MSG && kind == 0;
+    mw_start(c, h, !fast);
     c->rx_pos = n;
-    c->rx_rem = h.len - n;
-    if (mw_fixed_name(c, h.op)) {
+    c->rx_rem = h->len - n;
+    if (fast) {
+        /* the name starts at byte 26: words from the aligned ones around it */
+        u64 raw[3] = {(m[3] >> 16) | (m[4] << 48), (m[4] >> 16) | (m[5] << 48),
+                      (m[5] >> 16) | (m[6] << 48)};
+        c->rx_flags = h->flags;
+        mw_name_words(&c->rx_name, raw);
+    } else if (mw_fixed_name(c, h->op)) {
         c->rx_need = 0;
     } else {
+        u32 r = r0 < n ? r0 : n;
+        mw_capture(c, a->buf + off, r, 0);
         int more = c->rx_rem > 0 && c->pfx_len == c->rx_pos && c->pfx_len < MW_PFX;
         mw_decode(c, a->buf + off, r, 0, more);
     }
     if (c->rx_rem == 0)
-        mw_complete(c, key, a->now);
+        mw_complete(c, fd, a->now);
     a->off = off + n;
     return a->off >= ret;
 }
 
-static __always_inline void mw_reply(void *ctx, struct mw_conn *c, u64 key,
+/* ---- sends --------------------------------------------------------------- */
+
+static __always_inline void mw_reply(void *ctx, struct mw_conn *c, u32 fd,
                                      struct mw_hdr *h, u64 ts)
 {
     int more = h->op == OP_MSG && (h->flags & MSG_MORE_TO_COME);
@@ -645,36 +715,40 @@ static __always_inline void mw_reply(void *ctx, struct mw_conn *c, u64 key,
     struct mw_slot *s = &c->slots[(head + k) & (MW_SLOTS - 1)];
     u64 lat = ts > s->ts ? ts - s->ts : 0;
     mw_count(C_REPLIES, 1);
-    mw_account(s->opcode, s->cmd, key, 1, lat);
+    mw_account(&s->name, s->opcode, fd, ts, 1, lat);
 #ifdef MW_EVENTS
-    u64 id = bpf_get_current_pid_tgid();
-#ifdef MW_RINGBUF
-    struct mw_event *e = events.ringbuf_reserve(sizeof(struct mw_event));
-    if (!e) {
-        mw_count(C_DROPPED, 1);
-    } else {
-#else
-    struct mw_event ev = {};
-    struct mw_event *e = &ev;
+#if defined(MW_SAMPLE) && MW_SAMPLE > 1
+    if (bpf_get_prandom_u32() % MW_SAMPLE == 0)
+#endif
     {
-#endif
-        e->ts = ts;
-        e->latency_ns = lat;
-        e->pid = id >> 32;
-        e->tid = (u32)id;
-        e->fd = (u32)key;
-        e->request_id = s->req_id;
-        e->opcode = s->opcode;
-        e->bytes_in = s->bytes;
-        e->bytes_out = h->len;
-        e->stream = more;
-        bpf_probe_read_kernel(e->cmd, MW_NAME, s->cmd);
 #ifdef MW_RINGBUF
-        events.ringbuf_submit(e, 0);
-#else
-        if (events.perf_submit(ctx, e, sizeof(*e)) != 0)
+        struct mw_event *e = events.ringbuf_reserve(sizeof(struct mw_event));
+        if (!e) {
             mw_count(C_DROPPED, 1);
+        } else {
+#else
+        struct mw_event ev = {};
+        struct mw_event *e = &ev;
+        {
 #endif
+            e->ts = ts;
+            e->latency_ns = lat;
+            e->name = s->name;
+            e->tid = (u32)bpf_get_current_pid_tgid();
+            e->fd = fd;
+            e->request_id = s->req_id;
+            e->opcode = s->opcode;
+            e->bytes_in = s->bytes;
+            e->bytes_out = h->len;
+            e->stream = more;
+            e->pad = 0;
+#ifdef MW_RINGBUF
+            events.ringbuf_submit(e, 0);
+#else
+            if (events.perf_submit(ctx, e, sizeof(*e)) != 0)
+                mw_count(C_DROPPED, 1);
+#endif
+        }
     }
 #endif
     c->head = (head + k + 1) & (MW_SLOTS - 1);
@@ -688,14 +762,11 @@ static __always_inline void mw_reply(void *ctx, struct mw_conn *c, u64 key,
  * header whose first 1-15 bytes ended the previous send (a reply written as
  * 10 bytes, then the rest): matched and timed from that first send.
  */
-static __always_inline void mw_tx_first(void *ctx, struct mw_args *a, u64 key)
+static __always_inline void mw_tx_first(void *ctx, struct mw_args *a, struct mw_conn *c)
 {
-    struct mw_conn *c = conns.lookup(&key);
     u64 ret = a->ret;
     u64 avail = a->cap < ret ? a->cap : ret;
 
-    if (!c)
-        return;
     if (c->tx_have) {
         u64 have = c->tx_have;
         u64 take = 20 - have;           /* header and the OP_MSG flagBits */
@@ -734,7 +805,7 @@ static __always_inline void mw_tx_first(void *ctx, struct mw_args *a, u64 key)
             return;
         }
         c->tx_sync = 1;
-        mw_reply(ctx, c, key, &h, c->tx_ts);
+        mw_reply(ctx, c, a->fd, &h, c->tx_ts);
         /* bytes of this reply in this send */
         u64 rest = (u64)h.len - have;
         u64 n = rest < ret ? rest : ret;
@@ -750,14 +821,13 @@ static __always_inline void mw_tx_first(void *ctx, struct mw_args *a, u64 key)
 }
 
 /* Send, step 2: one reply header at a->off. Returns 1 when the send is done. */
-static __always_inline int mw_tx_step(void *ctx, struct mw_args *a, u64 key)
+static __always_inline int mw_tx_step(void *ctx, struct mw_args *a, struct mw_conn *c)
 {
-    struct mw_conn *c = conns.lookup(&key);
     u64 ret = a->ret, off = a->off;
     u64 avail = a->cap < ret ? a->cap : ret;
     struct mw_hdr h;
 
-    if (!c || ret <= off)
+    if (ret <= off)
         return 1;
     if (a->iter >= MW_MAXMSG) {
         mw_desync_tx(c);
@@ -790,7 +860,7 @@ static __always_inline int mw_tx_step(void *ctx, struct mw_args *a, u64 key)
         return 1;
     }
     c->tx_sync = 1;
-    mw_reply(ctx, c, key, &h, a->ts);
+    mw_reply(ctx, c, a->fd, &h, a->ts);
     u64 left = ret - off;
     u32 n = (u64)h.len < left ? (u32)h.len : (u32)left;
     c->tx_rem = h.len - n;
@@ -805,19 +875,41 @@ BPF_PROG_ARRAY(mw_jmp, 2);
 #define MW_JMP_RX 0
 #define MW_JMP_TX 1
 
+static __always_inline struct mw_args *mw_args_of_task(int create)
+{
+    return inflight.task_storage_get(bpf_get_current_task_btf(), 0,
+                                     create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+}
+
+/* save a receive's or send's buffer for its exit, in the thread's storage */
 static __always_inline int mw_enter(u64 fd, u64 buf, u64 cap, int tx)
 {
     u64 id = bpf_get_current_pid_tgid();
     if ((id >> 32) != MW_TARGET_PID)
         return 0;
-    if (tx) {
-        /* sends matter only on connections that sent a request */
-        u64 key = (id & 0xffffffff00000000ULL) | (u32)fd;
-        if (!conns.lookup(&key))
-            return 0;
+    struct mw_args *a = mw_args_of_task(1);
+    if (!a) {
+        mw_count(C_DROPPED, 1);
+        return 0;
     }
-    struct mw_args a = {.buf = buf, .cap = cap, .ts = bpf_ktime_get_ns(), .fd = fd};
-    inflight.update(&id, &a);
+    a->buf = buf;
+    a->cap = cap;
+    a->ts = tx ? bpf_ktime_get_ns() : 0;
+    a->fd = fd;
+    a->live = 1;
+    return 0;
+}
+
+/* a receive whose bytes are not ours to take (MSG_PEEK, no iovec): its exit
+ * must not use what an earlier call of the thread left */
+static __always_inline int mw_enter_skip(void)
+{
+    u64 id = bpf_get_current_pid_tgid();
+    if ((id >> 32) != MW_TARGET_PID)
+        return 0;
+    struct mw_args *a = mw_args_of_task(0);
+    if (a)
+        a->live = 0;
     return 0;
 }
 
@@ -825,10 +917,10 @@ static __always_inline int mw_enter_vec(u64 fd, u64 vec, u64 vlen, int tx)
 {
     struct mw_iovec iov = {};
     u64 id = bpf_get_current_pid_tgid();
-    if ((id >> 32) != MW_TARGET_PID || vlen == 0)
+    if ((id >> 32) != MW_TARGET_PID)
         return 0;
-    if (bpf_probe_read_user(&iov, sizeof(iov), (void *)vec) != 0)
-        return 0;
+    if (vlen == 0 || bpf_probe_read_user(&iov, sizeof(iov), (void *)vec) != 0)
+        return mw_enter_skip();
     return mw_enter(fd, iov.base, iov.len, tx);
 }
 
@@ -839,11 +931,40 @@ static __always_inline int mw_enter_msg(u64 fd, u64 msg, u64 flags, int tx)
     if ((id >> 32) != MW_TARGET_PID)
         return 0;
     if (!tx && (flags & MW_MSG_PEEK))
-        return 0;
+        return mw_enter_skip();
     /* struct user_msghdr: msg_name(8) msg_namelen(4+4) msg_iov(8) msg_iovlen(8) */
     if (bpf_probe_read_user(iov, sizeof(iov), (void *)(msg + 16)) != 0)
-        return 0;
+        return mw_enter_skip();
     return mw_enter_vec(fd, iov[0], iov[1], tx);
+}
+
+/* frame what a receive (tx 0) or send (tx 1) of a->ret bytes carried; a is on
+ * the stack or in the thread's inflight entry; a 2nd..8th message continues in
+ * mw_rx_more/mw_tx_more, from the inflight entry */
+static __always_inline int mw_frame(void *ctx, struct mw_args *a, struct mw_conn *c, int tx)
+{
+    int done;
+    a->off = 0;
+    a->iter = 0;
+    if (tx) {
+        mw_tx_first(ctx, a, c);
+        done = mw_tx_step(ctx, a, c);
+    } else {
+        mw_rx_first(a, c);
+        done = mw_rx_step(a, c);
+    }
+    if (done)
+        return 0;
+    struct mw_args *m = mw_args_of_task(1);
+    if (!m) {
+        mw_count(C_DROPPED, 1);
+        return 0;
+    }
+    if (m != a)
+        __builtin_memcpy(m, a, sizeof(*m));
+    mw_jmp.call(ctx, tx ? MW_JMP_TX : MW_JMP_RX);
+    /* the tail call failed (only before the tools fill mw_jmp) */
+    return 0;
 }
 
 static __always_inline int mw_exit(void *ctx, s64 ret, int tx)
@@ -851,58 +972,113 @@ static __always_inline int mw_exit(void *ctx, s64 ret, int tx)
     u64 id = bpf_get_current_pid_tgid();
     if ((id >> 32) != MW_TARGET_PID)
         return 0;
-    struct mw_args *a = inflight.lookup(&id);
-    if (!a)
+    struct mw_args *a = mw_args_of_task(0);
+    if (!a || !a->live)
         return 0;
-    if (ret <= 0) {
-        inflight.delete(&id);
+    a->live = 0;
+    if (ret <= 0)
         return 0;
-    }
-    u64 key = (id & 0xffffffff00000000ULL) | a->fd;
+    u32 fd = a->fd;
+    struct mw_conn *c = conns.lookup(&fd);
+    if (tx && !c)
+        return 0;               /* sends matter only on connections that sent a request */
     a->ret = ret;
-    a->now = bpf_ktime_get_ns();
-    a->off = 0;
-    a->iter = 0;
-    if (tx) {
-        mw_tx_first(ctx, a, key);
-        if (!mw_tx_step(ctx, a, key))
-            mw_jmp.call(ctx, MW_JMP_TX);
-    } else {
-        mw_rx_first(a, key);
-        if (!mw_rx_step(a, key))
-            mw_jmp.call(ctx, MW_JMP_RX);
-    }
-    /* done, or the tail call failed (only before the tools fill mw_jmp) */
-    inflight.delete(&id);
-    return 0;
+    a->now = tx ? 0 : bpf_ktime_get_ns();
+    return mw_frame(ctx, a, c, tx);
 }
+
+#if defined(__x86_64__) && !defined(MW_RX_AT_ENTRY)
+/*
+ * Receives need no entry program on x86-64: at the exit tracepoint the task's
+ * saved user registers still hold the syscall's arguments (di, si, dx, r10).
+ * One program run per receive instead of two, and no per-thread map entry.
+ * The registers are trusted only when they are this syscall's: orig_ax is its
+ * number and ax its return value (else the receive is counted as dropped).
+ */
+#define MW_RX_REGS 1
+struct mw_sysregs {             /* struct pt_regs from r10 to orig_ax */
+    u64 r10, r9, r8, ax, cx, dx, si, di, orig_ax;
+};
+
+/* kind: 0 read(fd, buf, count), 1 readv(fd, iov, n), 2 recvfrom(fd, buf, len,
+ * flags), 3 recvmsg(fd, msg, flags) */
+static __always_inline int mw_exit_rx(void *ctx, int nr, s64 ret, int kind)
+{
+    u64 id = bpf_get_current_pid_tgid();
+    if ((id >> 32) != MW_TARGET_PID || ret <= 0)
+        return 0;
+    struct mw_sysregs r = {};
+    struct pt_regs *p = (struct pt_regs *)bpf_task_pt_regs(
+        (struct task_struct *)bpf_get_current_task_btf());
+    if (bpf_probe_read_kernel(&r, sizeof(r), (char *)p + 56) != 0 ||
+        r.orig_ax != (u64)nr || (s64)r.ax != ret) {
+        mw_count(C_DROPPED, 1);
+        return 0;
+    }
+    struct mw_args a = {.fd = r.di, .buf = r.si, .cap = r.dx};
+    if (kind == 2 && (r.r10 & MW_MSG_PEEK))
+        return 0;
+    if (kind == 3) {
+        /* struct user_msghdr: msg_name(8) msg_namelen(4+4) msg_iov(8) msg_iovlen(8) */
+        u64 iov[2] = {};
+        if ((r.dx & MW_MSG_PEEK) ||
+            bpf_probe_read_user(iov, sizeof(iov), (void *)(r.si + 16)) != 0)
+            return 0;
+        a.buf = iov[0];
+        a.cap = iov[1];
+        kind = 1;
+    }
+    if (kind == 1) {
+        struct mw_iovec v = {};
+        if (a.cap == 0 || bpf_probe_read_user(&v, sizeof(v), (void *)a.buf) != 0)
+            return 0;
+        a.buf = v.base;
+        a.cap = v.len;
+    }
+    u32 fd = a.fd;
+    struct mw_conn *c = conns.lookup(&fd);
+    a.ret = ret;
+    a.now = bpf_ktime_get_ns();
+    return mw_frame(ctx, &a, c, 0);
+}
+#endif
 
 int mw_rx_more(void *ctx)
 {
-    u64 id = bpf_get_current_pid_tgid();
-    struct mw_args *a = inflight.lookup(&id);
+    struct mw_args *a = mw_args_of_task(0);
     if (!a)
         return 0;
-    u64 key = (id & 0xffffffff00000000ULL) | a->fd;
-    if (!mw_rx_step(a, key))
+    u32 fd = a->fd;
+    struct mw_conn *c = conns.lookup(&fd);
+    if (!mw_rx_step(a, c))
         mw_jmp.call(ctx, MW_JMP_RX);
-    inflight.delete(&id);
     return 0;
 }
 
 int mw_tx_more(void *ctx)
 {
-    u64 id = bpf_get_current_pid_tgid();
-    struct mw_args *a = inflight.lookup(&id);
+    struct mw_args *a = mw_args_of_task(0);
     if (!a)
         return 0;
-    u64 key = (id & 0xffffffff00000000ULL) | a->fd;
-    if (!mw_tx_step(ctx, a, key))
+    u32 fd = a->fd;
+    struct mw_conn *c = conns.lookup(&fd);
+    if (!c)
+        return 0;
+    if (!mw_tx_step(ctx, a, c))
         mw_jmp.call(ctx, MW_JMP_TX);
-    inflight.delete(&id);
     return 0;
 }
 
+#ifdef MW_RX_REGS
+TRACEPOINT_PROBE(syscalls, sys_exit_read)
+{ return mw_exit_rx(args, args->__syscall_nr, args->ret, 0); }
+TRACEPOINT_PROBE(syscalls, sys_exit_readv)
+{ return mw_exit_rx(args, args->__syscall_nr, args->ret, 1); }
+TRACEPOINT_PROBE(syscalls, sys_exit_recvfrom)
+{ return mw_exit_rx(args, args->__syscall_nr, args->ret, 2); }
+TRACEPOINT_PROBE(syscalls, sys_exit_recvmsg)
+{ return mw_exit_rx(args, args->__syscall_nr, args->ret, 3); }
+#else
 TRACEPOINT_PROBE(syscalls, sys_enter_read)
 { return mw_enter(args->fd, (u64)args->buf, args->count, 0); }
 TRACEPOINT_PROBE(syscalls, sys_exit_read)
@@ -914,7 +1090,7 @@ TRACEPOINT_PROBE(syscalls, sys_exit_readv)
 TRACEPOINT_PROBE(syscalls, sys_enter_recvfrom)
 {
     if (args->flags & MW_MSG_PEEK)
-        return 0;
+        return mw_enter_skip();
     return mw_enter(args->fd, (u64)args->ubuf, args->size, 0);
 }
 TRACEPOINT_PROBE(syscalls, sys_exit_recvfrom)
@@ -923,6 +1099,7 @@ TRACEPOINT_PROBE(syscalls, sys_enter_recvmsg)
 { return mw_enter_msg(args->fd, (u64)args->msg, args->flags, 0); }
 TRACEPOINT_PROBE(syscalls, sys_exit_recvmsg)
 { return mw_exit(args, args->ret, 0); }
+#endif
 
 TRACEPOINT_PROBE(syscalls, sys_enter_write)
 { return mw_enter(args->fd, (u64)args->buf, args->count, 1); }
@@ -946,12 +1123,12 @@ TRACEPOINT_PROBE(syscalls, sys_enter_close)
     u64 id = bpf_get_current_pid_tgid();
     if ((id >> 32) != MW_TARGET_PID)
         return 0;
-    u64 key = (id & 0xffffffff00000000ULL) | (u32)args->fd;
-    struct mw_conn *c = conns.lookup(&key);
+    u32 fd = args->fd;
+    struct mw_conn *c = conns.lookup(&fd);
     if (!c)
         return 0;
     if (c->nslots)
         mw_count(C_NOREPLY_LOST, c->nslots);
-    conns.delete(&key);
+    conns.delete(&fd);
     return 0;
 }

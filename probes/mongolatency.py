@@ -120,6 +120,7 @@
 from __future__ import print_function
 
 import argparse
+import array
 import ctypes as ct
 import json
 import math
@@ -139,22 +140,45 @@ OPCODES = {
     2012: "OP_COMPRESSED", 2013: "OP_MSG",
 }
 UNIT_ABBR = {"nsecs": "ns", "usecs": "us", "msecs": "ms"}
+UNIT_DIV = {"nsecs": 1, "usecs": 1000, "msecs": 1000000}
 SYSCALLS = "read/readv/recvfrom/recvmsg/write/writev/sendto/sendmsg"
+SLICE_NS = 1000000000           # the kernel's aggregation slice (MW_SLICE_NS)
+GRACE_NS = 50000000             # a slice is read this long after it ends
 
 # indexes of the "counts" array (mongo_wire.h C_*)
 C_REQUESTS, C_REPLIES, C_STREAM, C_NOREPLY, C_UNMATCHED, C_NOREPLY_LOST, \
     C_MALFORMED, C_DROPPED = range(8)
 
+# Log-linear latency buckets, the rule of mongoprobe.loglinear (mongo_wire.h
+# computes the same index): values below 32 ns are their own bucket; above, 32
+# sub-buckets per power of two. The kernel keeps buckets 0..NB-1; the last one
+# also holds everything longer (2^36 ns and up).
+SUB_BITS = 5
+SUB = 1 << SUB_BITS
+NB = 1024
+
+
+def bucket_bounds(b):
+    """[lo, hi) in ns of log-linear bucket b."""
+    if b < SUB:
+        return b, b + 1
+    e, s = b // SUB + SUB_BITS - 1, b % SUB
+    return (SUB + s) << (e - SUB_BITS), (SUB + s + 1) << (e - SUB_BITS)
+
 
 class MwEvent(ct.Structure):
-    """struct mw_event of mongo_wire.h."""
+    """struct mw_event of mongo_wire.h (72 bytes; --events-format raw writes it)."""
     _fields_ = [
         ("ts", ct.c_ulonglong), ("latency_ns", ct.c_ulonglong),
-        ("pid", ct.c_uint), ("tid", ct.c_uint), ("fd", ct.c_uint),
+        ("cmd", ct.c_char * 24),
+        ("tid", ct.c_uint), ("fd", ct.c_uint),
         ("request_id", ct.c_uint), ("opcode", ct.c_uint),
         ("bytes_in", ct.c_uint), ("bytes_out", ct.c_uint),
-        ("stream", ct.c_uint), ("cmd", ct.c_char * 32),
+        ("stream", ct.c_uint), ("pad", ct.c_uint),
     ]
+
+
+RAW_MAGIC = b"mongoprobe-events-raw 1\n"
 
 
 def opname(op):
@@ -196,27 +220,29 @@ def alive(pid):
         return False
 
 
-def bpf_text(pid, views=(), factor=1, events=False, ringbuf=True):
+def bpf_text(pid, by_conn=False, events=False, ringbuf=True, sample=1):
     """The program of mongo_wire.h with this run's switches."""
-    defs = ["#define MW_TARGET_PID %d" % pid, "#define MW_FACTOR %dULL" % factor]
-    for v in views:
-        defs.append("#define MW_HIST_%s 1" % v.upper())
+    defs = ["#define MW_TARGET_PID %d" % pid, "#define MW_SLICE_NS %dULL" % SLICE_NS]
+    if by_conn:
+        defs.append("#define MW_BY_CONN 1")
     if events:
         defs.append("#define MW_EVENTS 1")
+        if sample > 1:
+            defs.append("#define MW_SAMPLE %d" % sample)
         if ringbuf:
             defs.append("#define MW_RINGBUF 1")
     with open(WIRE_H) as f:
         return "\n".join(defs) + "\n" + f.read()
 
 
-def load(tool, pid, views=(), factor=1, events=False):
+def load(tool, pid, by_conn=False, events=False, sample=1):
     """Compile, load and attach; returns (bpf, ringbuf_used)."""
     from bcc import BPF
     attempts = [True, False] if events else [False]
     err = None
     for ringbuf in attempts:
         try:
-            b = BPF(text=bpf_text(pid, views, factor, events, ringbuf))
+            b = BPF(text=bpf_text(pid, by_conn, events, ringbuf, sample))
         except Exception as e:      # ringbuf unsupported: retry with perf
             err = e
             continue
@@ -247,10 +273,10 @@ class WallClock(object):
         return (mono_ns + self.offset_ns) / 1e9
 
 
-def event_dict(ev, clock):
+def event_dict(ev, clock, pid):
     return {
         "time": round(clock.wall(ev.ts), 6),
-        "pid": ev.pid, "tid": ev.tid, "fd": ev.fd,
+        "pid": pid, "tid": ev.tid, "fd": ev.fd,
         "request_id": ev.request_id, "opcode": opname(ev.opcode),
         "command": cmdname(ev.cmd), "bytes_in": ev.bytes_in,
         "bytes_out": ev.bytes_out, "latency_ns": ev.latency_ns,
@@ -267,9 +293,8 @@ class Events(object):
         self.lost = 0
         self.callback = callback
 
-        def handle(_ctx_or_cpu, data, _size):
-            ev = ct.cast(data, ct.POINTER(MwEvent)).contents
-            self.callback(ev)
+        def handle(_ctx_or_cpu, data, size):
+            self.callback(data, size)
 
         def lost(n):
             self.lost += n
@@ -292,27 +317,28 @@ class Events(object):
             self.b.perf_buffer_poll(0)
 
 
+def as_event(data):
+    return ct.cast(data, ct.POINTER(MwEvent)).contents
+
+
 def raw_counts(b):
     """The cumulative counters (never cleared: intervals are differences)."""
     t = b["counts"]
     return [int(t.sum(ct.c_int(i)).value) for i in range(8)]
 
 
-def read_counts(b, final, extra_dropped=0, cur=None, prev=None):
-    """Counters since prev (raw_counts of the last report; None: since the
-    start); at the end, requests still outstanding are lost too."""
-    v = cur if cur is not None else raw_counts(b)
-    if prev is not None:
-        v = [a - p for a, p in zip(v, prev)]
-    without = v[C_NOREPLY_LOST]
-    if final:
-        for _, c in b["conns"].items():
-            without += int(c.nslots)
+def outstanding(b):
+    """Requests waiting for a reply now (lost if tracing ends here)."""
+    return sum(int(c.nslots) for _, c in b["conns"].items())
+
+
+def read_counts(v, extra_dropped=0, pending=0):
+    """The counts and loss counters of raw_counts values (or differences)."""
     return {
         "counts": {"requests": v[C_REQUESTS], "replies": v[C_REPLIES],
                    "stream_replies": v[C_STREAM], "no_reply": v[C_NOREPLY]},
         "lost": {"unmatched_replies": v[C_UNMATCHED],
-                 "requests_without_reply": without,
+                 "requests_without_reply": v[C_NOREPLY_LOST] + pending,
                  "malformed": v[C_MALFORMED],
                  "dropped": v[C_DROPPED] + extra_dropped},
     }
@@ -332,9 +358,9 @@ def footer(totals, out=sys.stdout):
 
 def dropped_hint(tool, n, ringbuf):
     if n:
-        print("%s: %d events dropped (%s full): lower the load, or trace "
-              "without --events for the histograms only" %
-              (tool, n, "ring buffer" if ringbuf else "perf buffer"),
+        print("%s: %d events dropped (%s full): lower the load, sample them "
+              "(--events-sample N), or trace without --events for the "
+              "histograms only" % (tool, n, "ring buffer" if ringbuf else "perf buffer"),
               file=sys.stderr)
 
 
@@ -390,41 +416,91 @@ def peer_of(pid, fd, table):
     return "(%s)" % link
 
 
-# ---- histograms ------------------------------------------------------------
+# ---- the kernel's slices ---------------------------------------------------
 
-def hist_vals(table, keyfn):
-    """{section key: [count per log2 slot]} from a BPF_HISTOGRAM."""
+class Agg(object):
+    """count, sum_ns, max_ns, noreply and {bucket: count} of one key."""
+    __slots__ = ("count", "sum_ns", "max_ns", "noreply", "hist")
+
+    def __init__(self):
+        self.count = self.sum_ns = self.max_ns = self.noreply = 0
+        self.hist = {}
+
+    def add(self, other):
+        self.count += other.count
+        self.sum_ns += other.sum_ns
+        self.max_ns = max(self.max_ns, other.max_ns)
+        self.noreply += other.noreply
+        for k, c in other.hist.items():
+            self.hist[k] = self.hist.get(k, 0) + c
+
+    def row(self):
+        return [self.count, self.sum_ns, self.max_ns, self.noreply,
+                sorted(self.hist.items())]
+
+
+def take_slices(b, final=False):
+    """{slice: {("cmd", (command, opcode)) | ("conn", fd): Agg}} of the slices
+    that are over (all of them when final); their kernel entries are deleted
+    (a slice is read once, after its writers are done: nothing is lost)."""
+    now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    t = b["lat"]
     out = {}
-    for k, v in table.items():
-        key = keyfn(k)
-        vals = out.setdefault(key, [0] * 65)
-        if 0 <= k.slot < 65:
-            vals[k.slot] += int(v.value)
+    done = []
+    for k, per_cpu in t.items():
+        if not final and (k.slice + 1) * SLICE_NS + GRACE_NS > now:
+            continue
+        if k.fd:
+            key = ("conn", int(k.fd))
+        else:
+            key = ("cmd", (cmdname(k.name.c), opname(int(k.op))))
+        agg = out.setdefault(int(k.slice), {}).setdefault(key, Agg())
+        for v in per_cpu:
+            agg.count += v.count
+            agg.sum_ns += v.sum_ns
+            agg.max_ns = max(agg.max_ns, v.max_ns)
+            agg.noreply += v.noreply
+            if v.count:
+                h = array.array("I", bytes(v.hist))
+                for i, c in enumerate(h):
+                    if c:
+                        agg.hist[i] = agg.hist.get(i, 0) + c
+        done.append(k)
+    for k in done:
+        del t[k]
     return out
 
 
-def bucket_bounds(i):
-    """[lo, hi) of log2 slot i (bpf_log2l: 0 holds 0, i >= 1 holds 2**(i-1)..2**i - 1),
-    hi exclusive as everywhere in mongoprobe's JSON ("hist": [{"lo_ns", "hi_ns"}])."""
-    if i == 0:
-        return 0, 1
-    return 1 << (i - 1), 1 << i
+# ---- reports ---------------------------------------------------------------
+
+class Report(object):
+    """What one report (an interval, or the whole run) shows, per view."""
+
+    def __init__(self):
+        self.by = {"cmd": {}, "op": {}, "conn": {}}
+
+    def add_slice(self, rows):
+        for (kind, key), agg in rows.items():
+            if kind == "conn":
+                self.by["conn"].setdefault(key, Agg()).add(agg)
+            else:
+                self.by["cmd"].setdefault(key[0], Agg()).add(agg)
+                self.by["op"].setdefault(key[1], Agg()).add(agg)
 
 
-def pct_from_hist(vals, p, maxv):
-    n = sum(vals)
+def pct_hist(hist, p, maxv):
+    """Nearest-rank percentile from log-linear buckets: the bucket's midpoint
+    (within 1.6% of the true value), at most the exact maximum."""
+    n = sum(hist.values())
     if n == 0:
         return 0
-    rank = p * n
+    rank = max(int(math.ceil(p * n)), 1)
     cum = 0
-    for i, c in enumerate(vals):
-        if c == 0:
-            continue
-        if cum + c >= rank:
-            lo, hi = bucket_bounds(i)
-            v = lo + (hi - lo) * (rank - cum) / c
-            return int(min(round(v), maxv)) if maxv else int(round(v))
-        cum += c
+    for b in sorted(hist):
+        cum += hist[b]
+        if cum >= rank:
+            lo, hi = bucket_bounds(b)
+            return int(min((lo + hi - 1) / 2.0, maxv))
     return int(maxv)
 
 
@@ -435,15 +511,20 @@ def pct_exact(sorted_lat, p):
     return int(sorted_lat[i])
 
 
-def json_hist(vals):
-    idx = [i for i, c in enumerate(vals) if c]
-    if not idx:
-        return []
-    out = []
-    for i in range(idx[0], idx[-1] + 1):
-        lo, hi = bucket_bounds(i)
-        out.append({"lo_ns": lo, "hi_ns": hi, "count": int(vals[i])})
-    return out
+def json_hist(hist):
+    return [{"lo_ns": bucket_bounds(b)[0], "hi_ns": bucket_bounds(b)[1], "count": int(c)}
+            for b, c in sorted(hist.items()) if c]
+
+
+def log2_slots(hist, div):
+    """bcc's log2 slots (slot i holds [2^(i-1), 2^i); 0 holds 0) of log-linear
+    buckets in a unit of div ns, each bucket placed by its midpoint."""
+    vals = [0] * 65
+    for b, c in hist.items():
+        lo, hi = bucket_bounds(b)
+        v = int((lo + hi - 1) / 2.0 / div)
+        vals[min(v.bit_length(), 64)] += c
+    return vals
 
 
 try:
@@ -451,138 +532,48 @@ try:
 except ImportError:                             # pragma: no cover
     _print_log2_hist = None
 
-
-VIEWS = {
-    # view: (histogram map, stats map, max map, section header,
-    #        key of a hist entry, key of a stats/max entry)
-    "op": ("hist_op", "stats_op", "max_op", "opcode",
-           lambda k: int(k.key), lambda k: int(k.value)),
-    "cmd": ("hist_cmd", "stats_cmd", "max_cmd", "command",
-            lambda k: cmdname(k.cmd), lambda k: cmdname(k.cmd)),
-    "conn": ("hist_conn", "stats_conn", "max_conn", "conn",
-             lambda k: int(k.key) & 0xffffffff,
-             lambda k: int(k.value) & 0xffffffff),
-}
-
-
-def collect(b, view):
-    """Cumulative {key: {"vals", "requests", "count", "sum_ns"}} of a view."""
-    hname, sname, _, _, hkey, skey = VIEWS[view]
-    vals = hist_vals(b[hname], hkey)
-    out = {}
-    for k, s in b[sname].items():
-        key = skey(k)
-        if key in out:                  # two kernel keys that decode alike: add up
-            d = out[key]
-            d["requests"] += int(s.requests)
-            d["count"] += int(s.count)
-            d["sum_ns"] += int(s.sum_ns)
-            continue
-        out[key] = {"vals": vals.pop(key, [0] * 65),
-                    "requests": int(s.requests), "count": int(s.count),
-                    "sum_ns": int(s.sum_ns)}
-    for key, v in vals.items():         # stats entry lost to a full map
-        out[key] = {"vals": v, "requests": 0, "count": sum(v), "sum_ns": 0}
-    return out
-
-
-class Aggregates(object):
-    """The in-kernel aggregates of one report: histograms, counts and sums
-    are cumulative in the kernel and differenced here (an interval loses
-    nothing to a clearing race); the max maps are cleared at each report."""
-
-    def __init__(self, b, views):
-        self.b = b
-        self.views = views
-        self.prev = dict((v, {}) for v in views)
-        self.prev_counts = None
-        self.cur = {}
-        self.cur_counts = None
-
-    def view(self, view):
-        """{key: {"vals", "requests", "count", "sum_ns", "max_ns"}} since the
-        last report, keys without activity left out."""
-        cur = collect(self.b, view)
-        self.cur[view] = cur
-        prev = self.prev.get(view, {})
-        skey = VIEWS[view][5]
-        maxes = {}
-        for k, v in self.b[VIEWS[view][2]].items():
-            maxes[skey(k)] = max(maxes.get(skey(k), 0), int(v.value))
-        out = {}
-        for key, d in cur.items():
-            p = prev.get(key)
-            if p:
-                d = {"vals": [a - c for a, c in zip(d["vals"], p["vals"])],
-                     "requests": d["requests"] - p["requests"],
-                     "count": d["count"] - p["count"],
-                     "sum_ns": d["sum_ns"] - p["sum_ns"]}
-            else:
-                d = dict(d)
-            if d["requests"] or d["count"]:
-                d["max_ns"] = maxes.get(key, 0)
-                out[key] = d
-        return out
-
-    def totals(self, final, extra_dropped=0):
-        self.cur_counts = raw_counts(self.b)
-        return read_counts(self.b, final, extra_dropped, self.cur_counts,
-                           self.prev_counts)
-
-    def advance(self):
-        """The next report starts from here."""
-        for v in self.views:
-            if v in self.cur:
-                self.prev[v] = self.cur[v]
-            self.b[VIEWS[v][2]].clear()
-        self.cur = {}
-        if self.cur_counts is not None:
-            self.prev_counts = self.cur_counts
+HEADERS = {"op": "opcode", "cmd": "command", "conn": "conn"}
 
 
 def label(view, key, pid, table):
-    if view == "op":
-        return opname(key)
     if view == "conn":
         return "fd %d %s" % (key, peer_of(pid, key, table))
     return key
 
 
-def print_text(agg, views, pid, unit, totals):
+def print_text(rep, views, pid, unit, totals):
     table = peers(pid) if "conn" in views else {}
-    div = {"nsecs": 1, "usecs": 1000, "msecs": 1000000}[unit]
+    div = UNIT_DIV[unit]
     for view in views:
-        data = agg.view(view)
-        keys = sorted(data, key=lambda k: (label(view, k, pid, table)
-                                           if view != "conn" else k))
-        for key in keys:
+        data = rep.by[view]
+        for key in sorted(data):
             d = data[key]
-            if d["count"] == 0:
+            if d.count == 0:
                 continue
-            print("\n%s = %s" % (VIEWS[view][3], label(view, key, pid, table)))
+            print("\n%s = %s" % (HEADERS[view], label(view, key, pid, table)))
             if _print_log2_hist is not None:
-                _print_log2_hist(d["vals"], unit, None)
-            avg = d["sum_ns"] / d["count"] / div
-            print("count %d  avg %d %s" % (d["count"], int(round(avg)),
-                                          UNIT_ABBR[unit]))
+                _print_log2_hist(log2_slots(d.hist, div), unit, None)
+            print("count %d  avg %d %s  max %d %s" % (
+                d.count, int(round(d.sum_ns / d.count / div)), UNIT_ABBR[unit],
+                int(round(d.max_ns / div)), UNIT_ABBR[unit]))
     print()
     footer(totals)
 
 
-def json_view(agg, view, pid, lat_by, table):
+def json_view(rep, view, pid, lat_by, table):
     out = {}
-    for key, d in agg.view(view).items():
-        name = label(view, key, pid, table) if view != "conn" else str(key)
+    for key, d in rep.by[view].items():
+        name = str(key)
         exact = sorted(lat_by.get((view, key), ())) if lat_by is not None else None
-        n = d["count"]
-        if exact:
+        n = d.count
+        if exact and len(exact) == n:
             p50, p99 = pct_exact(exact, 0.50), pct_exact(exact, 0.99)
         else:
-            p50 = pct_from_hist(d["vals"], 0.50, d["max_ns"])
-            p99 = pct_from_hist(d["vals"], 0.99, d["max_ns"])
-        e = {"count": n, "avg_ns": int(round(d["sum_ns"] / n)) if n else 0,
-             "p50_ns": p50, "p99_ns": p99, "max_ns": d["max_ns"],
-             "hist": json_hist(d["vals"]), "requests": d["requests"]}
+            p50 = pct_hist(d.hist, 0.50, d.max_ns)
+            p99 = pct_hist(d.hist, 0.99, d.max_ns)
+        e = {"count": n, "avg_ns": int(round(d.sum_ns / n)) if n else 0,
+             "p50_ns": p50, "p99_ns": p99, "max_ns": d.max_ns,
+             "hist": json_hist(d.hist), "requests": n + d.noreply}
         if view == "conn":
             e["fd"] = key
             e["peer"] = peer_of(pid, key, table)
@@ -590,18 +581,32 @@ def json_view(agg, view, pid, lat_by, table):
     return out
 
 
-def json_report(agg, pid, totals, lat_by):
+def json_report(rep, pid, totals, lat_by):
     table = peers(pid)
-    rep = {"time": round(time.time(), 6),
-           "by_command": json_view(agg, "cmd", pid, lat_by, table),
-           "by_op": json_view(agg, "op", pid, lat_by, table),
-           "by_conn": json_view(agg, "conn", pid, lat_by, table)}
-    # complete requests (replied or not), as the bpftrace tools count them
+    out = {"time": round(time.time(), 6),
+           "by_command": json_view(rep, "cmd", pid, lat_by, table),
+           "by_op": json_view(rep, "op", pid, lat_by, table),
+           "by_conn": json_view(rep, "conn", pid, lat_by, table)}
+    # complete requests (answered or not), as the bpftrace tools count them
     for view in ("command", "op"):
-        rep["requests_by_" + view] = {k: v["requests"] for k, v in
-                                      rep["by_" + view].items() if v["requests"]}
-    rep.update(totals)
-    return rep
+        out["requests_by_" + view] = {k: v["requests"] for k, v in
+                                      out["by_" + view].items() if v["requests"]}
+    out.update(totals)
+    return out
+
+
+def slice_line(k, rows, clock, totals):
+    """One --slices JSON line: a slice's aggregates, the cumulative counters."""
+    start = k * SLICE_NS
+    return json.dumps({
+        "slice": k, "start_ns": start, "time": round(clock.wall(start), 6),
+        "length_ns": SLICE_NS,
+        "rows": [[key[0], key[1], *agg.row()] for (kind, key), agg in sorted(rows.items())
+                 if kind == "cmd"],
+        "conn_rows": [[key, *agg.row()] for (kind, key), agg in sorted(rows.items())
+                      if kind == "conn"],
+        "counts": totals["counts"], "lost": totals["lost"]},
+        separators=(",", ":"))
 
 
 # ---- main ------------------------------------------------------------------
@@ -634,8 +639,11 @@ examples = """examples:
     ./mongolatency.py -p 181 -mT 5    # msecs, 5 s summaries, timestamps
     ./mongolatency.py -p 181 -j -d 30 # one JSON summary after 30 seconds
     ./mongolatency.py -p 181 -j 1     # one JSON summary per second
+    ./mongolatency.py -p 181 --slices # one JSON line per second, every bucket
     ./mongolatency.py -p 181 --events req.jsonl -d 60
                                       # and one JSON line per request
+    ./mongolatency.py -p 181 --events req.raw --events-format raw \\
+        --events-sample 100           # 1 request in 100, as binary records
 """
 
 
@@ -658,13 +666,23 @@ def parse_args(argv=None):
         help="millisecond histograms")
     units.add_argument("-u", "--microseconds", action="store_true",
         help="microsecond histograms")
-    parser.add_argument("-j", "--json", action="store_true",
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("-j", "--json", action="store_true",
         help="one JSON object per interval: by_command, by_op, by_conn "
              "(nanoseconds), lost, counts")
+    out.add_argument("--slices", action="store_true",
+        help="one JSON line per second of kernel aggregates (every bucket), "
+             "then the final counters: what mongoprobe records")
     parser.add_argument("-T", "--timestamp", action="store_true",
         help="include a timestamp on interval output")
     parser.add_argument("--events", metavar="FILE",
-        help="also write one JSON line per request to FILE")
+        help="also write one record per request to FILE")
+    parser.add_argument("--events-format", choices=["json", "raw"], default="json",
+        help="json: one JSON line per request (default); raw: the kernel's "
+             "72-byte records after a one-line header (for mongoprobe)")
+    parser.add_argument("--events-sample", type=positive_int, default=1, metavar="N",
+        help="keep one request in N (random) in --events; the histograms "
+             "still count every request")
     parser.add_argument("-d", "--duration", type=positive_float, metavar="SECONDS",
         help="total duration of the trace, in seconds")
     parser.add_argument("interval", nargs="?", type=positive_int,
@@ -688,50 +706,59 @@ def main(argv=None):
         views.append("conn")
     if not views:
         views = ["op"]
-    if args.json:
-        kviews, factor, unit = ["op", "cmd", "conn"], 1, "nsecs"
+    by_conn = "conn" in views
+    if args.milliseconds:
+        unit = "msecs"
+    elif args.microseconds:
+        unit = "usecs"
     else:
-        kviews = views
-        if args.milliseconds:
-            factor, unit = 1000000, "msecs"
-        elif args.microseconds:
-            factor, unit = 1000, "usecs"
-        else:
-            factor, unit = 1, "nsecs"
+        unit = "nsecs"
     events = args.events is not None
+    sample = args.events_sample
 
     if args.ebpf:
-        print(bpf_text(args.pid, kviews, factor, events, True))
+        print(bpf_text(args.pid, by_conn, events, True, sample))
         return 0
 
     check_target(tool, args.pid)
     try:
-        evfile = open(args.events, "w") if events else None
+        evfile = open(args.events, "wb" if args.events_format == "raw" else "w") \
+            if events else None
     except OSError as e:
         die(tool, "cannot write %s: %s" % (args.events, e.strerror))
-    b, ringbuf = load(tool, args.pid, kviews, factor, events)
+    b, ringbuf = load(tool, args.pid, by_conn, events, sample)
     clock = WallClock()
-    agg = Aggregates(b, kviews)
 
-    # exact latencies per (view, key) of this interval, from the events
-    lat_by = {} if events and args.json else None
+    # exact latencies per (view, key) of this interval, from unsampled events
+    lat_by = {} if events and args.json and sample == 1 else None
     ev_reader = None
     if events:
-        def on_event(ev):
-            d = event_dict(ev, clock)
+        if args.events_format == "raw":
+            evfile.write(RAW_MAGIC)
+            evfile.write((json.dumps({"pid": args.pid, "clock_offset_ns": clock.offset_ns,
+                                      "record_bytes": ct.sizeof(MwEvent),
+                                      "sample": sample}) + "\n").encode())
+
+        def on_event(data, size):
+            if args.events_format == "raw":
+                evfile.write(ct.string_at(data, ct.sizeof(MwEvent)))
+                return
+            ev = as_event(data)
+            d = event_dict(ev, clock, args.pid)
             evfile.write(json.dumps(d) + "\n")
             if lat_by is not None:
-                for view, key in (("op", ev.opcode), ("cmd", d["command"]),
+                for view, key in (("op", d["opcode"]), ("cmd", d["command"]),
                                   ("conn", ev.fd)):
                     lat_by.setdefault((view, key), []).append(ev.latency_ns)
         ev_reader = Events(b, ringbuf, on_event)
 
     on_sigterm()
-    # The banner goes to stderr in JSON mode so stdout stays data, and readers
-    # still learn that the programs are attached.
+    # The banner goes to stderr in machine modes so stdout stays data, and
+    # readers still learn that the programs are attached.
+    machine = args.json or args.slices
     print("Tracing MongoDB wire protocol of PID %d (%s syscalls)... "
           "Hit Ctrl-C to end." % (args.pid, SYSCALLS),
-          file=sys.stderr if args.json else sys.stdout)
+          file=sys.stderr if machine else sys.stdout)
     sys.stdout.flush()
     sys.stderr.flush()
 
@@ -743,24 +770,48 @@ def main(argv=None):
     exiting = False
     gone = False
     last_check = start
+    state = {"rep": Report(), "prev": None, "lost_events": 0}
+
+    def poll_slices(final):
+        """Read the slices that are over into the current report."""
+        slices = take_slices(b, final)
+        cur = raw_counts(b)
+        for k in sorted(slices):
+            state["rep"].add_slice(slices[k])
+            if args.slices:
+                print(slice_line(k, slices[k], clock, read_counts(
+                    cur, ev_reader.lost if ev_reader else 0)))
+        if args.slices:
+            sys.stdout.flush()
+        return cur
 
     def report(final):
         if ev_reader:
             ev_reader.drain()
             evfile.flush()
-        totals = agg.totals(final, ev_reader.lost if ev_reader else 0)
+        cur = poll_slices(final)
+        lost_ev = ev_reader.lost if ev_reader else 0
+        if args.slices:
+            if final:
+                tot = read_counts(cur, lost_ev, outstanding(b))
+                print(json.dumps({"end": True, "counts": tot["counts"],
+                                  "lost": tot["lost"]}))
+                sys.stdout.flush()
+            return read_counts(cur, lost_ev)
+        prev = state["prev"]
+        diff = cur if prev is None else [a - p for a, p in zip(cur, prev)]
+        totals = read_counts(diff, lost_ev - state["lost_events"],
+                             outstanding(b) if final else 0)
         if args.json:
-            print(json.dumps(json_report(agg, args.pid, totals, lat_by)))
+            print(json.dumps(json_report(state["rep"], args.pid, totals, lat_by)))
         else:
             if args.timestamp:
                 print("\n%s" % time.strftime("%H:%M:%S"), end="")
-            print_text(agg, views, args.pid, unit, totals)
-        agg.advance()
+            print_text(state["rep"], views, args.pid, unit, totals)
         sys.stdout.flush()
+        state["rep"], state["prev"], state["lost_events"] = Report(), cur, lost_ev
         if lat_by is not None:
             lat_by.clear()
-        if ev_reader:
-            ev_reader.lost = 0
         return totals
 
     # Ctrl-C or SIGTERM while a report prints: finish it, then the last one
@@ -769,18 +820,21 @@ def main(argv=None):
     def deferred(signum, frame):
         stop["now"] = True
 
-    dropped_total = 0
+    next_slice = start + 0.25
     while True:
         try:
             now = time.monotonic()
-            stops = [t for t in (next_print, end) if t is not None]
-            wait = max(0.0, min(stops) - now) if stops else 1.0
-            wait = min(wait, 1.0)
+            stops = [t for t in (next_print, end, next_slice) if t is not None]
+            wait = max(0.0, min(min(stops) - now, 1.0))
             if ev_reader:
                 ev_reader.poll(int(wait * 1000))
             else:
                 time.sleep(wait)
             now = time.monotonic()
+            if now >= next_slice:
+                next_slice = now + 0.25
+                if args.slices:
+                    poll_slices(False)
             if now - last_check >= 1.0:
                 last_check = now
                 if not alive(args.pid):
@@ -797,27 +851,27 @@ def main(argv=None):
                 continue
         except KeyboardInterrupt:
             exiting = True
-            if not args.json:
+            if not machine:
                 print()
         signal.signal(signal.SIGINT, deferred)
         signal.signal(signal.SIGTERM, deferred)
         if gone:
             print("%s: PID %d exited" % (tool, args.pid), file=sys.stderr)
         if not exiting:
-            dropped_total += report(False)["lost"]["dropped"]
+            report(False)
             exiting = stop["now"]
         if exiting:
             # the last report, and the detaching of the probes, are not cut
             # short by a second Ctrl-C/SIGTERM
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            dropped_total += report(True)["lost"]["dropped"]
+            report(True)
             break
         on_sigterm()
 
     if evfile:
         evfile.close()
-    dropped_hint(tool, dropped_total, ringbuf)
+    dropped_hint(tool, ev_reader.lost if ev_reader else 0, ringbuf)
     return 0
 
 

@@ -108,20 +108,21 @@ def main(argv=None):
     tool = "mongosnoop"
     args = parse_args(argv)
     if args.ebpf:
-        print(mw.bpf_text(args.pid, (), 1, True, True))
+        print(mw.bpf_text(args.pid, events=True))
         return 0
     mw.check_target(tool, args.pid)
-    b, ringbuf = mw.load(tool, args.pid, (), 1, True)
+    b, ringbuf = mw.load(tool, args.pid, events=True)
     clock = mw.WallClock()
     t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
     out = sys.stdout
 
-    def on_event(ev):
+    def on_event(data, _size):
+        ev = mw.as_event(data)
         if args.json:
-            out.write(json.dumps(mw.event_dict(ev, clock)) + "\n")
+            out.write(json.dumps(mw.event_dict(ev, clock, args.pid)) + "\n")
         else:
             out.write((HDR + "\n") % (
-                "%.3f" % ((ev.ts - t0) / 1e9), ev.pid, ev.tid, ev.fd,
+                "%.3f" % ((ev.ts - t0) / 1e9), args.pid, ev.tid, ev.fd,
                 ev.request_id, mw.opname(ev.opcode), mw.cmdname(ev.cmd),
                 ev.bytes_in, ev.bytes_out, "%.2f" % (ev.latency_ns / 1e3)))
 
@@ -152,6 +153,9 @@ def main(argv=None):
                 break
             if now - last_check >= 1.0:
                 last_check = now
+                # the kernel's per-second aggregates are not shown here: read
+                # and dropped, so their map never fills
+                mw.take_slices(b)
                 if not mw.alive(args.pid):
                     gone = True
                     break
@@ -163,7 +167,7 @@ def main(argv=None):
     out.flush()
     if gone:
         print("%s: PID %d exited" % (tool, args.pid), file=sys.stderr)
-    totals = mw.read_counts(b, True, events.lost)
+    totals = mw.read_counts(mw.raw_counts(b), events.lost, mw.outstanding(b))
     if args.json:
         mw.footer(totals, sys.stderr)
     else:
