@@ -38,6 +38,7 @@ from pathlib import Path
 import pytest
 
 import wireclient
+from mongoprobe import loglinear
 from mongoprobe import probes as mp_probes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -217,28 +218,32 @@ class Observed:
 
 
 COUNTS = ("requests", "replies", "stream_replies", "no_reply")
-BPFTRACE_LOSSES = ("lost_unmatched_replies", "lost_requests_without_reply", "lost_malformed", "pending_requests")
 BCC_LOSSES = ("unmatched_replies", "requests_without_reply", "malformed", "dropped")
 
 
 def from_bpftrace(lines: list[str]) -> Observed:
-    maps: dict = {}  # "@name" -> value; a map printed twice keeps its last value
-    for line in lines:
-        if line.strip():
-            record = json.loads(line)
-            if record["type"] in ("map", "hist", "stats"):
-                maps.update(record["data"])
-    by_command = maps.get("@latency_ns_by_command", {})
-    hists = {**{f"by_command {k}": h for k, h in by_command.items()},
-             **{f"by_op {k}": h for k, h in maps.get("@latency_ns_by_op", {}).items()}}  # fmt: skip
+    """mongo_latency.bt's per-second slices, read by the analyzer's own parser."""
+    from mongoprobe.formats.bpftrace_latency import read_bpftrace_latency
+    from mongoprobe.latencies import Latencies
+
+    slices, _events, counts, lost, _clock = read_bpftrace_latency(lines)
+    lat = Latencies.from_slices(slices, 0, counts=counts, lost=lost)
+    tot, hist = lat.totals, lat.hist
+    by = {"command": tot.groupby("command"), "opcode": tot.groupby("opcode")}
+    requests = {k: (g["count"] + g["noreply"]).groupby(g[k]).sum() for k, g in
+                (("command", tot), ("opcode", tot))}
+    lows = {}
+    for view, col in (("by_command", "command"), ("by_op", "opcode")):
+        for key, h in hist.groupby(col):
+            lows[f"{view} {key}"] = sorted(loglinear.bounds(int(b))[0] for b in h["bucket"].unique())
     return Observed(
-        requests_by_command=maps.get("@requests_by_command", {}),
-        requests_by_op=maps.get("@requests_by_op", {}),
-        timed_by_command={cmd: sum(b["count"] for b in h) for cmd, h in by_command.items()},
-        stats_count_by_command={cmd: s["count"] for cmd, s in maps.get("@stats_by_command", {}).items()},
-        counts={name: maps.get(f"@{name}") for name in COUNTS},
-        lost={name: maps.get(f"@{name}") for name in BPFTRACE_LOSSES},
-        bucket_lows={key: [b.get("min", 0) for b in h] for key, h in hists.items()},
+        requests_by_command={k: int(v) for k, v in requests["command"].items() if v},
+        requests_by_op={k: int(v) for k, v in requests["opcode"].items() if v},
+        timed_by_command={k: int(v) for k, v in hist.groupby("command")["count"].sum().items() if v},
+        stats_count_by_command={k: int(v) for k, v in by["command"]["count"].sum().items() if v},
+        counts=counts,
+        lost=lost,
+        bucket_lows=lows,
     )
 
 

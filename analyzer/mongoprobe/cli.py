@@ -21,6 +21,7 @@ EXAMPLES = """examples:
   mongoprobe latency -p 4127 --engine bcc --json
   mongoprobe latency -p 4127 --engine dtrace -d 30   # dtrace/mongo_time.d
   mongoprobe latency -p 4127 --events ev.jsonl -d 30   # exact, per request
+  mongoprobe latency -p 4127 --events ev.parquet --events-sample 100
   mongoprobe snoop -p 4127                # one line per request
 """
 
@@ -107,78 +108,63 @@ def _peer_labels(args: argparse.Namespace) -> dict | None:
     return {f"{args.pid},{fd}": f"{r[0]}:{r[1]}" for fd, (_, r) in peers.items()}
 
 
+def _wire_probe(args: argparse.Namespace, events_every: int):
+    from . import probes, wire_probe
+    try:
+        wp = wire_probe.WireProbe(args.engine, args.pid, by_conn=args.by == "conn",
+                                  events_every=events_every)
+    except probes.ProbeError as e:
+        die(str(e))
+    _started(wp.probe, args)
+    return wp
+
+
+def _finished(wp):
+    """The probe has exited: its whole run, or one line saying why there is none."""
+    rc = wp.probe.stop()
+    if rc not in (0, None) and not wp.slices_seen:
+        die(f"{wp.probe.name} failed: {wp.probe.error_summary()}")
+    try:
+        return wp.finish()
+    finally:
+        wp.close()
+
+
 def cmd_latency(args: argparse.Namespace) -> int:
-    from . import latency, probes
-    from .formats.bpftrace_json import BpftraceOutput
+    from . import latency
+    from .latencies import Latencies
 
     _check_trace(args)
     if args.engine == "dtrace":
         return _latency_dtrace(args)
-    try:
-        if args.engine == "bcc":
-            return _latency_bcc(args)
-        wall = probes.wall_offset_ns()
-        script = "mongo_snoop.bt" if args.events else "mongo_latency.bt"
-        extra = [] if args.events else [int(args.interval or 0)]
-        probe = probes.bpftrace(script, args.pid, *extra)
-    except probes.ProbeError as e:
-        die(str(e))
-    _started(probe, args)
-    out = BpftraceOutput()
-    for line in probe.lines():
-        done = out.add_line(line, "bpftrace")
-        if done is not None and args.interval and not args.events and done.maps:
-            _print_summary(latency.from_snapshot(done, pid=args.pid), args, interval=True)
-    rc = probe.stop()
-    if rc not in (0, None) and not out.snapshots:
-        die(f"bpftrace failed: {probe.error_summary()}")
-    if args.events:
-        from .formats.wire_events import from_bpftrace
-        events = from_bpftrace(out, wall)
-        summary = latency.from_events(events, engine="bpftrace", pid=args.pid)
-        counters = latency.from_snapshot(out.final, lost_events=out.lost)
-        summary.counts, summary.lost = counters.counts, counters.lost
-        summary.requests_by_command = counters.requests_by_command
-        from .formats.wire_events import write_events_json
-        with open(args.events, "w") as fh:
-            write_events_json(events, fh)
-    else:
-        summary = latency.from_bpftrace(out, pid=args.pid)
-    if args.interval and not args.events:
-        if not args.json:
-            print("--- whole run ---")
-    _print_summary(summary, args)
-    return 0
-
-
-def _latency_bcc(args: argparse.Namespace) -> int:
-    from . import latency, probes
-
-    argv = ["-p", args.pid, "-j"]
-    if args.events:
-        argv += ["--events", args.events]
-    if args.interval:
-        argv += [args.interval]
-    try:
-        probe = probes.bcc("mongolatency.py", *argv)
-    except probes.ProbeError as e:
-        die(str(e))
-    _started(probe, args)
-    last = None
-    for line in probe.lines():
-        line = line.strip()
-        if not line.startswith("{"):
+    every = (args.events_sample or 1) if args.events else 0
+    wp = _wire_probe(args, every)
+    pending: list = []          # the slices of the interval being printed
+    for s in wp.slices():
+        if not args.interval:
             continue
-        s = latency.from_json(json.loads(line))
-        s.engine, s.pid = "bcc", args.pid
-        if last is not None and args.interval:
-            _print_summary(last, args, interval=True)
-        last = s if last is None or not args.interval else last.merge(s)
-    probe.stop()
-    if last is None:
-        die(f"mongolatency.py printed no result: {probe.error_summary()}")
-    _print_summary(last, args)
+        pending.append(s)
+        if (s.start_ns + s.length_ns - pending[0].start_ns) >= args.interval * 1e9:
+            part = Latencies.from_slices(pending, wp.offset_ns)
+            prev = wp.slices_seen[-len(pending) - 1] if len(wp.slices_seen) > len(pending) \
+                else None
+            summary = latency.from_latencies(part, args.engine, args.pid)
+            summary.counts = _since(s.counts, prev.counts if prev else None)
+            summary.lost = _since(s.lost, prev.lost if prev else None)
+            _print_summary(summary, args, interval=True)
+            pending = []
+    lat = _finished(wp)
+    if args.events and lat.events is not None:
+        from .formats.wire_events import write_events
+        write_events(lat.events, args.events)
+    if args.interval and not args.json:
+        print("--- whole run ---")
+    _print_summary(latency.from_latencies(lat, args.engine, args.pid), args)
     return 0
+
+
+def _since(now: dict, before: dict | None) -> dict:
+    return {k: v - (before[k] if before else 0) for k, v in now.items()}
 
 
 def _run_dtrace(script: str, args: argparse.Namespace, on_line=None):
@@ -247,43 +233,52 @@ def _snoop_dtrace(args: argparse.Namespace) -> int:
     return 0
 
 
+SNOOP_HEADER = (f"{'TIME(s)':<14} {'PID':<7} {'TID':<7} {'FD':<4} {'REQID':<11} "
+                f"{'OPCODE':<13} {'COMMAND':<16} {'BYTES_IN':>8} {'BYTES_OUT':>9} "
+                f"{'LAT(us)':<10} F")
+
+
 def cmd_snoop(args: argparse.Namespace) -> int:
-    from . import probes
-    from .formats import wire_events
+    """One line per request: bpftrace's mongo_latency.bt with an event per request
+    (names from its words here), bcc's mongosnoop.py, or dtrace/mongo_snoop.d."""
+    from . import latency, probes
+    from .formats.wire_slices import EVENT_COLUMNS
 
     _check_trace(args)
     if args.engine == "dtrace":
         return _snoop_dtrace(args)
-    try:
-        if args.engine == "bcc":
-            probe = probes.bcc("mongosnoop.py", "-p", args.pid, *(["-j"] if args.json else []))
-        else:
-            probe = probes.bpftrace("mongo_snoop.bt", args.pid)
-    except probes.ProbeError as e:
-        die(str(e))
-    _started(probe, args)
     if args.engine == "bcc":
+        try:
+            probe = probes.bcc("mongosnoop.py", "-p", args.pid, *(["-j"] if args.json else []))
+        except probes.ProbeError as e:
+            die(str(e))
+        _started(probe, args)
         for line in probe.lines():
             print(line, end="", flush=True)
         return probe.stop() or 0
-    from .formats.bpftrace_json import BpftraceOutput, wall_time
-    out, wall = BpftraceOutput(), probes.wall_offset_ns()
-    for line in probe.lines():
-        before = len(out.printf)
-        out.add_line(line, "bpftrace")
-        for text in out.printf[before:]:
-            row = wire_events.parse_snoop_line(text)
+    args.by = "command"
+    wp = _wire_probe(args, 1)
+    t0 = None
+    if not args.json:
+        print(SNOOP_HEADER, flush=True)
+    shown = 0
+    for _line, _done in wp.lines():
+        for ev in wp.reader.events[shown:]:
+            row = dict(zip(EVENT_COLUMNS, ev))
+            t0 = row["mono_ns"] if t0 is None else t0
             if args.json:
-                if row and out.clock:
-                    row["time"] = wall_time(out.clock, row["elapsed_s"], wall)
-                if row:
-                    print(json.dumps(row), flush=True)
-            elif not text.startswith("# clock"):
-                print(text, end="", flush=True)
-    probe.stop()
-    from . import latency
-    c = latency.from_snapshot(out.final, lost_events=out.lost)
-    print(latency.footer(c.counts, c.lost), file=sys.stderr if args.json else sys.stdout)
+                row["time"] = (row.pop("mono_ns") + wp.offset_ns) / 1e9
+                print(json.dumps({"pid": args.pid, **row}), flush=True)
+            else:
+                t = (row["mono_ns"] - t0) / 1e9
+                print(f"{t:<14.6f} {args.pid:<7} {row['tid']:<7} {row['fd']:<4} "
+                      f"{row['request_id']:<11} {row['opcode']:<13} {row['command']:<16} "
+                      f"{row['bytes_in']:>8} {row['bytes_out']:>9} "
+                      f"{row['latency_ns'] / 1000:<10.3f} {'m' if row['stream'] else '-'}",
+                      flush=True)
+        shown = len(wp.reader.events)
+    lat = _finished(wp)
+    print(latency.footer(lat.counts, lat.lost), file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
@@ -318,7 +313,13 @@ def build_parser() -> argparse.ArgumentParser:
     lt.add_argument("-i", "--interval", type=int, help="print every SEC seconds")
     lt.add_argument("--by", choices=["command", "op", "conn"], default="command")
     lt.add_argument("--unit", choices=["ns", "us", "ms"], default="ns")
-    lt.add_argument("--events", metavar="FILE", help="also write one JSON line per request")
+    lt.add_argument("--events", metavar="FILE",
+                    help="also write every request (or one in --events-sample N): "
+                         "FILE.parquet as Parquet, else JSON lines; percentiles become "
+                         "exact when every request is kept")
+    lt.add_argument("--events-sample", type=int, metavar="N",
+                    help="with --events: keep one request in N, at random (the "
+                         "histograms still count every request)")
     lt.set_defaults(func=cmd_latency)
 
     sn = sub.add_parser("snoop", help="one line per request")

@@ -1,8 +1,9 @@
-"""Server-side latency of a recorded run, in one representation whatever recorded it.
+"""Server-side latency, in one representation whatever measured it.
 
-Every source -- the probes' per-request events (``formats/wire_events.py``) today,
-per-interval log-linear histograms printed by the probes, a capture's request/reply
-pairs -- becomes the same tables, and the views (phases, report, notebooks) read those:
+Every source -- the probes' per-second log-linear histograms (``formats/wire_slices``,
+``formats/bpftrace_latency``), their per-request events (``formats/wire_events``), a
+capture's request/reply pairs -- becomes the same tables, and every view reads those:
+the live ``latency`` command, ``record``'s run, phases, the report, notebooks.
 
 ``hist`` (one row per interval, command, opcode and bucket)::
 
@@ -14,8 +15,17 @@ pairs -- becomes the same tables, and the views (phases, report, notebooks) read
     count     int64    requests answered in the interval with a latency in the bucket
 
 ``totals`` (one row per interval, command and opcode): ``time``, ``length_s``,
-``command``, ``opcode`` as above; ``count`` int64 requests, ``sum_ns`` int64 their
-summed latency (so averages are exact), ``max_ns`` int64 the slowest.
+``command``, ``opcode`` as above; ``count`` int64 requests answered, ``sum_ns`` int64
+their summed latency (so averages are exact), ``max_ns`` int64 the slowest, ``noreply``
+int64 complete requests that expected no reply (moreToCome, legacy writes).
+
+``conn_hist`` and ``conn_totals``: the same per connection (``fd`` int64 instead of
+``command`` and ``opcode``) when the probe was asked for them, else empty.
+
+``counters`` (one row per interval, the probe's counters when it ended, cumulative):
+``time``, ``requests``, ``replies``, ``stream_replies``, ``no_reply``,
+``unmatched_replies``, ``requests_without_reply``, ``malformed``, ``dropped`` (int64);
+a window's losses are differences. Empty when the source has none (a capture).
 
 ``events`` keeps the per-request rows when they were recorded: counts, rates and
 percentiles over a window are then exact (nearest rank); from ``hist`` alone the
@@ -27,17 +37,24 @@ interval).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from . import loglinear
+from .formats.wire_slices import COUNT_KEYS, LOST_KEYS
 
 HIST_COLUMNS = {"time": "float64", "length_s": "float64", "command": str, "opcode": str,
                 "bucket": "int64", "count": "int64"}
 TOTAL_COLUMNS = {"time": "float64", "length_s": "float64", "command": str, "opcode": str,
-                 "count": "int64", "sum_ns": "int64", "max_ns": "int64"}
+                 "count": "int64", "sum_ns": "int64", "max_ns": "int64", "noreply": "int64"}
+CONN_HIST_COLUMNS = {"time": "float64", "length_s": "float64", "fd": "int64",
+                     "bucket": "int64", "count": "int64"}
+CONN_TOTAL_COLUMNS = {"time": "float64", "length_s": "float64", "fd": "int64",
+                      "count": "int64", "sum_ns": "int64", "max_ns": "int64",
+                      "noreply": "int64"}
+COUNTER_COLUMNS = {"time": "float64", **{k: "int64" for k in (*COUNT_KEYS, *LOST_KEYS)}}
 STATS = ("count", "avg", "p50", "p95", "p99", "max")
 
 
@@ -53,6 +70,40 @@ class Latencies:
     hist: pd.DataFrame
     totals: pd.DataFrame
     events: pd.DataFrame | None = None
+    conn_hist: pd.DataFrame = field(default_factory=lambda: _empty(CONN_HIST_COLUMNS))
+    conn_totals: pd.DataFrame = field(default_factory=lambda: _empty(CONN_TOTAL_COLUMNS))
+    counters: pd.DataFrame = field(default_factory=lambda: _empty(COUNTER_COLUMNS))
+    # the whole source's counters at its end (requests still waiting counted as lost)
+    counts: dict = field(default_factory=lambda: dict.fromkeys(COUNT_KEYS, 0))
+    lost: dict = field(default_factory=lambda: dict.fromkeys(LOST_KEYS, 0))
+    # False when events are a sample (1 in N): then counts and percentiles come from
+    # the histograms, not the events
+    events_complete: bool = True
+
+    @classmethod
+    def from_slices(cls, slices, offset_ns: int, events: pd.DataFrame | None = None,
+                    counts: dict | None = None, lost: dict | None = None,
+                    events_complete: bool = True) -> "Latencies":
+        """The probes' slices (``formats.wire_slices.Slice``, CLOCK_MONOTONIC) on the wall
+        clock (``offset_ns``: wall minus monotonic); ``events`` a wire_events table."""
+        hist, tot, chist, ctot, ctr = [], [], [], [], []
+        for s in slices:
+            t, length = (s.start_ns + offset_ns) / 1e9, s.length_ns / 1e9
+            for (cmd, op), a in s.rows.items():
+                tot.append((t, length, cmd, op, a.count, a.sum_ns, a.max_ns, a.noreply))
+                hist.extend((t, length, cmd, op, b, n) for b, n in a.hist.items())
+            for fd, a in s.conn_rows.items():
+                ctot.append((t, length, fd, a.count, a.sum_ns, a.max_ns, a.noreply))
+                chist.extend((t, length, fd, b, n) for b, n in a.hist.items())
+            ctr.append((t + length, *(s.counts[k] for k in COUNT_KEYS),
+                        *(s.lost[k] for k in LOST_KEYS)))
+        last = slices[-1] if slices else None
+        return cls(_rows(hist, HIST_COLUMNS), _rows(tot, TOTAL_COLUMNS), events,
+                   _rows(chist, CONN_HIST_COLUMNS), _rows(ctot, CONN_TOTAL_COLUMNS),
+                   _rows(ctr, COUNTER_COLUMNS),
+                   dict(counts or (last.counts if last else dict.fromkeys(COUNT_KEYS, 0))),
+                   dict(lost or (last.lost if last else dict.fromkeys(LOST_KEYS, 0))),
+                   events_complete)
 
     @classmethod
     def from_events(cls, events: pd.DataFrame, interval_s: float = 1.0) -> "Latencies":
@@ -70,7 +121,27 @@ class Latencies:
         tot = (df.groupby(keys, sort=True)["ns"].agg(["size", "sum", "max"]).reset_index()
                .rename(columns={"size": "count", "sum": "sum_ns", "max": "max_ns"})
                .assign(length_s=interval_s))
-        return cls(_typed(hist, HIST_COLUMNS), _typed(tot, TOTAL_COLUMNS), events)
+        n = len(ev)
+        return cls(_typed(hist, HIST_COLUMNS), _typed(tot.assign(noreply=0), TOTAL_COLUMNS),
+                   events, counts={"requests": n, "replies": n, "stream_replies": 0,
+                                   "no_reply": 0})
+
+    @property
+    def exact(self) -> bool:
+        """Every request's event is here: figures come from the events, exactly."""
+        return self.events is not None and self.events_complete
+
+    def losses(self, start: float, end: float) -> dict[str, int]:
+        """The loss counters' growth over [start, end) (the probe's counters are read
+        once a second: the window is widened to the seconds around it)."""
+        c = self.counters
+        if c.empty:
+            return {}
+        before = c[c["time"] <= start]
+        after = c[c["time"] >= end]
+        hi = after.iloc[0] if len(after) else c.iloc[-1]
+        lo = before.iloc[-1] if len(before) else None
+        return {k: int(hi[k]) - (int(lo[k]) if lo is not None else 0) for k in LOST_KEYS}
 
     # --- windows ----------------------------------------------------------------------
 
@@ -82,7 +153,7 @@ class Latencies:
         """{command: {"count", "avg", "p50", "p95", "p99", "max"}} in nanoseconds, of the
         requests answered in [start, end)."""
         out: dict[str, dict[str, float]] = {}
-        if self.events is not None:
+        if self.exact:
             ev = self.events
             part = ev[(ev["time"] >= start) & (ev["time"] < end)]
             for cmd, p in part.groupby("command", sort=True):
@@ -103,7 +174,7 @@ class Latencies:
     def histogram(self, command: str, start: float, end: float) -> dict[int, int]:
         """{bucket: requests} of ``command`` answered in [start, end) (exact with
         events; from the histograms, the intervals whose middle is inside)."""
-        if self.events is not None:
+        if self.exact:
             ev = self.events
             sel = (ev["command"] == command) & (ev["time"] >= start) & (ev["time"] < end)
             b, n = np.unique(loglinear.index(ev.loc[sel, "latency_ns"].to_numpy()),
@@ -117,7 +188,7 @@ class Latencies:
         """{command: requests/s} answered in [start, end)."""
         if not end > start:
             return {}
-        if self.events is not None:
+        if self.exact:
             ev = self.events
             part = ev[(ev["time"] >= start) & (ev["time"] < end)]
             return {str(c): n / (end - start) for c, n in part["command"].value_counts().items()}
@@ -128,7 +199,7 @@ class Latencies:
 
     def per_second(self) -> pd.DataFrame:
         """(second, command, requests): requests answered per epoch second."""
-        if self.events is not None:
+        if self.exact:
             ev = self.events[self.events["time"].notna()]
             sec = np.floor(ev["time"].to_numpy(dtype=float)).astype("int64")
             return (pd.DataFrame({"second": sec, "command": ev["command"].to_numpy()})
@@ -142,7 +213,7 @@ class Latencies:
     def counts(self, command: str, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Requests of ``command`` answered in each window (lo, hi] (arrays of epoch s);
         from the histograms, intervals are counted by their middle."""
-        if self.events is not None:
+        if self.exact:
             ev = self.events
             t = np.sort(ev.loc[ev["command"] == command, "time"].to_numpy(dtype=float))
             return np.searchsorted(t, hi, side="right") - np.searchsorted(t, lo, side="right")
@@ -157,3 +228,11 @@ class Latencies:
 
 def _typed(df: pd.DataFrame, cols: dict) -> pd.DataFrame:
     return df[list(cols)].astype(cols).reset_index(drop=True)
+
+
+def _empty(cols: dict) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
+
+
+def _rows(rows: list[tuple], cols: dict) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=list(cols)).astype(cols) if rows else _empty(cols)

@@ -1,12 +1,13 @@
 """Server-side request latency: one summary, whichever probe measured it.
 
-A :class:`LatencySummary` holds log2 histograms (see histogram.py) keyed by command,
-opcode and connection, the request counts, the exact sums/maxima where the probe
-counted them, and the loss counters. It is built from
+A :class:`LatencySummary` holds histograms (histogram.py frames: the probes'
+log-linear buckets, or DTrace's log2 ones) keyed by command, opcode and connection,
+the request counts, the exact sums/maxima the probes count, and the loss counters. It
+is a view of
 
-* ``mongo_latency.bt -f json`` output (:func:`from_bpftrace`): in-kernel histograms;
-* per-request events (:func:`from_events`): exact percentiles;
-* ``mongolatency.py -j`` output (:func:`from_json`), which already has this shape;
+* ``mongoprobe.latencies.Latencies`` (:func:`from_latencies`): what the bpftrace and
+  bcc probes measured, a recorded run, a capture's pairs -- one representation;
+* per-request events alone (:func:`from_events`): exact percentiles;
 * ``dtrace/mongo_time.d`` output (:func:`from_dtrace_quantize`): DTrace quantize
   histograms, whose percentiles are given as bucket bounds.
 
@@ -22,10 +23,9 @@ import numpy as np
 import pandas as pd
 
 from . import histogram
-from .formats.bpftrace_json import BpftraceOutput, Snapshot
+from . import loglinear
+from .formats.wire_slices import COUNT_KEYS, LOST_KEYS
 
-LOST_KEYS = ("unmatched_replies", "requests_without_reply", "malformed", "dropped")
-COUNT_KEYS = ("requests", "replies", "stream_replies", "no_reply")
 UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000}
 
 
@@ -118,9 +118,8 @@ class LatencySummary:
         scale = UNITS[unit]
         out = []
         for key, g in sorted(groups.items(), key=lambda kv: -kv[1].count):
-            h = g.hist
-            if scale != 1:
-                h = _rescale(h, scale)
+            # the quantize picture is log2 (the log-linear buckets nest in it)
+            h = _rescale(g.hist, scale)
             d = g.to_json()
             avg = f"{d['avg_ns'] / scale:,.0f}" if d["avg_ns"] is not None else "?"
             mx = f"{d['max_ns'] / scale:,.0f}" if d["max_ns"] is not None else "?"
@@ -168,54 +167,68 @@ def _rescale(h: pd.DataFrame, scale: int) -> pd.DataFrame:
     return histogram.from_buckets((lo, hi, c) for (lo, hi), c in vals.items())
 
 
-def _hist_from_bpftrace(buckets: list[dict]) -> pd.DataFrame:
-    # bpftrace JSON buckets: {"min", "max", "count"}, max inclusive; the first bucket
-    # may lack "min" (negative values) and [0] is {"min": 0, "max": 0}.
-    rows = []
-    for b in buckets:
-        lo = int(b.get("min", histogram.INT64_MIN))
-        hi = int(b["max"]) + 1 if "max" in b else histogram.INT64_MAX
-        rows.append((lo, hi, int(b["count"])))
-    return histogram.from_buckets(rows)
+def _loglinear_hist(buckets: pd.Series, counts: pd.Series) -> pd.DataFrame:
+    """A histogram frame of log-linear buckets (``mongoprobe.loglinear``)."""
+    rows = {}
+    for b, n in zip(buckets.tolist(), counts.tolist()):
+        rows[b] = rows.get(b, 0) + n
+    out = []
+    for b, n in rows.items():
+        lo, hi = loglinear.bounds(int(b))
+        out.append((lo, hi + 1, int(n)))
+    return histogram.from_buckets(out)
 
 
-def from_snapshot(snap: Snapshot, engine: str = "bpftrace", pid: int | None = None,
-                  lost_events: int = 0) -> LatencySummary:
-    """One printed set of mongo_latency.bt maps."""
-    def groups(hist_name: str, stats_name: str | None, max_name: str | None) -> dict:
-        stats = snap.keyed(stats_name) if stats_name else {}
-        maxes = snap.keyed(max_name) if max_name else {}
+def from_latencies(lat, engine: str = "", pid: int | None = None,
+                   start: float | None = None, end: float | None = None) -> LatencySummary:
+    """The summary of ``mongoprobe.latencies.Latencies`` over [start, end) (all of it
+    when both are None): per command, opcode and connection, exact from the events
+    when every request has one, else from the histograms (percentiles within 1.6%)."""
+    whole = start is None and end is None
+    tot, hist = lat.totals, lat.hist
+    ctot, chist = lat.conn_totals, lat.conn_hist
+    if not whole:
+        tot, hist = lat._inside(tot, start, end), lat._inside(hist, start, end)
+        ctot, chist = lat._inside(ctot, start, end), lat._inside(chist, start, end)
+    ev = None
+    if lat.exact:
+        ev = lat.events if whole else lat.events[(lat.events["time"] >= start)
+                                                 & (lat.events["time"] < end)]
+
+    def groups(t: pd.DataFrame, h: pd.DataFrame, col: str, label=str) -> dict:
         out = {}
-        for key, buckets in snap.keyed(hist_name).items():
-            st = stats.get(key)
-            out[key] = Group(_hist_from_bpftrace(buckets),
-                             int(st["total"]) if st else None,
-                             int(maxes[key]) if key in maxes else None)
+        for key, part in t.groupby(col, sort=True):
+            if not part["count"].sum():
+                continue
+            hk = h[h[col] == key]
+            values = None
+            if ev is not None and col in ev.columns:
+                values = ev.loc[ev[col] == key, "latency_ns"].to_numpy(dtype="int64")
+            out[label(key)] = Group(_loglinear_hist(hk["bucket"], hk["count"]),
+                                    int(part["sum_ns"].sum()), int(part["max_ns"].max()),
+                                    values)
         return out
 
     s = LatencySummary(engine=engine, pid=pid)
-    s.by_command = groups("@latency_ns_by_command", "@stats_by_command", "@max_ns_by_command")
-    s.by_op = groups("@latency_ns_by_op", "@stats_by_op", None)
-    s.by_conn = groups("@latency_ns_by_conn", "@stats_by_conn", None)
-    s.requests_by_command = {k: int(v) for k, v in snap.keyed("@requests_by_command").items()}
-    s.counts = {"requests": snap.scalar("@requests"), "replies": snap.scalar("@replies"),
-                "stream_replies": snap.scalar("@stream_replies"),
-                "no_reply": snap.scalar("@no_reply")}
-    s.lost = {"unmatched_replies": snap.scalar("@lost_unmatched_replies"),
-              # outstanding at the end never got a reply either
-              "requests_without_reply": snap.scalar("@lost_requests_without_reply")
-              + snap.scalar("@pending_requests"),
-              "malformed": snap.scalar("@lost_malformed"),
-              "dropped": lost_events}
+    s.by_command = groups(tot, hist, "command")
+    s.by_op = groups(tot, hist, "opcode")
+    s.by_conn = groups(ctot, chist, "fd", lambda fd: f"{pid},{fd}")
+    req = tot.groupby("command")[["count", "noreply"]].sum().sum(axis=1)
+    s.requests_by_command = {str(k): int(v) for k, v in req.items() if v}
+    if whole:
+        s.counts, s.lost = dict(lat.counts), dict(lat.lost)
+    else:
+        c = lat.counters
+        inside = c[(c["time"] > start) & (c["time"] <= end + 1e-9)]
+        before = c[c["time"] <= start]
+        if len(inside):
+            hi = inside.iloc[-1]
+            lo = before.iloc[-1] if len(before) else None
+            s.counts = {k: int(hi[k]) - (int(lo[k]) if lo is not None else 0)
+                        for k in COUNT_KEYS}
+            s.lost = {k: int(hi[k]) - (int(lo[k]) if lo is not None else 0)
+                      for k in LOST_KEYS}
     return s
-
-
-def from_bpftrace(out: BpftraceOutput, pid: int | None = None) -> LatencySummary:
-    """The whole run: every interval's histograms summed, the last counters."""
-    total = LatencySummary(engine="bpftrace", pid=pid)
-    for snap in out.snapshots:
-        total = total.merge(from_snapshot(snap, pid=pid, lost_events=out.lost))
-    return total
 
 
 def from_events(events: pd.DataFrame, engine: str = "", pid: int | None = None) -> LatencySummary:
@@ -237,23 +250,6 @@ def from_events(events: pd.DataFrame, engine: str = "", pid: int | None = None) 
         s.by_conn = groups(["pid", "fd"])
         s.requests_by_command = events["command"].value_counts().sort_index().to_dict()
     s.counts["requests"] = s.counts["replies"] = int(len(events))
-    return s
-
-
-def from_json(d: dict) -> LatencySummary:
-    """The ``latency --json`` shape back into a summary (bcc's -j output, saved runs)."""
-    def groups(part: dict) -> dict:
-        return {k: Group(histogram.from_json_buckets(g.get("hist", [])),
-                         None if g.get("avg_ns") is None else round(g["avg_ns"] * g["count"]),
-                         g.get("max_ns"))
-                for k, g in part.items()}
-    s = LatencySummary(engine=d.get("engine", ""), pid=d.get("pid"))
-    s.by_command = groups(d.get("by_command", {}))
-    s.by_op = groups(d.get("by_op", {}))
-    s.by_conn = groups(d.get("by_conn", {}))
-    s.requests_by_command = {k: int(v) for k, v in d.get("requests_by_command", {}).items()}
-    s.counts.update({k: int(v) for k, v in d.get("counts", {}).items()})
-    s.lost.update({k: int(v) for k, v in d.get("lost", {}).items()})
     return s
 
 

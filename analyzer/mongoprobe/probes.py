@@ -308,10 +308,11 @@ class Stopper:
                 self.stop()
 
 
-def bpftrace(script: str, *args: str | int, **kw) -> Probe:
+def bpftrace(script: str, *args: str | int, env: dict | None = None, **kw) -> Probe:
+    """``bpftrace -f json probes/SCRIPT ARGS``, with BPFTRACE_ENV and ``env`` set."""
     path = probe_path(script)
     return Probe(["bpftrace", "-f", "json", str(path), *map(str, args)],
-                 ready="Tracing MongoDB", env=BPFTRACE_ENV, **kw)
+                 ready="Tracing MongoDB", env={**BPFTRACE_ENV, **(env or {})}, **kw)
 
 
 def bcc(tool: str, *args: str | int, **kw) -> Probe:

@@ -9,7 +9,10 @@ Two real forms, one table:
     1.204113       4127    4131    9    1      OP_MSG   insert        124        45 412.233  -
 
 * JSON lines, as written by ``mongolatency.py --events FILE`` / ``mongosnoop.py -j``
-  and by ``mongoprobe latency --events``.
+  and by ``mongoprobe latency --events FILE``; Parquet (``FILE.parquet``, a recorded
+  run's ``latency.events.parquet``);
+* the wire probes' own events (``formats/wire_slices``, on CLOCK_MONOTONIC):
+  :func:`from_mono`.
 
 Columns (one row per request, at its first reply):
 
@@ -87,15 +90,35 @@ def parse_snoop(lines: Iterable[str], source: str = "<snoop>") -> pd.DataFrame:
     return typed(pd.DataFrame(rows, columns=COLUMNS)) if rows else empty()
 
 
-def from_bpftrace(out, offset_ns: int | None = None) -> pd.DataFrame:
-    """The events in ``mongo_snoop.bt -f json`` output (a BpftraceOutput); ``time`` is
-    set when the output has its clock line and ``offset_ns`` is known, else NaN."""
-    rows = [r for r in map(parse_snoop_line, out.printf) if r]
-    df = typed(pd.DataFrame(rows, columns=COLUMNS)) if rows else empty()
-    if out.clock and offset_ns is not None and len(df):
-        from .bpftrace_json import wall_time
-        df["time"] = wall_time(out.clock, df["elapsed_s"], offset_ns)
-    return df
+def from_mono(ev: pd.DataFrame, offset_ns: int, pid: int) -> pd.DataFrame:
+    """The wire probes' events (``formats.wire_slices.EVENT_COLUMNS``, CLOCK_MONOTONIC
+    ``mono_ns``) as this table: ``time`` on the wall clock (``offset_ns``: wall minus
+    monotonic), ``elapsed_s`` unknown."""
+    df = pd.DataFrame({
+        "time": (ev["mono_ns"].to_numpy(dtype="int64") + offset_ns) / 1e9,
+        "elapsed_s": float("nan"), "pid": pid, "tid": ev["tid"], "fd": ev["fd"],
+        "request_id": ev["request_id"], "opcode": ev["opcode"], "command": ev["command"],
+        "bytes_in": ev["bytes_in"], "bytes_out": ev["bytes_out"],
+        "latency_ns": ev["latency_ns"], "stream": ev["stream"]})
+    return typed(df) if len(df) else empty()
+
+
+def write_parquet(df: pd.DataFrame, path) -> None:
+    """The table as Parquet (columnar, compressed: what ``record --events`` keeps)."""
+    df.to_parquet(path, index=False, compression="zstd")
+
+
+def read_parquet(path) -> pd.DataFrame:
+    return typed(pd.read_parquet(path))
+
+
+def write_events(df: pd.DataFrame, path) -> None:
+    """``FILE.parquet`` as Parquet, anything else as JSON lines."""
+    if str(path).endswith(".parquet"):
+        write_parquet(df, path)
+    else:
+        with open(path, "w") as fh:
+            write_events_json(df, fh)
 
 
 def parse_events_json(lines: Iterable[str], source: str = "<events>") -> pd.DataFrame:

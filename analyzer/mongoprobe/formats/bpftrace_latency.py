@@ -1,0 +1,167 @@
+"""``bpftrace -f json probes/mongo_latency.bt PID [FLAGS [EVENTS_EVERY]]`` output:
+per-second latency slices (``formats/wire_slices.Slice``), sampled events, counters.
+
+What the probe prints, one JSON object per line (bpftrace's JSON mode)::
+
+    {"type": "printf", "data": "# clock monotonic_ns=N elapsed_ns=N\\n"}
+    {"type": "printf", "data": "@slice 7661\\n"}            a second is over; its maps:
+    {"type": "map",   "data": {"@h1": {"W0,W1,W2,OP,BUCKET": N, ...}}}   histogram
+    {"type": "stats", "data": {"@s1": {"W0,W1,W2,OP": {"count", "average", "total"}}}}
+    {"type": "map",   "data": {"@m1": {"W0,W1,W2,OP": MAX_NS}}}
+    {"type": "map",   "data": {"@n1": {"W0,W1,W2,OP": N}}}     requests with no reply due
+    {"type": "map",   "data": {"@hc1": {"FD,BUCKET": N}}}, @sc1, @mc1   (FLAGS bit 1)
+    {"type": "map",   "data": {"@requests": N}}  ... the counters, cumulative
+    {"type": "printf", "data": "E TS LAT TID FD REQID OP W0 W1 W2 IN OUT MTC\\n"}  an event
+    {"type": "printf", "data": "@end\\n"}                      the last slices were printed
+
+The suffix (0, 1, 2) is the slice modulo 3 (the probe rotates three map sets); a map
+with no entries is not printed. A command name is three little-endian words
+(``wire_slices.name_of_words``). Event lines come from any CPU, so they may fall
+between a slice's marker and its maps: they are told apart by their ``E``.
+
+The counters map to ``latency --json``'s: ``replies`` is the count of timed requests
+over every slice read; at ``@end`` the requests neither answered, nor due no reply, nor
+already lost are still waiting and count as requests without reply.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Iterable
+
+from .errors import FormatError
+from .wire_slices import Agg, Slice, events_frame, name_of_words, opcode_name
+
+SLICE_NS = 1_000_000_000
+COUNTERS = {"@requests": "requests", "@no_reply": "no_reply",
+            "@stream_replies": "stream_replies",
+            "@lost_unmatched_replies": "unmatched_replies",
+            "@lost_requests_without_reply": "requests_without_reply",
+            "@lost_malformed": "malformed", "@lost_dropped": "dropped"}
+
+
+def _ints(key: str) -> list[int]:
+    return [int(k) for k in key.split(",")]
+
+
+class BpftraceLatency:
+    """The probe's output fed line by line (live or from a file): ``feed`` returns the
+    slices a line completes; ``events`` collects the event lines as tuples;
+    ``counts``/``lost`` are the counters so far (final after ``close``)."""
+
+    def __init__(self, source: str = "mongo_latency.bt") -> None:
+        self.source = source
+        self.lineno = 0
+        self.clock_ns: int | None = None     # CLOCK_MONOTONIC when the probe began
+        self.raw: dict[str, int] = dict.fromkeys(COUNTERS.values(), 0)
+        self.replies = 0
+        self.lost_events = 0                 # bpftrace's own perf-buffer losses
+        self.events: list[tuple] = []
+        self.ended = False
+        self._cur: Slice | None = None
+
+    # --- feeding --------------------------------------------------------------------
+
+    def feed(self, line: str) -> list[Slice]:
+        self.lineno += 1
+        line = line.strip()
+        if not line.startswith("{"):
+            return []
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise FormatError(self.source, self.lineno, "a bpftrace JSON record", line) from None
+        kind, data = rec.get("type"), rec.get("data")
+        if kind == "printf":
+            return self._printf(data)
+        if kind in ("map", "stats"):
+            self._maps(data)
+        elif kind == "lost_events":
+            self.lost_events += int(data.get("events", 0))
+        return []
+
+    def close(self) -> list[Slice]:
+        """The slice being read, if any (a probe cut before ``@end``)."""
+        return self._finish()
+
+    def _printf(self, text: str) -> list[Slice]:
+        if text.startswith("E "):
+            f = text.split()
+            if len(f) != 13:
+                raise FormatError(self.source, self.lineno, "an event line of 12 fields",
+                                  text.strip())
+            ts, lat, tid, fd, rid, op, w0, w1, w2, bin_, bout, mtc = (int(x) for x in f[1:])
+            self.events.append((ts, lat, tid, fd, rid, opcode_name(op),
+                                name_of_words(w0, w1, w2), bin_, bout, bool(mtc)))
+            return []
+        if text.startswith("@slice "):
+            done = self._finish()
+            self._cur = Slice(int(text.split()[1]) * SLICE_NS, SLICE_NS)
+            return done
+        if text.startswith("@end"):
+            done = self._finish()
+            self.ended = True
+            return done
+        if text.startswith("# clock "):
+            fields = dict(kv.split("=") for kv in text.split()[2:])
+            self.clock_ns = int(fields["monotonic_ns"])
+        return []
+
+    def _maps(self, data: dict) -> None:
+        for name, value in data.items():
+            if name in COUNTERS:
+                self.raw[COUNTERS[name]] = int(value)
+                continue
+            kind, view = name[1:-1], name[-1]
+            if not view.isdigit() or self._cur is None:
+                continue
+            cur = self._cur
+            for key, v in value.items():
+                k = _ints(key)
+                if kind in ("h", "s", "m", "n"):
+                    agg = cur.rows.setdefault((name_of_words(*k[:3]), opcode_name(k[3])), Agg())
+                else:
+                    agg = cur.conn_rows.setdefault(k[0], Agg())
+                if kind in ("h", "hc"):
+                    agg.hist[k[-1]] = agg.hist.get(k[-1], 0) + int(v)
+                elif kind in ("s", "sc"):
+                    agg.count += int(v["count"])
+                    agg.sum_ns += int(v["total"])
+                elif kind in ("m", "mc"):
+                    agg.max_ns = max(agg.max_ns, int(v))
+                elif kind == "n":
+                    agg.noreply += int(v)
+
+    def _finish(self) -> list[Slice]:
+        s, self._cur = self._cur, None
+        if s is None:
+            return []
+        self.replies += sum(a.count for a in s.rows.values())
+        s.counts, s.lost = self.counts, self.lost
+        return [s]
+
+    # --- the counters ---------------------------------------------------------------
+
+    @property
+    def counts(self) -> dict[str, int]:
+        r = self.raw
+        return {"requests": r["requests"], "replies": self.replies,
+                "stream_replies": r["stream_replies"], "no_reply": r["no_reply"]}
+
+    @property
+    def lost(self) -> dict[str, int]:
+        r = self.raw
+        waiting = 0
+        if self.ended:
+            waiting = max(r["requests"] - self.replies - r["no_reply"]
+                          - r["requests_without_reply"], 0)
+        return {"unmatched_replies": r["unmatched_replies"],
+                "requests_without_reply": r["requests_without_reply"] + waiting,
+                "malformed": r["malformed"], "dropped": r["dropped"] + self.lost_events}
+
+
+def read_bpftrace_latency(lines: Iterable[str], source: str = "mongo_latency.bt"):
+    """A whole output: (slices, events table, final counts, final lost, clock_ns)."""
+    r = BpftraceLatency(source)
+    slices = [s for line in lines for s in r.feed(line)] + r.close()
+    return slices, events_frame(r.events), r.counts, r.lost, r.clock_ns

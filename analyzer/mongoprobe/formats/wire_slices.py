@@ -1,0 +1,162 @@
+"""The wire probes' per-second aggregates: one :class:`Slice` per second of the kernel's
+monotonic clock, whichever probe printed it.
+
+``probes/mongo_latency.bt`` (read by ``formats/bpftrace_latency.py``) and
+``probes/mongolatency.py --slices`` (read here, :func:`read_bcc_slices`) both cut the
+kernel's time into one-second slices and count, per (command, opcode), the requests
+answered in each with their latency in log-linear buckets (``mongoprobe.loglinear``).
+A slice is printed once nothing writes it any more, so slices add up to the run exactly.
+
+A slice carries the loss counters as they stood when it was printed (cumulative, in the
+shape of ``latency --json``'s ``counts`` and ``lost``), so the losses of any window are
+differences of counters.
+
+Per-request events, when the probe was asked for them (every request, or one in N), are
+rows of :data:`EVENT_COLUMNS` (times on CLOCK_MONOTONIC until ``mongoprobe.latencies``
+maps them to the wall clock).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import IO, Iterable
+
+import numpy as np
+import pandas as pd
+
+from .errors import FormatError
+
+COUNT_KEYS = ("requests", "replies", "stream_replies", "no_reply")
+LOST_KEYS = ("unmatched_replies", "requests_without_reply", "malformed", "dropped")
+
+OPCODES = {1: "OP_REPLY", 2001: "OP_UPDATE", 2002: "OP_INSERT", 2004: "OP_QUERY",
+           2005: "OP_GET_MORE", 2006: "OP_DELETE", 2007: "OP_KILL_CURSORS",
+           2012: "OP_COMPRESSED", 2013: "OP_MSG"}
+
+# one request: the probe's own event; ``mono_ns`` is the send that carried its first
+# reply, on CLOCK_MONOTONIC
+EVENT_COLUMNS = {"mono_ns": "int64", "latency_ns": "int64", "tid": "int64", "fd": "int64",
+                 "request_id": "int64", "opcode": "str", "command": "str",
+                 "bytes_in": "int64", "bytes_out": "int64", "stream": "bool"}
+
+
+def opcode_name(op: int) -> str:
+    return OPCODES.get(int(op), f"OP_{int(op)}")
+
+
+def name_of_words(w0: int, w1: int, w2: int) -> str:
+    """A command name the probes carry as three little-endian 8-byte words (its first
+    24 bytes, zero after the name)."""
+    raw = struct.pack("<QQQ", w0 & (2**64 - 1), w1 & (2**64 - 1), w2 & (2**64 - 1))
+    return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+@dataclass
+class Agg:
+    """One (command, opcode) or connection in one slice."""
+
+    count: int = 0                 # requests answered (timed)
+    sum_ns: int = 0
+    max_ns: int = 0
+    noreply: int = 0               # complete requests that expect no reply
+    hist: dict[int, int] = field(default_factory=dict)   # log-linear bucket -> requests
+
+
+@dataclass
+class Slice:
+    start_ns: int                  # CLOCK_MONOTONIC
+    length_ns: int
+    rows: dict[tuple[str, str], Agg] = field(default_factory=dict)   # (command, opcode)
+    conn_rows: dict[int, Agg] = field(default_factory=dict)          # fd
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNT_KEYS, 0))
+    lost: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LOST_KEYS, 0))
+
+
+def events_frame(rows: list[tuple]) -> pd.DataFrame:
+    """A typed events table of rows in EVENT_COLUMNS order."""
+    if not rows:
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in EVENT_COLUMNS.items()})
+    return pd.DataFrame(rows, columns=list(EVENT_COLUMNS)).astype(EVENT_COLUMNS)
+
+
+# --- mongolatency.py --slices ----------------------------------------------------------
+
+
+def _agg(row: list) -> Agg:
+    count, sum_ns, max_ns, noreply, hist = row
+    return Agg(int(count), int(sum_ns), int(max_ns), int(noreply),
+               {int(b): int(n) for b, n in hist})
+
+
+class BccSlices:
+    """``mongolatency.py --slices`` lines, fed one at a time: a slice per line, then
+    ``{"end": true, ...}`` with the final counters (requests still waiting counted as
+    lost). ``feed`` returns the slice a line completes."""
+
+    def __init__(self, source: str = "mongolatency.py --slices") -> None:
+        self.source = source
+        self.final: dict | None = None
+        self.lineno = 0
+
+    def feed(self, line: str) -> Slice | None:
+        self.lineno += 1
+        line = line.strip()
+        if not line.startswith("{"):
+            return None
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise FormatError(self.source, self.lineno, "a JSON slice line", line) from None
+        if d.get("end"):
+            self.final = {"counts": d["counts"], "lost": d["lost"]}
+            return None
+        s = Slice(int(d["start_ns"]), int(d["length_ns"]),
+                  counts={k: int(d["counts"][k]) for k in COUNT_KEYS},
+                  lost={k: int(d["lost"][k]) for k in LOST_KEYS})
+        for cmd, op, *rest in d["rows"]:
+            s.rows[(str(cmd), str(op))] = _agg(rest)
+        for fd, *rest in d.get("conn_rows", []):
+            s.conn_rows[int(fd)] = _agg(rest)
+        return s
+
+
+def read_bcc_slices(lines: Iterable[str], source: str = "mongolatency.py --slices"
+                    ) -> tuple[list[Slice], dict | None]:
+    """Every slice of a whole output, and its final counters (None if it was cut)."""
+    r = BccSlices(source)
+    out = [s for s in map(r.feed, lines) if s is not None]
+    return out, r.final
+
+
+# --- mongolatency.py --events-format raw -----------------------------------------------
+
+RAW_MAGIC = b"mongoprobe-events-raw 1\n"
+# struct mw_event of probes/mongo_wire.h
+RAW_DTYPE = np.dtype([("ts", "<u8"), ("latency_ns", "<u8"), ("cmd", "S24"), ("tid", "<u4"),
+                      ("fd", "<u4"), ("request_id", "<u4"), ("opcode", "<u4"),
+                      ("bytes_in", "<u4"), ("bytes_out", "<u4"), ("stream", "<u4"),
+                      ("pad", "<u4")])
+
+
+def read_raw_events(fh: IO[bytes], source: str = "events") -> tuple[dict, pd.DataFrame]:
+    """The header and the events of a ``--events-format raw`` file; a record cut short
+    at the end (the probe was killed while writing) is left out."""
+    if fh.read(len(RAW_MAGIC)) != RAW_MAGIC:
+        raise FormatError(source, 1, "mongolatency.py's raw events header")
+    header = json.loads(fh.readline())
+    if header.get("record_bytes") != RAW_DTYPE.itemsize:
+        raise FormatError(source, 2, f"records of {RAW_DTYPE.itemsize} bytes",
+                          str(header.get("record_bytes")))
+    data = fh.read()
+    a = np.frombuffer(data[: len(data) - len(data) % RAW_DTYPE.itemsize], dtype=RAW_DTYPE)
+    df = pd.DataFrame({
+        "mono_ns": a["ts"].astype("int64"), "latency_ns": a["latency_ns"].astype("int64"),
+        "tid": a["tid"].astype("int64"), "fd": a["fd"].astype("int64"),
+        "request_id": a["request_id"].astype("int64"),
+        "opcode": [opcode_name(o) for o in a["opcode"]],
+        "command": [c.split(b"\0", 1)[0].decode("utf-8", "replace") for c in a["cmd"]],
+        "bytes_in": a["bytes_in"].astype("int64"), "bytes_out": a["bytes_out"].astype("int64"),
+        "stream": a["stream"].astype(bool)})
+    return header, df.astype(EVENT_COLUMNS)

@@ -1,0 +1,99 @@
+"""The wire-protocol latency probes, run live: bpftrace's ``mongo_latency.bt`` or bcc's
+``mongolatency.py --slices``, read into one stream of per-second slices and, at the end,
+one :class:`mongoprobe.latencies.Latencies` -- what ``latency``, ``snoop`` and tests use.
+
+Events (per request) are asked for with ``events_every``: 0 none, 1 every request, N
+one in N at random (the histograms still count every request). bpftrace prints them as
+lines among its slices; bcc writes its kernel records to a file that is read at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+import pandas as pd
+
+from . import probes
+from .formats import wire_events
+from .formats.bpftrace_latency import BpftraceLatency
+from .formats.wire_slices import BccSlices, Slice, read_raw_events
+from .latencies import Latencies
+
+# more threads or connections than bpftrace's default of 4096 map keys (mongod keeps a
+# thread per connection)
+BPFTRACE_KEYS = {"BPFTRACE_MAP_KEYS_MAX": "65536"}
+
+
+class WireProbe:
+    """A running wire probe of ``pid``; ``slices()`` yields what it prints, ``finish()``
+    (after ``probe.stop()``) gives the whole run."""
+
+    def __init__(self, engine: str, pid: int, by_conn: bool = False, events_every: int = 0,
+                 attach_timeout: float = 120.0):
+        self.engine, self.pid, self.events_every = engine, pid, events_every
+        self.offset_ns = probes.wall_offset_ns()
+        self._tmp: str | None = None
+        if engine == "bcc":
+            self.reader = BccSlices()
+            argv = ["-p", pid, "--slices"] + (["-c"] if by_conn else [])
+            if events_every:
+                self._tmp = tempfile.mkdtemp(prefix="mongoprobe-events-")
+                argv += ["--events", str(Path(self._tmp) / "events.raw"),
+                         "--events-format", "raw", "--events-sample", events_every]
+            self.probe = probes.bcc("mongolatency.py", *argv, attach_timeout=attach_timeout)
+        elif engine == "bpftrace":
+            self.reader = BpftraceLatency()
+            self.probe = probes.bpftrace("mongo_latency.bt", pid, 1 if by_conn else 0,
+                                         events_every, env=BPFTRACE_KEYS,
+                                         attach_timeout=attach_timeout)
+        else:
+            raise probes.ProbeError(f"the wire probe has no engine {engine!r}")
+        self.slices_seen: list[Slice] = []
+
+    def lines(self) -> Iterator[tuple[str, list[Slice]]]:
+        """Each output line with the slices it completed."""
+        for line in self.probe.lines():
+            got = self.reader.feed(line)
+            done = [got] if isinstance(got, Slice) else (got or [])
+            self.slices_seen.extend(done)
+            yield line, done
+
+    def slices(self) -> Iterator[Slice]:
+        for _line, done in self.lines():
+            yield from done
+
+    def events_mono(self) -> pd.DataFrame | None:
+        """The events the probe gave (CLOCK_MONOTONIC times), None when not asked."""
+        if not self.events_every:
+            return None
+        if self.engine == "bpftrace":
+            from .formats.wire_slices import events_frame
+            return events_frame(self.reader.events)
+        path = Path(self._tmp) / "events.raw"
+        try:
+            with open(path, "rb") as fh:
+                return read_raw_events(fh, str(path))[1]
+        finally:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def finish(self) -> Latencies:
+        """The whole run once the probe has exited: slices, events on the wall clock,
+        the final counters."""
+        if self.engine == "bpftrace":
+            self.slices_seen.extend(self.reader.close())
+            counts, lost = self.reader.counts, self.reader.lost
+        else:
+            final = self.reader.final or {}
+            counts, lost = final.get("counts"), final.get("lost")
+        ev = self.events_mono()
+        events = None if ev is None else wire_events.from_mono(ev, self.offset_ns, self.pid)
+        return Latencies.from_slices(self.slices_seen, self.offset_ns, events, counts, lost,
+                                     events_complete=self.events_every == 1)
+
+    def close(self) -> None:
+        if self._tmp and os.path.isdir(self._tmp):
+            shutil.rmtree(self._tmp, ignore_errors=True)
