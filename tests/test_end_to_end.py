@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from mongoprobe import probes, target
@@ -31,7 +32,7 @@ def run(tmp_path_factory):
         pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
     path = tmp_path_factory.mktemp("e2e") / "RUN"
     r = mp("record", "--target", "embedded", "-o", str(path),
-           "--probes", "latency,profile,vmstat,iostat,pcap", "--",
+           "--probes", "latency,profile,vmstat,iostat,pcap", "--events", "--",
            sys.executable, "-m", "mongoprobe", "load", "--phases", SPEC)
     assert r.returncode == 0, r.stderr[-2000:]
     return path
@@ -73,6 +74,35 @@ def test_probe_counts_equal_the_load_and_ferretdb(run):
         got = ev["command"].value_counts().to_dict()
         for cmd, n in p["commands"].items():
             assert got.get(cmd, 0) == n, (p["name"], cmd)
+
+
+def test_histogram_percentiles_within_the_bound_of_the_exact_ones(run):
+    """Per phase, what the per-second histograms alone give (a run recorded without
+    --events) against the exact nearest-rank figures of every request's event over the
+    same whole seconds: counts equal, percentiles within the buckets' 1.6%."""
+    import mongoprobe
+    from mongoprobe import loglinear
+    from mongoprobe.latencies import Latencies, nearest_rank
+
+    r = mongoprobe.load_run(run)
+    full = r.latencies
+    hist = Latencies(full.hist, full.totals)            # as if recorded without events
+    ev = r.events
+    checked = 0
+    for p in r.phases.itertuples():
+        lo, hi = hist._grid(p.start, p.end)
+        got = hist.stats(p.start, p.end)
+        part = ev[(ev["time"] >= lo) & (ev["time"] < hi)]
+        for cmd, g in part.groupby("command"):
+            v = np.sort(g["latency_ns"].to_numpy())
+            assert got[cmd]["count"] == len(v), (p.name, cmd)
+            assert got[cmd]["max"] == v[-1]
+            for q in (50, 95, 99):
+                exact = nearest_rank(v, q)
+                assert abs(got[cmd][f"p{q}"] - exact) <= loglinear.MAX_ERROR * exact + 1, \
+                    (p.name, cmd, q)
+                checked += 1
+    assert checked >= 4 * 3        # insert and find, in the phases that send them
 
 
 def test_profile_losses_travel_with_the_run(run):

@@ -181,15 +181,23 @@ def test_markers_alone_give_phases_and_server_throughput(tmp_path) -> None:
         assert r.ops_avg == pytest.approx(work) and math.isnan(r.ips_avg)
 
 
-def test_traffic_finds_mix_changes_when_nothing_else_does(tmp_path) -> None:
-    run = mongoprobe.load_run(_copy_run(tmp_path, lambda s: not s.startswith("###")))
+@pytest.mark.parametrize("events", [True, False], ids=["events", "histograms"])
+def test_traffic_finds_mix_changes_when_nothing_else_does(tmp_path, events) -> None:
+    path = _copy_run(tmp_path, lambda s: not s.startswith("###"))
+    if not events:      # as recorded without --events: the per-second histograms alone
+        (path / "latency.events.parquet").unlink()
+        m = json.loads((path / "manifest.json").read_text())
+        m["latency_events_every"] = 0
+        (path / "manifest.json").write_text(json.dumps(m))
+    run = mongoprobe.load_run(path)
+    assert (run.events is not None) == events
     assert run.tool_output.tool == "traffic"
     assert [a for a, _ in run.tool_tried] == list(loadtools.ADAPTERS)
     got = run.phases
     want = phase_markers.parse_phase_markers(SAMPLES / "load/run-ferretdb/load.stdout")
     # 2i.1q and 1i@50.2q have one mix (inserts and finds): traffic cannot split them;
     # 0i.2q (finds alone) starts a phase within a second of its marker
-    assert got["name"].tolist() == ["find+insert", "find"]   # busiest first
+    assert got["name"].tolist() == ["insert+find", "find"]   # busiest first
     assert abs(got["start"].iloc[0] - want["start"].iloc[0]) < 1.0
     assert abs(got["start"].iloc[1] - want["start"].iloc[2]) < 1.0
     assert abs(got["end"].iloc[1] - want["end"].iloc[2]) < 1.0

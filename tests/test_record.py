@@ -77,7 +77,7 @@ def recorded(tmp_path_factory):
     t0 = time.time()
     proc = subprocess.Popen(
         [sys.executable, "-m", "mongoprobe", "record", "--target", "embedded", "-o", str(run),
-         "--probes", "latency,vmstat", "--", *LOAD, "--phases", SPEC],
+         "--probes", "latency,vmstat", "--events", "--", *LOAD, "--phases", SPEC],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     killed = {}
 
@@ -136,7 +136,7 @@ def test_record_completes_with_a_full_manifest(recorded):
     lat = m["collectors"]["latency"]
     assert lat["status"] == "stopped" and lat["returncode"] == 0
     assert lat["started"] < lat["ready"] <= m["command"]["start"]
-    assert lat["argv"][:3] == ["bpftrace", "-f", "json"] and lat["argv"][-1] == str(t["pid"])
+    assert lat["argv"][:3] == ["bpftrace", "-f", "json"] and lat["argv"][-3:] == [str(t["pid"]), "0", "1"]  # every request (--events)
     assert m["metrics"]["before"] is not None and m["metrics"]["after"] is not None
     files = recorded.run.files
     for key in ("latency", "vmstat", "load_out", "load_stdout", "metrics_before",
@@ -184,11 +184,13 @@ def test_probe_counts_equal_load_and_ferretdb_counts(recorded):
     probe = ev["command"].value_counts().to_dict()
 
     # Nothing lost; events == the probe's in-kernel counters == FerretDB's counts.
-    final = r.latency_output.final
-    for k in ("@lost_unmatched_replies", "@lost_requests_without_reply", "@lost_malformed"):
-        assert final.scalar(k) == 0, k
-    assert r.latency_output.lost == 0
+    assert r.latencies.lost == dict.fromkeys(r.latencies.lost, 0)
+    assert r.lost["probe"] == r.latencies.lost
     assert probe == r.latency_counts
+    assert r.latencies.counts["requests"] == len(ev)
+    # the events left latency.bt.json for their Parquet file: histograms and counters stay
+    assert '"E ' not in (recorded.path / "latency.bt.json").read_text()
+    assert r.manifest["files"]["latency_events"] == "latency.events.parquet"
     assert probe == r.metrics_delta          # handshakes (ismaster) included
 
     # ...== what the load's command monitoring saw, for every command it sent.
@@ -258,7 +260,7 @@ def test_a_target_that_exits_ends_the_run_cleanly(tmp_path):
     assert m["collectors"]["pidstat"]["status"] == "stopped"
     assert "target pid" in err and "exited" in err
     # What was recorded before the exit is there.
-    assert (r.events["command"] == "insert").sum() > 0
+    assert r.latency_counts.get("insert", 0) > 0
     assert len(r.phases) == 1 and r.phases["end"].iloc[0] <= m["command"]["end"]
 
 
@@ -301,7 +303,7 @@ def test_missing_collectors_are_skipped_with_a_note(tmp_path):
     assert (run / "load.stdout").read_text() == "hello\n"
     run_ = mongoprobe.load_run(run)
     assert list(run_.phases["name"]) == ["run"]         # no markers: one phase
-    assert run_.load is None and run_.events.empty
+    assert run_.load is None and run_.events is None
 
 
 # --- the committed sample run (no root needed) ------------------------------------------

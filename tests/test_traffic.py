@@ -53,10 +53,16 @@ def test_boundaries_within_a_second_of_the_markers(recorded, tmp_path):
     # throughput then comes from the server: every work request of a phase counted once
     t = phases.phase_table(run)
     assert (t["ops_source"] == "server").all()
-    work = traffic.work(run.events)       # the load's setup (drop, createIndexes) too
+    # (recorded without --events: the per-second histograms alone)
+    assert run.events is None
+    work = traffic.per_second(run.latencies)  # the load's setup (drop, createIndexes) too
     assert set(work["command"]) == {"insert", "find", "drop", "createIndexes"}
-    counted = sum(round(r.ops_avg * r.seconds) for r in t.itertuples())
-    assert counted == len(work)
+    # the server's rate over each phase's whole seconds (two or three of these 4-second
+    # phases) is the load's own rate over the whole phase (one document per insert
+    # here), within the second-to-second swing of FerretDB on this shared machine
+    own = phases.phase_table(mongoprobe.load_run(recorded)).set_index("name")
+    for r, name in zip(t.itertuples(), ["2i.1q", "0i.2q", "2i.0q"]):
+        assert r.ops_avg == pytest.approx(own.loc[name, "ops_avg"], rel=0.3), name
 
 
 def test_markers_without_the_loads_header(recorded, tmp_path):

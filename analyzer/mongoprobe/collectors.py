@@ -8,9 +8,8 @@ packet capture of ``mongoprobe.capture`` when that module is present.
 ===============  =======================================  ======================  =========
 name             runs                                     output (in RUN/)        ready when
 ===============  =======================================  ======================  =========
-latency          bpftrace -f json probes/mongo_snoop.bt   latency.bt.json         banner
-latency_hist     bpftrace -f json probes/mongo_latency.bt latency_hist.bt.json    banner
-                 PID INTERVAL
+latency          bpftrace -f json probes/mongo_latency.bt latency.bt.json         banner
+                 PID 0 EVENTS_EVERY
 profile          bpftrace probes/profile.bt PID           profile.bt.txt          banner
 offcpu           bpftrace probes/offcpu.bt PID            offcpu.bt.txt           banner
 flush            bpftrace probes/flush.bt PID             flush.bt.txt            banner
@@ -24,9 +23,11 @@ pcap             mongoprobe.capture.Capture(FILE, port)   capture.pcapng        
 
 The banner is the probe's "Tracing ... Hit Ctrl-C to end." line, printed from
 BEGIN once every probe is attached. ``latency`` writes bpftrace's JSON lines as they
-came: ``printf`` records are mongo_snoop.bt's lines (its ``# clock monotonic_ns=
-elapsed_ns=`` line maps its times to CLOCK_MONOTONIC), and the maps it prints at exit
-hold the request and loss counters. The other bpftrace tools print bpftrace's text
+came: a second's histograms, counts, sums and maxima per command (and the loss
+counters) once the second is over (``formats/bpftrace_latency.py``), a few KB a
+second whatever the request rate; with ``events_every`` N > 0, one event line for
+every Nth request too (record moves them to ``latency.events.parquet`` at the end:
+``events_to_parquet``). The other bpftrace tools print bpftrace's text
 (the format stack folders read). pidstat's ``-H`` prints epoch seconds; iostat's
 times are ISO 8601; vmstat's last column is the local time (the header names the zone).
 Their first report is the average since boot.
@@ -66,6 +67,7 @@ class Context:
     run_dir: Path
     interval: float = 1.0
     port: int | None = None
+    events_every: int = 0       # the latency probe's events: 0 none, N one in N
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,10 @@ class Spec:
 STACK_KEYS = {"BPFTRACE_MAP_KEYS_MAX": "65536"}
 
 
+# mongo_latency.bt keeps a map entry per thread and connection of the target
+LATENCY_KEYS = {"BPFTRACE_MAP_KEYS_MAX": "65536"}
+
+
 def _bt(name: str, script: str, fmt: str, *extra: Callable[[Context], object],
         env_default: dict | None = None) -> Spec:
     json_mode = fmt == "bpftrace-json"
@@ -110,8 +116,8 @@ def _interval_int(ctx: Context) -> int:
 
 
 SPECS: dict[str, Spec] = {s.name: s for s in [
-    _bt("latency", "mongo_snoop.bt", "bpftrace-json"),
-    _bt("latency_hist", "mongo_latency.bt", "bpftrace-json", _interval_int),
+    _bt("latency", "mongo_latency.bt", "bpftrace-json", lambda c: 0,
+        lambda c: c.events_every, env_default=LATENCY_KEYS),
     _bt("profile", "profile.bt", "bpftrace-text", env_default=STACK_KEYS),
     _bt("offcpu", "offcpu.bt", "bpftrace-text", env_default=STACK_KEYS),
     _bt("flush", "flush.bt", "bpftrace-text"),
@@ -387,3 +393,34 @@ def stop_all(cols: list[Collector], timeout: float = 60.0) -> None:
         t.start()
     for t in threads:
         t.join()
+
+
+def events_to_parquet(run_dir: Path, offset_ns: int, pid: int) -> Path | None:
+    """Move the latency probe's event lines out of ``latency.bt.json`` into
+    ``latency.events.parquet`` (the wire_events table, wall-clock times); the JSON file
+    keeps the rest. None when there were no event lines."""
+    from .formats import wire_events
+    from .formats.bpftrace_latency import BpftraceLatency
+    from .formats.wire_slices import events_frame
+
+    src = Path(run_dir) / "latency.bt.json"
+    if not src.exists():
+        return None
+    reader, kept = BpftraceLatency(str(src)), []
+    with open(src) as fh:
+        for line in fh:
+            if not line.endswith("\n"):        # cut by a killed probe
+                continue
+            if line.startswith('{"type": "printf", "data": "E '):
+                reader.feed(line)
+            else:
+                kept.append(line)
+    if not reader.events:
+        return None
+    out = Path(run_dir) / "latency.events.parquet"
+    wire_events.write_parquet(
+        wire_events.from_mono(events_frame(reader.events), offset_ns, pid), out)
+    tmp = src.with_suffix(".json.tmp")
+    tmp.write_text("".join(kept))
+    os.replace(tmp, src)
+    return out

@@ -30,8 +30,9 @@ a window's losses are differences. Empty when the source has none (a capture).
 ``events`` keeps the per-request rows when they were recorded: counts, rates and
 percentiles over a window are then exact (nearest rank); from ``hist`` alone the
 percentiles are within 1.6% (``loglinear.MAX_ERROR``) and a window [start, end) takes
-the intervals whose middle falls inside it (a histogram cannot be cut inside an
-interval).
+the whole intervals inside it (a histogram cannot be cut inside an interval, and an
+edge second holds the traffic of the phase before or after; a window shorter than two
+intervals takes those whose middle is inside).
 """
 
 from __future__ import annotations
@@ -145,9 +146,28 @@ class Latencies:
 
     # --- windows ----------------------------------------------------------------------
 
+    def _grid(self, start: float, end: float) -> tuple[float, float]:
+        """[lo, hi): the whole intervals (seconds) of the histograms inside [start, end),
+        so that a window never takes in an edge second shared with the traffic before or
+        after it; a window shorter than two intervals takes those whose middle is inside.
+        Intervals are 1 s long, on one grid (the probe's seconds)."""
+        t = self.totals["time"] if len(self.totals) else self.hist["time"]
+        g = float(t.iloc[0]) % 1.0 if len(t) else 0.0
+        lo, hi = g + math.ceil(start - g - 1e-9), g + math.floor(end - g + 1e-9)
+        if hi - lo < 1:
+            lo, hi = g + math.ceil(start - g - 0.5), g + math.ceil(end - g - 0.5)
+        return lo, max(hi, lo)
+
     def _inside(self, df: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
-        mid = df["time"] + df["length_s"] / 2
-        return df[(mid >= start) & (mid < end)]
+        lo, hi = self._grid(start, end)
+        return df[(df["time"] >= lo - 1e-6) & (df["time"] + df["length_s"] <= hi + 1e-6)]
+
+    def seconds(self, start: float, end: float) -> float:
+        """How long the window is, as its histograms cover it (all of it with events)."""
+        if self.exact:
+            return max(end - start, 0.0)
+        lo, hi = self._grid(start, end)
+        return hi - lo
 
     def stats(self, start: float, end: float) -> dict[str, dict[str, float]]:
         """{command: {"count", "avg", "p50", "p95", "p99", "max"}} in nanoseconds, of the
@@ -173,7 +193,7 @@ class Latencies:
 
     def histogram(self, command: str, start: float, end: float) -> dict[int, int]:
         """{bucket: requests} of ``command`` answered in [start, end) (exact with
-        events; from the histograms, the intervals whose middle is inside)."""
+        events; from the histograms, the whole intervals inside: ``_grid``)."""
         if self.exact:
             ev = self.events
             sel = (ev["command"] == command) & (ev["time"] >= start) & (ev["time"] < end)
@@ -193,7 +213,7 @@ class Latencies:
             part = ev[(ev["time"] >= start) & (ev["time"] < end)]
             return {str(c): n / (end - start) for c, n in part["command"].value_counts().items()}
         tot = self._inside(self.totals, start, end)
-        secs = tot["length_s"].groupby(tot["time"]).first().sum()
+        secs = self.seconds(start, end)
         return {str(c): float(n) / secs for c, n in tot.groupby("command")["count"].sum().items()
                 } if secs > 0 else {}
 
@@ -210,7 +230,7 @@ class Latencies:
         return (t.assign(second=sec).groupby(["second", "command"], sort=True)["count"].sum()
                 .rename("requests").reset_index())
 
-    def counts(self, command: str, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    def answered(self, command: str, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Requests of ``command`` answered in each window (lo, hi] (arrays of epoch s);
         from the histograms, intervals are counted by their middle."""
         if self.exact:

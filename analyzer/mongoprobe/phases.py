@@ -90,6 +90,14 @@ def optional_table(getter):
     return df if df is not None and len(df) else None
 
 
+def server_latency(run) -> latencies.Latencies | None:
+    """The run's server latency, None when it has no latency probe."""
+    try:
+        return run.latencies
+    except LookupError:
+        return None
+
+
 def parse_phases(spec: str, origin: float) -> pd.DataFrame:
     """``NAME=START..END,...`` -> (name, start, end). START and END are seconds from
     ``origin`` (the recording's start), or epoch seconds when above 1e9."""
@@ -128,8 +136,9 @@ def inputs(run, phases: pd.DataFrame | None = None) -> Inputs:
     tool = run.tool_output
     if phases is not None:
         tool = tool.with_phases(phases)
-    events = optional_table(lambda: run.events)
-    lat = None if events is None else run.latencies
+    lat = server_latency(run)
+    events = lat.events if lat is not None and lat.events is not None and len(lat.events) \
+        else None
     return Inputs(tool, events, lat, optional_table(lambda: run.vmstat),
                   optional_table(lambda: run.iostat), optional_table(lambda: run.pidstat),
                   (run.manifest.get("host") or {}).get("cpus"))
@@ -171,9 +180,11 @@ def _server_throughput(lat: latencies.Latencies | None, start: float, end: float
         return {"ops_avg": math.nan, "ops_p95": math.nan}
     work = [c for c in lat.totals["command"].unique() if c not in traffic.ADMIN_COMMANDS]
     total = sum(s["count"] for c, s in lat.stats(start, end).items() if c in work)
+    secs = lat.seconds(start, end)
     lo = start + np.arange(int(math.floor(end - start)), dtype=float)
-    per = sum((lat.counts(c, lo, lo + 1) for c in work), np.zeros(len(lo), dtype=np.int64))
-    return {"ops_avg": total / (end - start), "ops_p95": normalize.p95_rate(per)}
+    per = sum((lat.answered(c, lo, lo + 1) for c in work), np.zeros(len(lo), dtype=np.int64))
+    return {"ops_avg": total / secs if secs > 0 else math.nan,
+            "ops_p95": normalize.p95_rate(per)}
 
 
 # --- latency ---------------------------------------------------------------------------
@@ -333,9 +344,9 @@ def interval_table(run, phases: pd.DataFrame | None = None) -> pd.DataFrame:
     cols = {"phase": str, "op": str, "time": "float64", "length_s": "float64",
             "rate": "float64", "command": str, "server_rate": "float64"}
     if not len(iv):
-        if inp.events is None:
+        if inp.latency is None:
             return loadtools.frame([], cols)
-        ps = traffic.per_second(inp.events)
+        ps = traffic.per_second(inp.latency)
         ph = inp.tool.phases
         rows = []
         for p in ph.itertuples(index=False):
@@ -350,7 +361,7 @@ def interval_table(run, phases: pd.DataFrame | None = None) -> pd.DataFrame:
         for cmd in set(cmds) - {""}:
             sel = (cmds == cmd).to_numpy()
             hi, lo = iv["time"].to_numpy()[sel], (iv["time"] - iv["length_s"]).to_numpy()[sel]
-            srv[sel] = inp.latency.counts(cmd, lo, hi) / iv["length_s"].to_numpy()[sel]
+            srv[sel] = inp.latency.answered(cmd, lo, hi) / iv["length_s"].to_numpy()[sel]
     return loadtools.frame(list(zip(iv["phase"], iv["op"], iv["time"], iv["length_s"], rate,
                                     cmds, srv)), cols)
 

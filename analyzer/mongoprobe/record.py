@@ -328,7 +328,7 @@ class Recorder:
         self.manifest["notes"] = self.notes
         files = {"load_out": LOAD_OUT, "load_stdout": LOAD_STDOUT,
                  "metrics_before": "metrics.before.txt", "metrics_after": "metrics.after.txt",
-                 "target_log": "target.log"}
+                 "target_log": "target.log", "latency_events": "latency.events.parquet"}
         self.manifest["files"] = {k: v for k, v in files.items()
                                   if (self.run_dir / v).exists()}
         from .rundir import write_manifest
@@ -376,8 +376,10 @@ class Recorder:
         if t.get("metrics_url"):
             m["metrics"]["before"] = fetch_metrics(t["metrics_url"],
                                                    self.run_dir / "metrics.before.txt")
+        every = (a.events_sample or 1) if a.events else 0
+        m["latency_events_every"] = every
         ctx = collectors.Context(pid=pid, run_dir=self.run_dir, interval=a.interval,
-                                 port=t.get("port"))
+                                 port=t.get("port"), events_every=every)
         _say(f"starting {', '.join(a.probes)} on pid {pid} ...")
         cols = collectors.start_all(a.probes, ctx)
         for c in cols:
@@ -434,6 +436,8 @@ class Recorder:
             if note:
                 self.note(f"{note}: {c.info['error'] or c.info['note']}")
         collectors.stop_all(cols)
+        if every and "latency" in m["collectors"]:
+            collectors.events_to_parquet(self.run_dir, m["clock"]["start"]["offset_ns"], pid)
         for c in cols:
             if c.info["status"] == "died":
                 continue
@@ -531,6 +535,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--probes", default=",".join(collectors.DEFAULT), metavar="LIST",
                    help="comma-separated: " + ",".join(collectors.SPECS) +
                         " or all (default: latency)")
+    p.add_argument("--events", action="store_true",
+                   help="latency: also keep every request (latency.events.parquet); "
+                        "phases then give exact percentiles")
+    p.add_argument("--events-sample", type=int, metavar="N",
+                   help="with --events: keep one request in N, at random")
     p.add_argument("-i", "--interval", type=float, default=1.0,
                    help="seconds between collector samples (1)")
     p.add_argument("--uri", help="with -p: the server's URI, given to COMMAND as "

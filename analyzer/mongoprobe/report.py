@@ -128,11 +128,12 @@ def build(run, diff: tuple[str, str] | None = None, phases: pd.DataFrame | None 
                                         f"in this run; its phases: {', '.join(ph['name'])}")
     t0 = float(run.manifest.get("start") or ph["start"].min())
     table = phases_mod.optional_table
-    events = table(lambda: run.events)
-    lat = None if events is None else run.latencies
+    lat = phases_mod.server_latency(run)
     vm, io = table(lambda: run.vmstat), table(lambda: run.iostat)
-    cmds = [] if events is None else [c for c in events["command"].value_counts().index
-                                      if c not in traffic.ADMIN_COMMANDS][:top_commands]
+    cmds = [] if lat is None else [
+        c for c in lat.totals.groupby("command")["count"].sum().sort_values(
+            ascending=False, kind="stable").index if c not in traffic.ADMIN_COMMANDS
+    ][:top_commands]
     prog = Progress(3 + 2 * len(cmds) + 2, "report")
     tool = phases_mod.tool_json(run, phases)
     parts = [f"<h1>mongoprobe run: {html.escape(Path(run.path).name)}</h1>",

@@ -7,8 +7,11 @@ Layout of RUN/ (every file is the tool's own output, kept as it came)::
                          ``EPOCH<TAB>STREAM<TAB>TEXT`` (EPOCH: wall seconds when record
                          received the line, 6 decimals; STREAM: stdout | stderr)
     load.stdout          the command's stdout exactly as printed (for foreign parsers)
-    latency.bt.json      mongo_snoop.bt under ``bpftrace -f json``: one event per request
-    latency_hist.bt.json mongo_latency.bt histograms every INTERVAL (when chosen)
+    latency.bt.json      mongo_latency.bt under ``bpftrace -f json``: per second and
+                         command, a log-linear latency histogram, count, sum, max; the
+                         loss counters (formats/bpftrace_latency.py)
+    latency.events.parquet  with ``record --events``: every request (or one in N), the
+                         wire_events table (formats/wire_events.py)
     profile.bt.txt ...   the other bpftrace probes' text output (profile, offcpu, flush,
                          syscount, threads)
     vmstat.txt           vmstat -n -t INTERVAL
@@ -32,6 +35,7 @@ manifest.json keys::
                           end: {...}, drift_ns}: wall_ns = monotonic_ns + offset_ns
                          (bpftrace's nsecs is CLOCK_MONOTONIC)
     interval             seconds between collector samples
+    latency_events_every the latency probe's events: 0 none, 1 every request, N one in N
     host                 {hostname, cpus, cpu_model, mem_total_kb, os}
     kernel               {release, version, machine}
     tools                {bpftrace, perf, tshark, vmstat, sysstat, python, pandas,
@@ -81,9 +85,10 @@ class Run:
     files           {key: Path} of every raw output present (collector names, load_out,
                     load_stdout, metrics_before, metrics_after, target_log, NAME_err)
     offset_ns       CLOCK_REALTIME - CLOCK_MONOTONIC at the start (int)
-    events          wire_events table of the latency probe, ``time`` in wall seconds
-    latency_output  the latency probe's BpftraceOutput (printf lines, final counters)
-    latency_hist_output  mongo_latency.bt's interval snapshots (probe latency_hist)
+    latencies       the server-side latency (``mongoprobe.latencies.Latencies``) the
+                    latency probe measured: per-second histograms, counters, events
+    events          its wire_events table (``time`` in wall seconds) when the run kept
+                    events (``record --events``), else None
     latency_counts  {command: requests} as the latency probe counted them in-kernel
     load_lines      the command's output: time (receive, wall s), stream, text
     load            mongoprobe_load.LoadOutput when the command was ``mongoprobe load``
@@ -144,44 +149,42 @@ class Run:
     # --- the latency probe ---------------------------------------------------------
 
     @functools.cached_property
-    def latency_output(self):
-        from .formats.bpftrace_json import BpftraceOutput, parse_bpftrace_json
+    def latencies(self):
+        """The server-side latency model (``mongoprobe.latencies``) of this run: the
+        latency probe's seconds, its counters, its events when kept. LookupError when
+        the run has no latency probe."""
+        from .formats import wire_events
+        from .formats.bpftrace_latency import BpftraceLatency
+        from .formats.wire_slices import events_frame
+        from .latencies import Latencies
 
         p = self.file("latency")
         if p is None:
-            return BpftraceOutput()
+            raise LookupError(f"{self.path}: no latency probe output in this run")
+        r, slices = BpftraceLatency(str(p)), []
         with open(p) as fh:
-            return parse_bpftrace_json(_complete_lines(fh), str(p))
+            for line in _complete_lines(fh):
+                slices.extend(r.feed(line))
+        slices.extend(r.close())
+        every = int(self.manifest.get("latency_events_every") or 0)
+        ev = None
+        if self.file("latency_events") is not None:
+            ev = wire_events.read_parquet(self.file("latency_events"))
+        elif r.events:      # a run cut before record moved them
+            ev = wire_events.from_mono(events_frame(r.events), self.offset_ns,
+                                       int((self.manifest.get("target") or {}).get("pid") or 0))
+        return Latencies.from_slices(slices, self.offset_ns, ev, r.counts, r.lost,
+                                     events_complete=every == 1)
 
-    @functools.cached_property
-    def events(self) -> pd.DataFrame:
-        from .formats import wire_events
-
-        return wire_events.from_bpftrace(self.latency_output, self.offset_ns)
-
-    @functools.cached_property
-    def latencies(self):
-        """The server-side latency model (``mongoprobe.latencies``) of this run."""
-        from .latencies import Latencies
-
-        return Latencies.from_events(self.events)
-
-    @functools.cached_property
-    def latency_hist_output(self):
-        """mongo_latency.bt's snapshots (``latency_hist``): one per interval, then the
-        final maps; ``mongoprobe.latency.from_snapshot`` turns one into a summary."""
-        from .formats.bpftrace_json import BpftraceOutput, parse_bpftrace_json
-
-        p = self.file("latency_hist")
-        if p is None:
-            return BpftraceOutput()
-        with open(p) as fh:
-            return parse_bpftrace_json(_complete_lines(fh), str(p))
+    @property
+    def events(self) -> pd.DataFrame | None:
+        return self.latencies.events if self.file("latency") is not None else None
 
     @property
     def latency_counts(self) -> dict[str, int]:
-        snap = self.latency_output.final
-        return {k: int(v) for k, v in snap.keyed("@requests_by_command").items()}
+        t = self.latencies.totals
+        req = t.groupby("command")[["count", "noreply"]].sum().sum(axis=1)
+        return {str(k): int(v) for k, v in req.items() if v}
 
     # --- the load ------------------------------------------------------------------
 
@@ -235,8 +238,8 @@ class Run:
         found, tried = loadtools.read_output(self.load_lines, source)
         if found is not None:
             return found, tried
-        events = self.events if self.file("latency") is not None else None
-        ph = traffic.infer(events) if events is not None and len(events) else None
+        lat = self.latencies if self.file("latency") is not None else None
+        ph = traffic.infer(lat) if lat is not None else None
         if ph is not None and len(ph):
             rows = [[p.name, p.start, p.end, "traffic", ""] for p in ph.itertuples()]
             return loadtools.ToolOutput("traffic", loadtools.frame(
@@ -247,7 +250,7 @@ class Run:
         start = cmd.get("start") or self.manifest.get("start")
         end = cmd.get("end") or self.manifest.get("end")
         why = ("the run has no latency probe to find phases in its traffic"
-               if events is None else "the server saw no work requests")
+               if lat is None else "the server saw no work requests")
         return loadtools.ToolOutput("command", loadtools.frame(
             [["run", start, end, "command", " ".join(cmd.get("argv") or [])]],
             loadtools.PHASE_COLUMNS), notes=[f"one phase, the whole command: {why}"]), tried
@@ -278,14 +281,7 @@ class Run:
         """What the run lost: ``probe`` (the latency probe's counters, None without
         one) and ``collectors`` that died, failed or were skipped (name, status,
         died_at in seconds from the start, why)."""
-        from . import latency
-
-        probe = None
-        for key in ("latency", "latency_hist"):
-            if self.file(key) is not None:
-                out = self.latency_output if key == "latency" else self.latency_hist_output
-                s = latency.from_bpftrace(out).lost
-                probe = s if probe is None else {k: probe[k] + s[k] for k in probe}
+        probe = dict(self.latencies.lost) if self.file("latency") is not None else None
         t0 = self.manifest.get("start") or 0.0
         bad = []
         for name, c in (self.manifest.get("collectors") or {}).items():

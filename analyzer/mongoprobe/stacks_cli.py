@@ -220,18 +220,20 @@ def cmd_flamegraph(args: argparse.Namespace) -> int:
 
 
 def _events(path: str):
-    """Wire events: JSON lines (latency --events), mongo_snoop.bt text, or its
-    ``bpftrace -f json`` output (a run's latency.bt.json)."""
+    """Wire events: a run's (record --events), Parquet or JSON lines (latency --events
+    FILE), or mongo_snoop.bt / mongo_snoop.d text."""
     from .formats import wire_events
 
     run = _run_dir(path)
     if run is not None:
+        if run.events is None:
+            raise LookupError(f"{path}: the run kept no per-request events (a sub-second "
+                              "latency heat map needs them: record with --events)")
         return run.events
+    if path.endswith(".parquet"):
+        return wire_events.read_parquet(path)
     text = sys.stdin.read() if path == "-" else Path(path).read_text()
     first = next((x for x in text.splitlines() if x.strip()), "")
-    if first.startswith('{"type"'):
-        from .formats.bpftrace_json import parse_bpftrace_json
-        return wire_events.from_bpftrace(parse_bpftrace_json(text.splitlines(True), path))
     if first.startswith("{"):
         return wire_events.parse_events_json(text.splitlines(), path)
     return wire_events.parse_snoop(text.splitlines(), path)

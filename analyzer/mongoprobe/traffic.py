@@ -22,10 +22,19 @@ its second active although it completes in another.
     4. A phase is named by the commands of its mix, busiest first (``insert+find``,
        ``find``); a repeated name is numbered.
 
-``infer(events)`` -> DataFrame(name, start, end) in wall seconds; empty when there is
-no work traffic. ``per_second(events)`` -> the (second, command, requests) counts used,
-``second`` being the epoch second. Checked on the built-in load with its markers taken
-out: every boundary within a second of its marker (``tests/test_traffic.py``).
+From the probe's per-second histograms alone (the default recording), the same rules
+run on each second's completed requests and busy time (their summed latency: the
+seconds of server time they took), and a boundary inside a hand-over second is placed
+by the share of that second's requests each mix completed (old ones first); a phase
+after or before a gap starts (ends) the share of its first (last) second that its
+requests fill at the next (previous) second's rate.
+
+``infer(latencies)`` -> DataFrame(name, start, end) in wall seconds, from
+``mongoprobe.latencies.Latencies``: per request when it holds every request's event,
+else per second; empty when there is no work traffic. ``per_second(latencies)`` -> the
+(second, command, requests) counts used, ``second`` being the epoch second. Checked on
+the built-in load with its markers taken out, with events and without: every boundary
+within a second of its marker (``tests/test_traffic.py``).
 """
 
 from __future__ import annotations
@@ -55,12 +64,20 @@ def work(events: pd.DataFrame) -> pd.DataFrame:
                         ).sort_values("end", kind="stable").reset_index(drop=True)
 
 
-def per_second(events: pd.DataFrame) -> pd.DataFrame:
-    """Work requests completed per epoch second and command."""
-    w = work(events)
-    sec = np.floor(w["end"]).astype("int64")
-    return (w.assign(second=sec).groupby(["second", "command"], sort=True).size()
-            .rename("requests").reset_index())
+def per_second(lat) -> pd.DataFrame:
+    """Work requests completed per epoch second and command (``second``, ``command``,
+    ``requests``, and ``busy_s``: the server time they took, seconds)."""
+    if lat.exact:
+        w = work(lat.events)
+        sec = np.floor(w["end"]).astype("int64")
+        g = w.assign(second=sec, busy=w["end"] - w["start"]).groupby(["second", "command"],
+                                                                      sort=True)
+        return pd.DataFrame({"requests": g.size(), "busy_s": g["busy"].sum()}).reset_index()
+    t = lat.totals[~lat.totals["command"].isin(ADMIN_COMMANDS) & (lat.totals["count"] > 0)]
+    sec = np.floor(t["time"] + t["length_s"] / 2).astype("int64")
+    g = t.assign(second=sec).groupby(["second", "command"], sort=True)
+    return pd.DataFrame({"requests": g["count"].sum().astype("int64"),
+                         "busy_s": g["sum_ns"].sum() / 1e9}).reset_index()
 
 
 def _occupancy(w: pd.DataFrame, s0: int, n: int) -> pd.DataFrame:
@@ -76,14 +93,20 @@ def _occupancy(w: pd.DataFrame, s0: int, n: int) -> pd.DataFrame:
     return pd.Series(occ, dtype="float64")
 
 
-def infer(events: pd.DataFrame, gap_s: float = 2.0, share: float = 0.1, min_s: int = 2,
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame(columns=["name", "start", "end"]).astype(
+        {"name": str, "start": "float64", "end": "float64"})
+
+
+def infer(lat, gap_s: float = 2.0, share: float = 0.1, min_s: int = 2,
           min_requests: int = 10) -> pd.DataFrame:
-    """The phases of the module docstring, from per-request events (``wire_events``)."""
-    w = work(events)
-    cols = ["name", "start", "end"]
+    """The phases of the module docstring, from a ``Latencies``: per request when it has
+    every request's event, else per second."""
+    if not lat.exact:
+        return _infer_seconds(per_second(lat), gap_s, share, min_s, min_requests)
+    w = work(lat.events)
     if not len(w):
-        return pd.DataFrame(columns=cols).astype({"name": str, "start": "float64",
-                                                  "end": "float64"})
+        return _empty()
     s0 = int(math.floor(w["start"].min()))
     n = int(math.floor(w["end"].max())) - s0 + 1
     occ = _occupancy(w, s0, n)
@@ -175,5 +198,69 @@ def _place(w: pd.DataFrame, s0: int, runs: list[list], share: float,
     from .loadtools import number_repeats
 
     df = pd.DataFrame(rows, columns=["name", "start", "end"])
+    df["name"] = number_repeats(list(df["name"]))
+    return df.astype({"name": str, "start": "float64", "end": "float64"})
+
+
+def _infer_seconds(ps: pd.DataFrame, gap_s: float, share: float, min_s: int,
+                   min_requests: int) -> pd.DataFrame:
+    """``infer`` on per-second counts and busy time (no events)."""
+    if not len(ps):
+        return _empty()
+    s0 = int(ps["second"].min())
+    n = int(ps["second"].max()) - s0 + 1
+    req = ps.pivot_table(index="second", columns="command", values="requests",
+                         aggfunc="sum", fill_value=0).reindex(range(s0, s0 + n), fill_value=0)
+    busy = ps.pivot_table(index="second", columns="command", values="busy_s",
+                          aggfunc="sum", fill_value=0.0).reindex(range(s0, s0 + n),
+                                                                 fill_value=0.0)
+    mixes = []
+    for k in range(n):
+        r, b = req.iloc[k], busy.iloc[k]
+        total = float(r.sum())
+        mixes.append(frozenset(c for c in req.columns
+                               if b[c] >= share or (total and r[c] >= share * total)))
+    runs = _runs(mixes, gap_s, min_s)
+    total_by_sec = req.sum(axis=1).to_numpy(dtype=float)
+
+    def filled(k: int, toward: int) -> float:
+        """The share of second k its requests fill at the rate of second ``toward``."""
+        if not 0 <= toward < n or total_by_sec[toward] <= 0:
+            return 1.0
+        return min(total_by_sec[k] / total_by_sec[toward], 1.0)
+
+    rows = []
+    for i, r in enumerate(runs):
+        first, last = r[0], r[1]
+        if i == 0 or r[3]:
+            start = s0 + first + 1 - filled(first, first + 1)
+        else:
+            # the hand-over second ended the run before: its old-mix share is there
+            h = first - 1
+            old = runs[i - 1][2] - r[2]
+            c = req.iloc[h]
+            n_old = float(c[[x for x in old if x in c.index]].sum()) if old else 0.0
+            n_all = float(c.sum())
+            start = s0 + h + (n_old / n_all if n_all else 1.0)
+        nxt = runs[i + 1] if i + 1 < len(runs) else None
+        if nxt is None or nxt[3]:
+            end = s0 + last + filled(last, last - 1)
+        else:
+            end = None          # where the next one starts
+        rows.append([r, start, end])
+    out = []
+    for i, (r, start, end) in enumerate(rows):
+        if end is None:
+            end = rows[i + 1][1]
+        counted = int(req.iloc[r[0]:r[1] + 1][[c for c in req.columns]].to_numpy().sum())
+        if counted < min_requests:
+            continue
+        sums = req.iloc[r[0]:r[1] + 1].sum()
+        name = "+".join(c for c in sums.sort_values(ascending=False, kind="stable").index
+                        if c in r[2])
+        out.append([name, float(start), float(end)])
+    from .loadtools import number_repeats
+
+    df = pd.DataFrame(out, columns=["name", "start", "end"])
     df["name"] = number_repeats(list(df["name"]))
     return df.astype({"name": str, "start": "float64", "end": "float64"})
