@@ -19,8 +19,10 @@ def run_stacks(run, which: str = "profile", bucket: float | None = 1.0):
     df = load(p, bucket=None)
     clock = df.attrs.get("meta", {}).get("clock")
     if clock:
-        from .formats.bpftrace_json import wall_time
-        df["time"] = wall_time(clock, df["time"], run.offset_ns)
+        # the probe's "# clock monotonic_ns=M elapsed_ns=E" pair maps bpftrace's
+        # elapsed seconds to CLOCK_MONOTONIC, and the run's offset that to the wall
+        mono0, elapsed0 = clock
+        df["time"] = (mono0 - elapsed0 + df["time"] * 1e9 + run.offset_ns) / 1e9
     if bucket:
         df["time"] = (df["time"] // bucket) * bucket
     import numpy as np
