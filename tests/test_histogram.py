@@ -214,48 +214,58 @@ def test_render_refuses_non_log2_buckets() -> None:
         H.render_quantize(H.from_buckets([(0, 2, 5)]))
 
 
-def test_bcc_tool_json_buckets_are_the_analyzers():
-    """probes/mongolatency.py -j writes its in-kernel log2 slots (bpf_log2l) as
-    [lo, hi) buckets, exactly those of histogram.from_values on the same values."""
+def _bcc_tool():
     import importlib.util
     spec = importlib.util.spec_from_file_location(
         "mongolatency", Path(__file__).resolve().parents[1] / "probes" / "mongolatency.py")
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)               # defines functions; main() is not run
-    values = [0, 1, 1, 2, 3, 4, 5, 6, 7, 1000, 1023, 1024]
-    slots = [0] * 65
-    for v in values:
-        slots[v.bit_length()] += 1              # bpf_log2l(v): 0 for 0, else floor(log2 v)+1
-    got = H.from_json_buckets(tool.json_hist(slots))
-    want = H.from_values(values)
-    pd.testing.assert_frame_equal(got[got["count"] > 0].reset_index(drop=True),
-                                  want[want["count"] > 0].reset_index(drop=True))
-    for q in (0.5, 0.9, 0.99):
-        assert tool.pct_from_hist(slots, q, 0) == round(H.percentile(want, q * 100)), q
+    return tool
 
 
-def test_bcc_tool_adds_up_kernel_keys_that_decode_alike():
-    """Two in-kernel command keys whose bytes differ after the name's NUL decode to
-    one command: mongolatency.py adds their counts, sums, slots and keeps the max."""
-    import importlib.util
-    from collections import namedtuple
+def test_bcc_tool_buckets_are_the_analyzers():
+    """probes/mongolatency.py (which runs alone, without mongoprobe) bounds its kernel's
+    log-linear buckets as mongoprobe.loglinear does, and its JSON percentiles are the
+    nearest-rank bucket midpoints the analyzer computes."""
+    from mongoprobe import loglinear
+
+    tool = _bcc_tool()
+    assert (tool.SUB_BITS, tool.NB) == (loglinear.SUB_BITS, 1024)
+    for b in list(range(0, 200)) + [511, 512, 1000, 1023]:
+        lo, hi = loglinear.bounds(b)
+        assert tool.bucket_bounds(b) == (lo, hi + 1), b
+    values = np.array([0, 1, 31, 32, 33, 1000, 1023, 1024, 5_000, 70_000, 123_456_789])
+    hist = dict(zip(*np.unique(loglinear.index(values), return_counts=True)))
+    for q in (50, 90, 99):
+        assert tool.pct_hist(hist, q / 100, 10**12) == int(loglinear.percentile(hist, q)), q
+
+
+def test_bcc_tool_adds_up_the_cpus_and_the_slices():
+    """The per-CPU values of one kernel key (slice, command, opcode) add up: counts and
+    sums and buckets, the largest max; a slice is read once it is over, then deleted."""
     from types import SimpleNamespace as NS
-    spec = importlib.util.spec_from_file_location(
-        "mongolatency", Path(__file__).resolve().parents[1] / "probes" / "mongolatency.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    Key, HKey = namedtuple("Key", "cmd"), namedtuple("HKey", "cmd slot")   # bcc's key structs
 
-    a, b = Key(b"find\0\0\0\0"), Key(b"find\0junk")
-    maps = {   # bcc tables: .items() of (key, leaf)
-        "hist_cmd": {HKey(a.cmd, 11): NS(value=3), HKey(b.cmd, 12): NS(value=2)},
-        "stats_cmd": {a: NS(requests=3, count=3, sum_ns=3000),
-                      b: NS(requests=2, count=2, sum_ns=5000)},
-        "max_cmd": {a: NS(value=1500), b: NS(value=2900)},
-    }
-    agg = tool.Aggregates(maps, ["cmd"])
-    got = agg.view("cmd")
-    assert list(got) == ["find"]
-    d = got["find"]
-    assert (d["requests"], d["count"], d["sum_ns"], d["max_ns"]) == (5, 5, 8000, 2900)
-    assert d["vals"][11] == 3 and d["vals"][12] == 2
+    tool = _bcc_tool()
+
+    def val(count, sum_ns, max_ns, noreply, buckets):
+        h = (tool.ct.c_uint * tool.NB)()
+        for b, n in buckets.items():
+            h[b] = n
+        return NS(count=count, sum_ns=sum_ns, max_ns=max_ns, noreply=noreply, hist=h)
+
+    from collections import namedtuple
+    Key, Name = namedtuple("Key", "slice name op fd"), namedtuple("Name", "c")   # bcc's
+
+    class Table(dict):
+        pass
+
+    old = Key(10, Name(b"find"), 2013, 0)
+    now = Key(2**40, Name(b"find"), 2013, 0)          # a second far in the future
+    t = Table({old: [val(3, 3000, 1500, 0, {400: 3}), val(2, 5000, 2900, 1, {400: 1, 401: 1})],
+               now: [val(1, 10, 10, 0, {10: 1})]})
+    got = tool.take_slices({"lat": t})
+    assert list(got) == [10]
+    a = got[10][("cmd", ("find", "OP_MSG"))]
+    assert (a.count, a.sum_ns, a.max_ns, a.noreply, a.hist) == (5, 8000, 2900, 1,
+                                                                {400: 4, 401: 1})
+    assert list(t) == [now]                     # read once, deleted; the open one stays

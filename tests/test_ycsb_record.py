@@ -58,8 +58,9 @@ def run(tmp_path_factory):
         pytest.skip("no java on PATH (YCSB needs Java 17)")
     path = tmp_path_factory.mktemp("ycsb") / "RUN"
     script = f"set -e\n{ycsb('-load')}\n{ycsb('-t')}\n"
+    # --events: every request kept, so the server's counts per phase are exact
     r = mp("record", "--target", "embedded", "-o", str(path), "--probes",
-           "latency,vmstat,iostat,pidstat", "--", "sh", "-c", script)
+           "latency,vmstat,iostat,pidstat", "--events", "--", "sh", "-c", script)
     assert r.returncode == 0, r.stderr[-3000:]
     return path
 

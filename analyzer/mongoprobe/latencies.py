@@ -186,9 +186,12 @@ class Latencies:
         for cmd, t in tot.groupby("command", sort=True):
             n = int(t["count"].sum())
             h = self.histogram(str(cmd), start, end)
+            mx = float(t["max_ns"].max())
+            # a bucket's midpoint may pass the exact max, which also bounds them
             out[str(cmd)] = {"count": n, "avg": float(t["sum_ns"].sum()) / n,
-                             **{f"p{q}": loglinear.percentile(h, q) for q in (50, 95, 99)},
-                             "max": float(t["max_ns"].max())}
+                             **{f"p{q}": min(loglinear.percentile(h, q), mx)
+                                for q in (50, 95, 99)},
+                             "max": mx}
         return out
 
     def histogram(self, command: str, start: float, end: float) -> dict[int, int]:

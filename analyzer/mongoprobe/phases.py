@@ -33,6 +33,11 @@ Latency, server side (the probe's requests answered in the phase: ``mongoprobe.l
 nearest-rank percentiles, exact from events), in µs:
     latency_us                {command: {"count", "avg", "p50", "p95", "p99", "max"}}
     server_rates              {command: requests/s}
+    server_s                  the seconds of the phase those figures cover: all of it
+                              when the run kept every request (``record --events``),
+                              else the probe's whole seconds inside it (an edge second
+                              holds the traffic of the phase before or after)
+    server_exact              True when they come from every request's event
 Latency, client side (what the tool reports), in µs:
     client_latency_us         {OP: {"count", "avg", "p50", "p95", "p99", "max"}}: None
                               where the tool gives none; ``client_how`` {OP: how}
@@ -65,7 +70,8 @@ import pandas as pd
 
 from . import latencies, loadtools, normalize, traffic
 
-NUMERIC = ["seconds", "ops_avg", "ops_p95", "ips_avg", "ips_p95", "qps_avg", "qps_p95",
+NUMERIC = ["seconds", "server_s", "ops_avg", "ops_p95", "ips_avg", "ips_p95", "qps_avg",
+           "qps_p95",
            "r_s", "rmb_s", "wmb_s", "cs", "us", "sy", "us_sy", "r_per_op", "rkb_per_op",
            "wkb_per_op", "cs_per_op", "cpu_per_op", "mcpu_per_op", "cpu_us_per_op",
            "rss_mb", "db_mb"]
@@ -216,8 +222,10 @@ def _client(cl: pd.DataFrame) -> tuple[dict, dict, dict]:
     return lat, how, ms
 
 
-def _versus(client: dict, server: dict) -> dict:
-    """{OP: {"command", "client", "server", "diff"}} for operations with a command."""
+def _versus(client: dict, server: dict, exact: bool = True) -> dict:
+    """{OP: {"command", "client", "server", "diff"}} for operations with a command. The
+    counts differ by design when the server's figures cover only the phase's whole
+    seconds (``exact`` False): no count difference then."""
     out = {}
     for op, c in client.items():
         cmd = loadtools.op_role(op)[1]
@@ -225,7 +233,8 @@ def _versus(client: dict, server: dict) -> dict:
             continue
         s = server[cmd]
         out[op] = {"command": cmd, "client": c, "server": s,
-                   "diff": {k: c[k] - s[k] for k in STATS if c.get(k) is not None}}
+                   "diff": {k: c[k] - s[k] for k in STATS if c.get(k) is not None
+                            and (exact or k != "count")}}
     return out
 
 
@@ -268,16 +277,20 @@ def compute(inp: Inputs, cats: dict | None = None,
         r["rss_mb"] = _rss_mb(inp.pidstat, start, end)
         r["db_mb"] = float(info.get(p.name, math.nan)) / 2**20
         r["latency_us"], r["server_rates"] = _server(inp.latency, start, end)
+        r["server_s"] = inp.latency.seconds(start, end) if inp.latency else math.nan
+        r["server_exact"] = bool(inp.latency is not None and inp.latency.exact)
         cl = tool.client[tool.client["phase"] == p.name]
         r["client_latency_us"], r["client_how"], r["client_ms"] = _client(cl)
-        r["client_vs_server"] = _versus(r["client_latency_us"], r["latency_us"])
+        r["client_vs_server"] = _versus(r["client_latency_us"], r["latency_us"],
+                                        r["server_exact"])
         r["categories"] = cats.get(p.name, {})
         r["network_us"] = _network(joined, start, end)
         rows.append(r)
-    df = pd.DataFrame(rows, columns=["name", "start", "end", "tool", "ops_source", *NUMERIC,
-                                     *DICTS])
+    df = pd.DataFrame(rows, columns=["name", "start", "end", "tool", "ops_source",
+                                     "server_exact", *NUMERIC, *DICTS])
     return df.astype({c: "float64" for c in NUMERIC} | {"name": str, "tool": str,
-                                                         "ops_source": str})
+                                                         "ops_source": str,
+                                                         "server_exact": bool})
 
 
 def _rss_mb(pidstat: pd.DataFrame | None, start: float, end: float) -> float:
@@ -450,8 +463,14 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
                      f"{_num(r.rkb_per_op, '.1f', 6)} {_num(r.wkb_per_op, '.1f', 6)} "
                      f"{_num(r.cs_per_op, '.1f', 6)} {_num(r.us_sy, '.1f', 6)} "
                      f"{_num(r.cpu_us_per_op, '.0f', 8)}")
-    lines += ["", "server latency (the probe), us", f"{'phase':{w}s} {'command':20s} "
-              f"{'count':>7s} {'p50':>7s} {'p95':>7s} {'p99':>7s} {'max':>9s}"]
+    lines += ["", "server latency (the probe), us"]
+    if len(t) and not t["server_exact"].all() and t["server_s"].notna().any():
+        lines.append("  (per-second histograms: each phase's whole seconds, "
+                     + ", ".join(f"{r.server_s:.0f} of {r.seconds:.1f} s"
+                                 for r in t.itertuples()) + "; record --events keeps "
+                     "every request, for exact counts)")
+    lines.append(f"{'phase':{w}s} {'command':20s} "
+                 f"{'count':>7s} {'p50':>7s} {'p95':>7s} {'p99':>7s} {'max':>9s}")
     for r in t.itertuples():
         for cmd, d in sorted(r.latency_us.items(), key=lambda kv: -kv[1]["count"]):
             lines.append(f"{r.name[:w]:{w}s} {cmd[:20]:20s} {d['count']:7d} "
@@ -476,7 +495,7 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
                 bound = "<=" if how == "bucket bound" and k in ("p50", "p95", "p99") else ""
                 lines.append(f"{head} {k:5s} {(bound + format(c, '.0f')).rjust(10)} "
                              f"{_num(float(d['server'][k]), '.0f', 10)} "
-                             f"{_num(float(d['diff'][k]), '.0f', 10)}")
+                             f"{_num(float(d['diff'].get(k, math.nan)), '.0f', 10)}")
     if lost is not None:
         lines += ["", lost_line(lost)]
     # prose lines (notes, losses) wrapped to the width of the tables

@@ -37,7 +37,9 @@ content (:func:`is_kernel_stack`: a kernel stack ends at an entry point such as
 ``ret_from_fork*``, or holds kernel addresses), so ``@[ustack, kstack]``,
 ``@[kstack, ustack]``, ``@[kstack]``, ``@[ustack]`` and ``@[comm, kstack, ustack]``
 all fold user root first, kernel to the leaf. Two stacks that cannot be told apart
-by content (none looks like a kernel stack) keep the order ``kstack, ustack``. ``pid`` also comes from a ``# TOOL pid=N ...`` line when the key has
+by content (a kernel stack cut short before its entry point) take the order an earlier
+entry of the same map showed (a map's keys are all in one order), else
+``kstack, ustack``. ``pid`` also comes from a ``# TOOL pid=N ...`` line when the key has
 none (profile.bt and offcpu.bt print one).
 
 Per-sample time: bpftrace prints aggregated maps, not samples, so ``time`` is the time
@@ -145,9 +147,13 @@ def split_key(key: str, sep: str) -> list[str] | None:
     return fields
 
 
-def _roles(fields: list[str], names: list[str] | None) -> list[str]:
+def _roles(fields: list[str], names: list[str] | None,
+           order: list[str] | None = None) -> tuple[list[str], list[str] | None]:
+    """Each field's role, and the order of two stacks when their content told it
+    (``order``: the one an earlier entry of the same map told, for entries whose two
+    stacks look alike, such as a kernel stack cut short before its entry point)."""
     if names is not None:
-        return (names + ["-"] * len(fields))[:len(fields)]
+        return (names + ["-"] * len(fields))[:len(fields)], None
     # Scalars: leading fields that are neither empty nor multi-line.
     k = 0
     while k < len(fields) and fields[k] and "\n" not in fields[k]:
@@ -164,10 +170,13 @@ def _roles(fields: list[str], names: list[str] | None) -> list[str]:
         roles[others[0]] = "comm"
     stacks = fields[k:]
     kernel = [is_kernel_stack(f) for f in stacks]
+    told = None
     if nstacks == 1:
         stack_roles = ["kstack" if kernel[0] else "ustack"]
     elif nstacks == 2 and kernel[0] != kernel[1]:
-        stack_roles = ["kstack", "ustack"] if kernel[0] else ["ustack", "kstack"]
+        stack_roles = told = ["kstack", "ustack"] if kernel[0] else ["ustack", "kstack"]
+    elif nstacks == 2 and order is not None:
+        stack_roles = order
     elif nstacks == 2 and not any(kernel) and bool(stacks[0].strip()) != bool(stacks[1].strip()):
         # a sample taken in user mode has an empty kernel stack: the other one is the user's
         stack_roles = ["ustack", "kstack"] if stacks[0].strip() else ["kstack", "ustack"]
@@ -175,7 +184,7 @@ def _roles(fields: list[str], names: list[str] | None) -> list[str]:
         stack_roles = ["kstack", "ustack"]
     for j in range(k, len(fields)):
         roles[j] = stack_roles[j - k] if j - k < len(stack_roles) else "-"
-    return roles
+    return roles, told
 
 
 # Frames only a kernel stack ends at (its root, printed last): syscall and interrupt
@@ -228,6 +237,7 @@ class _Reader:
         self.names: list[str] | None = None
         self.frame_cache: dict[str, str | None] = {}
         self.stack_cache: dict[str, list[str]] = {}
+        self.order: dict[str, list[str]] = {}     # map name -> its two stacks' order
 
     def comment(self, line: str) -> None:
         m = _KEYS.match(line)
@@ -275,7 +285,9 @@ class _Reader:
         fields = split_key(key, sep)
         if fields is None:
             raise FormatError(self.source, lineno, "a map key 'SCALAR, ..., STACK'", key)
-        roles = _roles(fields, self.names)
+        roles, told = _roles(fields, self.names, self.order.get(mapname))
+        if told is not None:
+            self.order.setdefault(mapname, told)
         t = math.nan
         pid, tid, comm = self.meta.get("pid", -1), -1, ""
         kstack: list[str] = []
