@@ -245,6 +245,10 @@ def load(tool, pid, by_conn=False, events=False, sample=1):
             b = BPF(text=bpf_text(pid, by_conn, events, ringbuf, sample))
         except Exception as e:      # ringbuf unsupported: retry with perf
             err = e
+            if ringbuf:
+                print("%s: no ring buffer (%s): events go through the perf buffer, "
+                      "which wakes this reader per event" % (
+                          tool, str(e).splitlines()[-1]), file=sys.stderr)
             continue
         # the programs that decode the 2nd..8th message of one syscall
         jmp = b["mw_jmp"]
@@ -306,7 +310,10 @@ class Events(object):
 
     def poll(self, timeout_ms):
         if self.ringbuf:
-            self.b.ring_buffer_poll(timeout_ms)
+            # the kernel does not wake this reader (a wakeup per event costs
+            # microseconds): take what is there every 100 ms at most
+            self.b.ring_buffer_poll(min(timeout_ms, 100))
+            self.b.ring_buffer_consume()
         else:
             self.b.perf_buffer_poll(timeout_ms)
 

@@ -263,7 +263,8 @@ def cmd_snoop(args: argparse.Namespace) -> int:
         print(SNOOP_HEADER, flush=True)
     shown = 0
     for _line, _done in wp.lines():
-        for ev in wp.reader.events[shown:]:
+        # a second's events come together, once the second is over: in time order
+        for ev in sorted(wp.reader.events[shown:]):
             row = dict(zip(EVENT_COLUMNS, ev))
             t0 = row["mono_ns"] if t0 is None else t0
             if args.json:

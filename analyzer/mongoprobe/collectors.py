@@ -25,9 +25,9 @@ The banner is the probe's "Tracing ... Hit Ctrl-C to end." line, printed from
 BEGIN once every probe is attached. ``latency`` writes bpftrace's JSON lines as they
 came: a second's histograms, counts, sums and maxima per command (and the loss
 counters) once the second is over (``formats/bpftrace_latency.py``), a few KB a
-second whatever the request rate; with ``events_every`` N > 0, one event line for
-every Nth request too (record moves them to ``latency.events.parquet`` at the end:
-``events_to_parquet``). The other bpftrace tools print bpftrace's text
+second whatever the request rate; with ``events_every`` N > 0, the second's events
+(every Nth request) too, which record moves to ``latency.events.parquet`` at the end
+(``events_to_parquet``). The other bpftrace tools print bpftrace's text
 (the format stack folders read). pidstat's ``-H`` prints epoch seconds; iostat's
 times are ISO 8601; vmstat's last column is the local time (the header names the zone).
 Their first report is the average since boot.
@@ -396,7 +396,7 @@ def stop_all(cols: list[Collector], timeout: float = 60.0) -> None:
 
 
 def events_to_parquet(run_dir: Path, offset_ns: int, pid: int) -> Path | None:
-    """Move the latency probe's event lines out of ``latency.bt.json`` into
+    """Move the latency probe's event maps out of ``latency.bt.json`` into
     ``latency.events.parquet`` (the wire_events table, wall-clock times); the JSON file
     keeps the rest. None when there were no event lines."""
     from .formats import wire_events
@@ -411,7 +411,8 @@ def events_to_parquet(run_dir: Path, offset_ns: int, pid: int) -> Path | None:
         for line in fh:
             if not line.endswith("\n"):        # cut by a killed probe
                 continue
-            if line.startswith('{"type": "printf", "data": "E '):
+            if line.startswith(('{"type": "map", "data": {"@e0"', '{"type": "map", "data": {"@e1"',
+                                '{"type": "map", "data": {"@e2"')):
                 reader.feed(line)
             else:
                 kept.append(line)

@@ -173,8 +173,10 @@ class Run:
         elif r.events:      # a run cut before record moved them
             ev = wire_events.from_mono(events_frame(r.events), self.offset_ns,
                                        int((self.manifest.get("target") or {}).get("pid") or 0))
-        return Latencies.from_slices(slices, self.offset_ns, ev, r.counts, r.lost,
-                                     events_complete=every == 1)
+        lost = r.lost_given(len(ev) if ev is not None else 0)
+        return Latencies.from_slices(slices, self.offset_ns, ev, r.counts, lost,
+                                     events_complete=every == 1 and ev is not None
+                                     and len(ev) == r.counts["replies"])
 
     @property
     def events(self) -> pd.DataFrame | None:

@@ -91,8 +91,11 @@ class WireProbe:
             counts, lost = final.get("counts"), final.get("lost")
         ev = self.events_mono()
         events = None if ev is None else wire_events.from_mono(ev, self.offset_ns, self.pid)
+        # events stand for every request only when none was lost
+        complete = (self.events_every == 1 and ev is not None
+                    and len(ev) == (counts or {}).get("replies"))
         return Latencies.from_slices(self.slices_seen, self.offset_ns, events, counts, lost,
-                                     events_complete=self.events_every == 1)
+                                     events_complete=complete)
 
     def close(self) -> None:
         if self._tmp and os.path.isdir(self._tmp):

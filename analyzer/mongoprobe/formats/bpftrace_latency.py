@@ -10,14 +10,15 @@ What the probe prints, one JSON object per line (bpftrace's JSON mode)::
     {"type": "map",   "data": {"@m1": {"W0,W1,W2,OP": MAX_NS}}}
     {"type": "map",   "data": {"@n1": {"W0,W1,W2,OP": N}}}     requests with no reply due
     {"type": "map",   "data": {"@hc1": {"FD,BUCKET": N}}}, @sc1, @mc1   (FLAGS bit 1)
+    {"type": "map",   "data": {"@e1": {"TS,TID": [LAT, FD, REQID, OP, W0, W1, W2, IN,
+                                 OUT, MTC]}}}     the second's events (EVENTS_EVERY)
     {"type": "map",   "data": {"@requests": N}}  ... the counters, cumulative
-    {"type": "printf", "data": "E TS LAT TID FD REQID OP W0 W1 W2 IN OUT MTC\\n"}  an event
     {"type": "printf", "data": "@end\\n"}                      the last slices were printed
 
 The suffix (0, 1, 2) is the slice modulo 3 (the probe rotates three map sets); a map
 with no entries is not printed. A command name is three little-endian words
-(``wire_slices.name_of_words``). Event lines come from any CPU, so they may fall
-between a slice's marker and its maps: they are told apart by their ``E``.
+(``wire_slices.name_of_words``). ``@events_kept`` counts the events the probe stored;
+those that are not printed were lost to a full map (counted as dropped).
 
 The counters map to ``latency --json``'s: ``replies`` is the count of timed requests
 over every slice read; at ``@end`` the requests neither answered, nor due no reply, nor
@@ -33,7 +34,7 @@ from .errors import FormatError
 from .wire_slices import Agg, Slice, events_frame, name_of_words, opcode_name
 
 SLICE_NS = 1_000_000_000
-COUNTERS = {"@requests": "requests", "@no_reply": "no_reply",
+COUNTERS = {"@requests": "requests", "@no_reply": "no_reply", "@events_kept": "events_kept",
             "@stream_replies": "stream_replies",
             "@lost_unmatched_replies": "unmatched_replies",
             "@lost_requests_without_reply": "requests_without_reply",
@@ -85,15 +86,6 @@ class BpftraceLatency:
         return self._finish()
 
     def _printf(self, text: str) -> list[Slice]:
-        if text.startswith("E "):
-            f = text.split()
-            if len(f) != 13:
-                raise FormatError(self.source, self.lineno, "an event line of 12 fields",
-                                  text.strip())
-            ts, lat, tid, fd, rid, op, w0, w1, w2, bin_, bout, mtc = (int(x) for x in f[1:])
-            self.events.append((ts, lat, tid, fd, rid, opcode_name(op),
-                                name_of_words(w0, w1, w2), bin_, bout, bool(mtc)))
-            return []
         if text.startswith("@slice "):
             done = self._finish()
             self._cur = Slice(int(text.split()[1]) * SLICE_NS, SLICE_NS)
@@ -113,7 +105,12 @@ class BpftraceLatency:
                 self.raw[COUNTERS[name]] = int(value)
                 continue
             kind, view = name[1:-1], name[-1]
-            if not view.isdigit() or self._cur is None:
+            if not view.isdigit():
+                continue
+            if kind == "e":
+                self._events(value)
+                continue
+            if self._cur is None:
                 continue
             cur = self._cur
             for key, v in value.items():
@@ -131,6 +128,15 @@ class BpftraceLatency:
                     agg.max_ns = max(agg.max_ns, int(v))
                 elif kind == "n":
                     agg.noreply += int(v)
+
+    def _events(self, entries: dict) -> None:
+        for key, v in entries.items():
+            ts, tid = _ints(key)
+            if len(v) != 10:
+                raise FormatError(self.source, self.lineno, "an event of 10 values", str(v))
+            lat, fd, rid, op, w0, w1, w2, bin_, bout, mtc = (int(x) for x in v)
+            self.events.append((ts, lat, tid, fd, rid, opcode_name(op),
+                                name_of_words(w0, w1, w2), bin_, bout, bool(mtc)))
 
     def _finish(self) -> list[Slice]:
         s, self._cur = self._cur, None
@@ -150,14 +156,22 @@ class BpftraceLatency:
 
     @property
     def lost(self) -> dict[str, int]:
+        return self.lost_given(len(self.events))
+
+    def lost_given(self, events_seen: int) -> dict[str, int]:
+        """The loss counters, the events read being ``events_seen`` (they may have
+        been read elsewhere: a recorded run keeps them in Parquet)."""
         r = self.raw
         waiting = 0
         if self.ended:
             waiting = max(r["requests"] - self.replies - r["no_reply"]
                           - r["requests_without_reply"], 0)
+        # events the probe kept that its maps could not hold
+        lost_events = max(r["events_kept"] - events_seen, 0) if self.ended else 0
         return {"unmatched_replies": r["unmatched_replies"],
                 "requests_without_reply": r["requests_without_reply"] + waiting,
-                "malformed": r["malformed"], "dropped": r["dropped"] + self.lost_events}
+                "malformed": r["malformed"],
+                "dropped": r["dropped"] + self.lost_events + lost_events}
 
 
 def read_bpftrace_latency(lines: Iterable[str], source: str = "mongo_latency.bt"):

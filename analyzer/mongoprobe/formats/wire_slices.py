@@ -75,10 +75,11 @@ class Slice:
 
 
 def events_frame(rows: list[tuple]) -> pd.DataFrame:
-    """A typed events table of rows in EVENT_COLUMNS order."""
+    """A typed events table of rows in EVENT_COLUMNS order, in time order."""
     if not rows:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in EVENT_COLUMNS.items()})
-    return pd.DataFrame(rows, columns=list(EVENT_COLUMNS)).astype(EVENT_COLUMNS)
+    df = pd.DataFrame(rows, columns=list(EVENT_COLUMNS)).astype(EVENT_COLUMNS)
+    return df.sort_values("mono_ns", kind="stable").reset_index(drop=True)
 
 
 # --- mongolatency.py --slices ----------------------------------------------------------
