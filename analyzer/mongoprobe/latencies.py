@@ -31,8 +31,8 @@ a window's losses are differences. Empty when the source has none (a capture).
 percentiles over a window are then exact (nearest rank); from ``hist`` alone the
 percentiles are within 1.6% (``loglinear.MAX_ERROR``) and a window [start, end) takes
 the whole intervals inside it (a histogram cannot be cut inside an interval, and an
-edge second holds the traffic of the phase before or after; a window shorter than two
-intervals takes those whose middle is inside).
+edge second holds the traffic of the phase before or after; a window with no whole
+interval inside takes the one it overlaps most).
 """
 
 from __future__ import annotations
@@ -149,13 +149,16 @@ class Latencies:
     def _grid(self, start: float, end: float) -> tuple[float, float]:
         """[lo, hi): the whole intervals (seconds) of the histograms inside [start, end),
         so that a window never takes in an edge second shared with the traffic before or
-        after it; a window shorter than two intervals takes those whose middle is inside.
+        after it; a window with no whole interval inside takes the one it overlaps most.
         Intervals are 1 s long, on one grid (the probe's seconds)."""
         t = self.totals["time"] if len(self.totals) else self.hist["time"]
         g = float(t.iloc[0]) % 1.0 if len(t) else 0.0
         lo, hi = g + math.ceil(start - g - 1e-9), g + math.floor(end - g + 1e-9)
-        if hi - lo < 1:
-            lo, hi = g + math.ceil(start - g - 0.5), g + math.ceil(end - g - 0.5)
+        if hi - lo < 1 and end > start:
+            # no whole second inside: the one the window overlaps most
+            a = g + math.floor(start - g)
+            lo = a if (a + 1 - start) >= (end - (a + 1)) else a + 1
+            hi = lo + 1
         return lo, max(hi, lo)
 
     def _inside(self, df: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
