@@ -145,12 +145,12 @@ def cmd_latency(args: argparse.Namespace) -> int:
             continue
         pending.append(s)
         if (s.start_ns + s.length_ns - pending[0].start_ns) >= args.interval * 1e9:
-            part = Latencies.from_slices(pending, wp.offset_ns)
-            prev = wp.slices_seen[-len(pending) - 1] if len(wp.slices_seen) > len(pending) \
-                else None
-            summary = latency.from_latencies(part, args.engine, args.pid)
-            summary.counts = _since(s.counts, prev.counts if prev else None)
-            summary.lost = _since(s.lost, prev.lost if prev else None)
+            # the interval's seconds, and the counters since the second before them
+            before = wp.slices_seen[-len(pending) - 1:-len(pending)]
+            part = Latencies.from_slices(before + pending, wp.offset_ns)
+            first = pending[0].start_ns + wp.offset_ns
+            summary = latency.from_latencies(part, args.engine, args.pid, first / 1e9,
+                                             (s.start_ns + s.length_ns + wp.offset_ns) / 1e9)
             _print_summary(summary, args, interval=True)
             pending = []
     lat = _finished(wp)
@@ -161,10 +161,6 @@ def cmd_latency(args: argparse.Namespace) -> int:
         print("--- whole run ---")
     _print_summary(latency.from_latencies(lat, args.engine, args.pid), args)
     return 0
-
-
-def _since(now: dict, before: dict | None) -> dict:
-    return {k: v - (before[k] if before else 0) for k, v in now.items()}
 
 
 def _run_dtrace(script: str, args: argparse.Namespace, on_line=None):

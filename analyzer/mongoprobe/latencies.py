@@ -132,17 +132,21 @@ class Latencies:
         """Every request's event is here: figures come from the events, exactly."""
         return self.events is not None and self.events_complete
 
-    def losses(self, start: float, end: float) -> dict[str, int]:
-        """The loss counters' growth over [start, end) (the probe's counters are read
-        once a second: the window is widened to the seconds around it)."""
+    def losses(self, start: float, end: float, keys=LOST_KEYS) -> dict[str, int]:
+        """The growth of the probe's counters ``keys`` (the loss counters) over the
+        window's seconds: the counters as they stood when the window's last second was
+        handed over, less when the second before it was."""
         c = self.counters
         if c.empty:
             return {}
-        before = c[c["time"] <= start]
-        after = c[c["time"] >= end]
-        hi = after.iloc[0] if len(after) else c.iloc[-1]
-        lo = before.iloc[-1] if len(before) else None
-        return {k: int(hi[k]) - (int(lo[k]) if lo is not None else 0) for k in LOST_KEYS}
+        lo, hi = self._grid(start, end)
+        before = c[c["time"] <= lo + 1e-6]
+        upto = c[c["time"] <= hi + 1e-6]
+        if not len(upto):
+            return dict.fromkeys(keys, 0)
+        top = upto.iloc[-1]
+        base = before.iloc[-1] if len(before) else None
+        return {k: int(top[k]) - (int(base[k]) if base is not None else 0) for k in keys}
 
     # --- windows ----------------------------------------------------------------------
 

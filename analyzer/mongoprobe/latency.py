@@ -218,16 +218,14 @@ def from_latencies(lat, engine: str = "", pid: int | None = None,
     if whole:
         s.counts, s.lost = dict(lat.counts), dict(lat.lost)
     else:
-        c = lat.counters
-        inside = c[(c["time"] > start) & (c["time"] <= end + 1e-9)]
-        before = c[c["time"] <= start]
-        if len(inside):
-            hi = inside.iloc[-1]
-            lo = before.iloc[-1] if len(before) else None
-            s.counts = {k: int(hi[k]) - (int(lo[k]) if lo is not None else 0)
-                        for k in COUNT_KEYS}
-            s.lost = {k: int(hi[k]) - (int(lo[k]) if lo is not None else 0)
-                      for k in LOST_KEYS}
+        # a window's requests are those its seconds answered (or due no reply); the
+        # probe prints its counters with each second it hands over, so the losses of
+        # a window are their growth between its seconds (stream replies too)
+        answered, noreply = int(tot["count"].sum()), int(tot["noreply"].sum())
+        grown = lat.losses(start, end, keys=("stream_replies", *LOST_KEYS))
+        s.counts = {"requests": answered + noreply, "replies": answered,
+                    "stream_replies": grown.get("stream_replies", 0), "no_reply": noreply}
+        s.lost = {k: grown.get(k, 0) for k in LOST_KEYS}
     return s
 
 
