@@ -467,42 +467,36 @@ static __always_inline struct mw_val *mw_val_of(struct mw_key *k)
     return v;
 }
 
+/* one aggregate gains a timed request (latency lat, bucket b) or one that expects
+ * no reply; per-CPU values: no atomics */
+static __always_inline void mw_add(struct mw_val *v, int timed, u64 lat, u32 b)
+{
+    if (!v)
+        return;
+    if (!timed) {
+        v->noreply++;
+        return;
+    }
+    v->count++;
+    v->sum_ns += lat;
+    if (lat > v->max_ns)
+        v->max_ns = lat;
+    if (b < MW_NB)
+        v->hist[b]++;
+}
+
 /* a timed request (timed == 1, latency lat) or one that expects no reply, at
- * time ts; per-CPU values: no atomics */
+ * time ts: its (second, command, opcode) aggregate, and its connection's */
 static __always_inline void mw_account(union mw_name *name, u32 op, u32 fd, u64 ts,
                                        int timed, u64 lat)
 {
     struct mw_key k = {.slice = ts / MW_SLICE_NS, .op = op};
     k.name = *name;
-    struct mw_val *v = mw_val_of(&k);
     u32 b = mw_bucket(lat);
-    if (v) {
-        if (timed) {
-            v->count++;
-            v->sum_ns += lat;
-            if (lat > v->max_ns)
-                v->max_ns = lat;
-            if (b < MW_NB)
-                v->hist[b]++;
-        } else {
-            v->noreply++;
-        }
-    }
+    mw_add(mw_val_of(&k), timed, lat, b);
 #ifdef MW_BY_CONN
     struct mw_key ck = {.slice = ts / MW_SLICE_NS, .fd = fd};
-    v = mw_val_of(&ck);
-    if (v) {
-        if (timed) {
-            v->count++;
-            v->sum_ns += lat;
-            if (lat > v->max_ns)
-                v->max_ns = lat;
-            if (b < MW_NB)
-                v->hist[b]++;
-        } else {
-            v->noreply++;
-        }
-    }
+    mw_add(mw_val_of(&ck), timed, lat, b);
 #endif
 }
 
