@@ -71,3 +71,25 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert png.shape[:2] == (2400, 1200)
     # not a blank page: the plots put many distinct colours on it
     assert len({tuple(px) for px in png[::8, ::8].reshape(-1, png.shape[2])}) > 50
+
+
+def test_report_of_a_run_without_events(tmp_path):
+    """A run recorded without --events: the server's figures come from the per-second
+    histograms (whole seconds inside each phase); the tables say so, the report renders,
+    and the client-vs-server counts are not differenced."""
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    (run / "latency.events.parquet").unlink()
+    m = json.loads((run / "manifest.json").read_text())
+    m["latency_events_every"] = 0
+    (run / "manifest.json").write_text(json.dumps(m))
+    j = json.loads(mp("phases", str(run), "--json").stdout)
+    for p in j["phases"]:
+        assert p["server_exact"] is False and 0 < p["server_s"] <= p["seconds"] + 1
+        for d in p["client_vs_server"].values():
+            assert "count" not in d["diff"] and "p95" in d["diff"]
+    text = mp("phases", str(run)).stdout
+    assert "(per-second histograms: each phase's whole seconds," in text
+    r = mp("report", str(run), "-o", str(tmp_path / "r.html"))
+    assert r.returncode == 0, r.stderr
+    assert "Client (the tool's own) vs server (the probe) latency" in (tmp_path / "r.html").read_text()

@@ -173,7 +173,9 @@ def build(run, diff: tuple[str, str] | None = None, phases: pd.DataFrame | None 
     vs_rows = [{"phase": r.name, "operation": op, "command": d["command"], "stat": k,
                 "client µs": _bound(d["client"][k], k, r.client_how.get(op)),
                 "server µs": d["server"][k],
-                "client − server µs": d["diff"][k], "client figure": r.client_how.get(op, "")}
+                # no count difference when the server's figures cover whole seconds
+                "client − server µs": float(d["diff"].get(k, math.nan)),
+                "client figure": r.client_how.get(op, "")}
                for r in t.itertuples() for op, d in r.client_vs_server.items()
                for k in phases_mod.STATS if d["client"].get(k) is not None]
     if vs_rows:
