@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import signal
 import sys
 import time
@@ -30,9 +29,6 @@ PCAP_EXAMPLES = """examples:
   mongoprobe pcap ring_*.pcapng --port 27017       # a ring buffer's files, as one capture
 """
 
-UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000}
-
-
 def _die(msg: str, code: int = 1) -> int:
     print(f"mongoprobe: {msg}", file=sys.stderr)
     sys.exit(code)
@@ -42,7 +38,7 @@ def _die(msg: str, code: int = 1) -> int:
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
-    from .capture import Capture, CaptureError, why_cannot_capture
+    from .pcap.capture import Capture, CaptureError, why_cannot_capture
 
     why = why_cannot_capture()
     if why:
@@ -87,58 +83,9 @@ def cmd_capture(args: argparse.Namespace) -> int:
 # --- pcap --------------------------------------------------------------------------------
 
 
-def render(summary, by: str = "command", unit: str = "ns") -> str:
-    """Quantize histograms per command, opcode or TCP stream, then the loss lines."""
-    from . import histogram, latency
-
-    groups = {"command": summary.by_command, "op": summary.by_op,
-              "stream": summary.by_conn}[by]
-    scale = UNITS[unit]
-    out = []
-    for key, g in sorted(groups.items(), key=lambda kv: (-kv[1].count, kv[0])):
-        d = g.to_json()
-        h = latency._rescale(g.hist, scale) if scale != 1 else g.hist
-        avg = f"{d['avg_ns'] / scale:,.0f}" if d["avg_ns"] is not None else "?"
-        p99 = f"{d['p99_ns'] / scale:,.0f}" if d["p99_ns"] is not None else "?"
-        mx = f"{d['max_ns'] / scale:,.0f}" if d["max_ns"] is not None else "?"
-        if by == "stream":
-            stream, _, port = key.partition(", ")
-            label = f"stream {stream} (client port {port})"
-        else:
-            label = f"{by} = {key}"
-        out.append(f"{label}  count {d['count']}  avg {avg}  p99 {p99}  max {mx} {unit}")
-        out.append(histogram.render_quantize(h, title="", unit=unit).rstrip("\n"))
-        out.append("")
-    out.append(footer(summary.counts, summary.lost))
-    return "\n".join(out) + "\n"
-
-
-def footer(counts: dict, lost: dict) -> str:
-    """latency's two count lines, worded to fit 80 columns: ``dropped`` counts frames
-    after a gap in the capture (segments tshark never saw)."""
-    return (f"requests: {counts['requests']}  replies: {counts['replies']}  "
-            f"stream replies: {counts['stream_replies']}  "
-            f"no-reply (moreToCome): {counts['no_reply']}\n"
-            f"lost: unmatched replies {lost['unmatched_replies']}, requests without reply "
-            f"{lost['requests_without_reply']}, malformed {lost['malformed']}, "
-            f"dropped {lost['dropped']}")
-
-
-RING_NAME = re.compile(r"_(\d{5,})_\d{14}\.[^.]+$")   # tshark -b: NAME_00001_YYYYMMDDhhmmss.EXT
-
-
-def ring_order(files: list[str]) -> list[str]:
-    """A ring buffer's files in the order tshark wrote them (by file number, which a
-    shell glob sorts wrongly past 99999); other names as given."""
-    nums = [RING_NAME.search(f) for f in files]
-    if len(files) > 1 and all(nums):
-        return [f for _, f in sorted(zip((int(m.group(1)) for m in nums), files))]
-    return list(files)
-
-
 def cmd_pcap(args: argparse.Namespace) -> int:
-    from . import pcap
-    from .formats import tshark_fields
+    from .pcap import pairing, tshark_fields
+    from .pcap.capture import ring_order
 
     files = ring_order(args.file)
     args.file = files[0] if len(files) == 1 else files
@@ -149,7 +96,7 @@ def cmd_pcap(args: argparse.Namespace) -> int:
             if port is None:
                 _die(f"{files[0]}: {why}: nothing to decode")
             print(f"server port {port} ({why}); --port to choose", file=sys.stderr)
-        result = pcap.summarize(args.file, port)
+        result = pairing.summarize(args.file, port)
     except tshark_fields.PcapError as e:
         _die(str(e))
     except KeyboardInterrupt:
@@ -165,7 +112,8 @@ def cmd_pcap(args: argparse.Namespace) -> int:
             print(json.dumps(result.to_json()))
         else:
             print(f"Client-visible latency: {dec.messages} messages on TCP port {port}\n")
-            print(render(result.summary, by=args.by, unit=args.unit), end="")
+            print(result.summary.render(by="conn" if args.by == "stream" else args.by,
+                                        unit=args.unit), end="")
     if dec.fallback and not args.json:
         print(f"{dec.fallback - dec.unnamed} messages named by wire.py (tshark's fields "
               f"could not), {dec.unnamed} unnamed", file=sys.stderr)
