@@ -175,12 +175,12 @@ class Capture:
         started.wait(timeout)
         if self.proc.poll() is not None or not any("Capturing on" in s for s in self._stderr):
             self._abort()
-            raise CaptureError(f"tshark did not start capturing: {self._diagnostic()}")
+            raise CaptureError(f"tshark did not start capturing: {self.diagnostic()}")
         if self.marker_port:
             if not self._wait_for_marker(deadline):
                 self._abort()
                 raise CaptureError(f"tshark never wrote a packet to {self.output}: "
-                                   f"{self._diagnostic()}")
+                                   f"{self.diagnostic()}")
         else:
             time.sleep(self.settle_s)
         return self
@@ -205,7 +205,7 @@ class Capture:
             self.proc.kill()
             self.proc.wait()
 
-    def _diagnostic(self) -> str:
+    def diagnostic(self) -> str:
         lines = [s.strip() for s in self._stderr
                  if s.strip() and "dangerous" not in s and "** (tshark" not in s]
         return lines[-1] if lines else "no message"

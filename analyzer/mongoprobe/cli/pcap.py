@@ -1,7 +1,7 @@
 """``mongoprobe capture`` and ``mongoprobe pcap``: record a port with tshark, and read
-client-visible latency back from a capture.
+client-visible latency back from a capture (the ``mongoprobe.pcap`` package).
 
-cli.py imports this module and calls ``register(subparsers)``; each subcommand is one
+``register(subparsers)`` adds them to ``mongoprobe``; each subcommand is one
 ``cmd_<name>(args)``. Data goes to stdout, diagnostics (one line each) to stderr.
 """
 
@@ -12,6 +12,8 @@ import json
 import signal
 import sys
 import time
+
+from .common import RAW, CommandError, port, positive
 
 CAPTURE_EXAMPLES = """examples:
   mongoprobe capture -o run.pcapng --port 27017          # until Ctrl-C
@@ -29,28 +31,23 @@ PCAP_EXAMPLES = """examples:
   mongoprobe pcap ring_*.pcapng --port 27017       # a ring buffer's files, as one capture
 """
 
-def _die(msg: str, code: int = 1) -> int:
-    print(f"mongoprobe: {msg}", file=sys.stderr)
-    sys.exit(code)
-
-
 # --- capture -----------------------------------------------------------------------------
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
-    from .pcap.capture import Capture, CaptureError, why_cannot_capture
+    from ..pcap.capture import Capture, CaptureError, why_cannot_capture
 
     why = why_cannot_capture()
     if why:
-        _die(why)
+        raise CommandError(why)
     if args.ring_files and not args.ring_mb:
-        _die("--ring-files needs --ring-mb (the size of each file)")
+        raise CommandError("--ring-files needs --ring-mb (the size of each file)")
     cap = Capture(args.output, args.port, iface=args.interface, ring_mb=args.ring_mb,
                   ring_files=args.ring_files)
     try:
         cap.start()
     except CaptureError as e:
-        _die(str(e))
+        raise CommandError(str(e)) from None
     print(f"Capturing TCP port {args.port} on {args.interface} into {args.output}... "
           "Hit Ctrl-C to end.", file=sys.stderr, flush=True)
     end = time.monotonic() + args.duration if args.duration else None
@@ -68,7 +65,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
         signal.signal(sig, signal.SIG_IGN)
     res = cap.stop()
     if res.returncode not in (0, None) and not res.files:
-        _die(f"tshark failed: {cap._diagnostic()}")
+        raise CommandError(f"tshark failed: {cap.diagnostic()}")
     dropped = f", {res.dropped} dropped" if res.dropped else ""
     print(f"{res.packets if res.packets is not None else '?'} packets captured{dropped}",
           file=sys.stderr)
@@ -84,8 +81,8 @@ def cmd_capture(args: argparse.Namespace) -> int:
 
 
 def cmd_pcap(args: argparse.Namespace) -> int:
-    from .pcap import pairing, tshark_fields
-    from .pcap.capture import ring_order
+    from ..pcap import pairing, tshark_fields
+    from ..pcap.capture import ring_order
 
     files = ring_order(args.file)
     args.file = files[0] if len(files) == 1 else files
@@ -94,13 +91,13 @@ def cmd_pcap(args: argparse.Namespace) -> int:
         if port is None:
             port, why = tshark_fields.detect_port(args.file)
             if port is None:
-                _die(f"{files[0]}: {why}: nothing to decode")
+                raise CommandError(f"{files[0]}: {why}: nothing to decode")
             print(f"server port {port} ({why}); --port to choose", file=sys.stderr)
         result = pairing.summarize(args.file, port)
     except tshark_fields.PcapError as e:
-        _die(str(e))
+        raise CommandError(str(e)) from None
     except KeyboardInterrupt:
-        _die("interrupted", 130)
+        raise CommandError("interrupted", 130) from None
     dec = result.decode
     if not dec.messages and dec.other_ports and not dec.port_frames:
         try:
@@ -127,45 +124,30 @@ def cmd_pcap(args: argparse.Namespace) -> int:
 # --- registration ----------------------------------------------------------------------------
 
 
-def _port(text: str) -> int:
-    p = int(text)
-    if not 0 < p < 65536:
-        raise argparse.ArgumentTypeError(f"{text} is not a TCP port")
-    return p
-
-
-def _positive(text: str) -> int:
-    v = int(text)
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
-    return v
-
-
 def register(sub) -> None:
-    raw = argparse.RawDescriptionHelpFormatter
     c = sub.add_parser("capture", help="record a port's traffic with tshark",
-                       formatter_class=raw, epilog=CAPTURE_EXAMPLES,
+                       formatter_class=RAW, epilog=CAPTURE_EXAMPLES,
                        description="Capture TCP port N with tshark (filter 'tcp port N'), "
                        "until Ctrl-C or -d; prints the files written.")
     c.add_argument("-o", "--output", required=True, metavar="FILE", help="pcapng file")
-    c.add_argument("--port", type=_port, required=True, help="the server's TCP port")
+    c.add_argument("--port", type=port, required=True, help="the server's TCP port")
     c.add_argument("-d", "--duration", type=float, metavar="SEC", help="stop after SEC")
     c.add_argument("-i", "--interface", default="lo", metavar="IFACE",
                    help="interface (default: lo)")
-    c.add_argument("--ring-mb", type=_positive, metavar="N",
+    c.add_argument("--ring-mb", type=positive, metavar="N",
                    help="ring buffer: start a new file every N MB")
-    c.add_argument("--ring-files", type=_positive, metavar="K",
+    c.add_argument("--ring-files", type=positive, metavar="K",
                    help="ring buffer: keep the last K files")
     c.set_defaults(func=cmd_capture)
 
     p = sub.add_parser("pcap", help="client-visible latency from a capture",
-                       formatter_class=raw, epilog=PCAP_EXAMPLES,
+                       formatter_class=RAW, epilog=PCAP_EXAMPLES,
                        description="Decode a capture with tshark (in bulk), pair replies "
                        "with requests per TCP stream, print latency histograms.")
     p.add_argument("file", metavar="FILE", nargs="+",
                    help="pcap or pcapng capture; several (a ring buffer's files) are read "
                    "as one, so a request and its reply in different files are paired")
-    p.add_argument("--port", type=_port, help="the server's TCP port (default: found "
+    p.add_argument("--port", type=port, help="the server's TCP port (default: found "
                    "from the connection openings)")
     p.add_argument("--json", action="store_true", help="the keys of latency --json")
     p.add_argument("--by", choices=["command", "op", "stream"], default="command")
