@@ -205,7 +205,8 @@ class Collector:
                 self._start_capture()
             else:
                 self._start_process()
-        except Exception as e:  # noqa: BLE001 - recorded, the run goes on
+        except (OSError, RuntimeError) as e:   # cannot start (ProbeError, CaptureError...):
+            # recorded, the run goes on
             self.info.update(status="failed", error=f"{type(e).__name__}: {e}")
             self._kill()
 
@@ -324,7 +325,7 @@ class Collector:
                 res = self.capture.stop(timeout)
                 self.info.update(status="stopped", stopped=_now(), returncode=res.returncode,
                                  packets=res.packets, dropped=res.dropped)
-            except Exception as e:  # noqa: BLE001
+            except (OSError, RuntimeError) as e:     # CaptureError: tshark misbehaved
                 self.info.update(status="failed", stopped=_now(),
                                  error=f"stop: {type(e).__name__}: {e}")
             return
