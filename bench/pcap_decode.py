@@ -7,10 +7,10 @@ USAGE: .venv/bin/python bench/pcap_decode.py [--capture FILE --port N] [--rounds
 
 1. A real capture: by default recorded now (root): the embedded FerretDB driven by
    mongoprobe's mixed workload (8 threads, --rounds rounds) through
-   mongoprobe.capture.Capture; or --capture FILE --port N.
+   mongoprobe.pcap.capture.Capture; or --capture FILE --port N.
 2. Rate, in one run, on that capture grown to --rate-copies copies (see 3; about
    240 MB by default, so that start-up is not what is measured): the bulk path
-   (formats/tshark_fields.messages: the capture split by direction between two tshark
+   (pcap/tshark_fields.messages: the capture split by direction between two tshark
    -T fields processes read by pandas, wire.py for what tshark cannot name) decodes
    the whole capture; the same with one tshark (workers=1); pyshark 0.6 (FileCapture,
    decode-as mongo, reading the same header fields and the first element name of each
@@ -44,12 +44,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyzer"))
 
-from mongoprobe.formats import pcapfile, tshark_fields  # noqa: E402
+from mongoprobe.pcap import pcapfile, tshark_fields  # noqa: E402
 
 
 def record(tmp: Path, rounds: int) -> tuple[Path, int]:
     from mongoprobe import mixedload, target
-    from mongoprobe.capture import Capture
+    from mongoprobe.pcap.capture import Capture
 
     out = tmp / "base.pcapng"
     state = tmp / "target"

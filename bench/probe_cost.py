@@ -73,7 +73,8 @@ from typing import Callable
 TOP = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TOP / "analyzer"))
 
-from mongoprobe import capture, probes, target as ferretdb  # noqa: E402
+from mongoprobe import probes, target as ferretdb  # noqa: E402
+from mongoprobe.pcap import capture  # noqa: E402
 
 JAR_NAME = "mongoprobe-bench.jar"
 GOAL_NS = {("bpftrace", "hist"): 2000, ("bcc", "hist"): 1000,

@@ -33,7 +33,7 @@ import pytest
 import golden
 import wireclient
 from test_probe_patterns import Probe, wireserver
-from test_profile_probes import _can_render_svg, flushloop, loop  # noqa: F401 (fixtures)
+from test_profile_probes import _can_render_svg, flushloop, loop, start_cli  # noqa: F401
 from mongoprobe import dtrace_engine, latency, mixedload, probes, target
 from mongoprobe.formats import dtrace_drops, dtrace_latency, stack_table
 
@@ -45,19 +45,6 @@ WIRE_MODES = ["mongod", "readwrite", "vector", "split", "sendto"]
 
 
 # --- helpers ------------------------------------------------------------------------------
-
-
-def start_cli(*args: str) -> subprocess.Popen:
-    """``python -m mongoprobe ARGS`` once its dtrace is attached (the banner on stderr)."""
-    proc = subprocess.Popen([sys.executable, "-m", "mongoprobe", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    seen = []
-    for line in proc.stderr:
-        seen.append(line)
-        if "Hit Ctrl-C to end" in line:
-            return proc
-    proc.kill()
-    pytest.fail(f"mongoprobe {' '.join(args)} did not attach: {''.join(seen)}")
 
 
 def stop_cli(proc: subprocess.Popen, timeout: float = 120) -> tuple[str, str]:

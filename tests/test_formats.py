@@ -202,7 +202,7 @@ def test_detect_other_inputs() -> None:
 
 
 def test_registry_is_cheap_to_import() -> None:
-    code = ("import sys; import mongoprobe.formats.registry, mongoprobe.parse_cli; "
+    code = ("import sys; import mongoprobe.formats.registry, mongoprobe.cli.parse; "
             "print('pandas' in sys.modules)")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={**os.environ, "PYTHONPATH": str(ROOT / "analyzer")})
@@ -772,7 +772,7 @@ def test_cli_quantize_events_and_printed_histograms() -> None:
 def test_parse_cli_registers_both_commands() -> None:
     import argparse
 
-    from mongoprobe import parse_cli
+    from mongoprobe.cli import parse as parse_cli
 
     p = argparse.ArgumentParser()
     parse_cli.register(p.add_subparsers(dest="cmd"))
@@ -791,7 +791,7 @@ def test_registry_parse_drops_options_a_parser_lacks() -> None:
 
 
 def test_every_cli_example_on_a_sample_runs() -> None:
-    from mongoprobe import parse_cli
+    from mongoprobe.cli import parse as parse_cli
 
     lines = [ln.strip() for ln in (parse_cli.PARSE_EXAMPLES + parse_cli.QUANTIZE_EXAMPLES)
              .splitlines() if ln.strip().startswith("mongoprobe ")]  # fmt: skip

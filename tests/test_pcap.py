@@ -31,8 +31,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mongoprobe import capture, mixedload, pcap, target, wire, wire_encode
-from mongoprobe.formats import tshark_fields, wire_events
+from mongoprobe import mixedload, pcap, target, wire, wire_encode
+from mongoprobe.formats import wire_events
+from mongoprobe.pcap import capture, tshark_fields
 
 import golden
 
@@ -501,7 +502,7 @@ def test_ring_buffer_files_read_as_one(need_capture, tmp_path):
 def test_capture_on_any_interface(need_capture, tmp_path):
     """tshark on the "any" interface writes Linux cooked frames, which the split parses
     as well as Ethernet: the same counts, and one tshark agrees."""
-    from mongoprobe.formats import pcapfile
+    from mongoprobe.pcap import pcapfile
     listener, port = record.start_compressed_server()
     out = tmp_path / "any.pcapng"
     try:

@@ -1,4 +1,4 @@
-"""The capture split (formats/pcapfile.py) and what depends on it: two tshark processes,
+"""The capture split (pcap/pcapfile.py) and what depends on it: two tshark processes,
 one per direction, must give exactly the message table and summary of one tshark.
 
 Reads the real captures of samples/pcap/ (needs tshark only) and altered copies of them:
@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from mongoprobe import pcap
-from mongoprobe.formats import pcapfile, tshark_fields
+from mongoprobe.pcap import pcapfile, tshark_fields
 
 TOP = Path(__file__).resolve().parents[1]
 SAMPLES = TOP / "samples" / "pcap"
@@ -198,7 +198,7 @@ def test_files_read_as_one_capture(tmp_path):
 
 
 def test_ring_order():
-    from mongoprobe.pcap_cli import ring_order
+    from mongoprobe.pcap.capture import ring_order
     names = ["r_100000_20261122120000.pcapng", "r_99999_20261122115959.pcapng"]
     assert ring_order(names) == names[::-1]
     assert ring_order(["b.pcapng", "a.pcapng"]) == ["b.pcapng", "a.pcapng"]

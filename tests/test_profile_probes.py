@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from mongoprobe import mixedload, probes, profile_cli
-from mongoprobe.formats import flush_output, syscount_output
+from mongoprobe import flamegraph, mixedload, probes
+from mongoprobe.formats import bpftrace_stacks, flush_output, syscount_output, threads_output
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "profile"
@@ -227,20 +227,16 @@ SQLITE_FRAME = re.compile(r"modernc\.org/sqlite/lib\._sqlite3\w+")
 
 
 def _can_render_svg() -> bool:
-    import importlib.util
-    if importlib.util.find_spec("mongoprobe.stacks") is None:
-        return False
     try:
-        from mongoprobe import flamegraph
         flamegraph.renderer()
-    except Exception:
+    except flamegraph.RenderError:
         return False
     return True
 
 
 def test_profile_bpftrace_ferretdb_symbolised(ferretdb, tmp_path, need_bpftrace):
-    """Raw bpftrace stacks, and (when mongoprobe.stacks and a renderer are here) the
-    flame graph made from them: both name FerretDB's and SQLite's functions."""
+    """Raw bpftrace stacks, and (when a flame-graph renderer is here) the flame graph
+    made from them: both name FerretDB's and SQLite's functions."""
     svg = tmp_path / "cpu.svg" if _can_render_svg() else None
     out = tmp_path / "cpu.bt.txt"
     t0 = time.monotonic()
@@ -257,7 +253,7 @@ def test_profile_bpftrace_ferretdb_symbolised(ferretdb, tmp_path, need_bpftrace)
     assert len(set(FERRET_FRAME.findall(text))) > 20
     assert SQLITE_FRAME.search(text), "no SQLite (modernc.org/sqlite/lib) frames"
     assert "modernc.org/sqlite/lib._sqlite3VdbeExec" in text
-    tally = profile_cli.bt_stack_tally(text.splitlines())
+    tally = bpftrace_stacks.tally(text.splitlines())
     assert tally["total"] == tally["weight"] > 50         # no sample dropped
     assert tally["no_ustack"] <= max(2, tally["weight"] // 50)
     assert re.search(r"^wrote .*cpu\.bt\.txt: \d+ samples", err, re.M)
@@ -285,7 +281,7 @@ def test_offcpu_ferretdb(ferretdb, tmp_path, need_bpftrace):
     finish_cli(cli)
     text = out.read_text()
     assert "futex" in text and "runtime." in text       # Go threads park on futexes
-    tally = profile_cli.bt_stack_tally(text.splitlines())
+    tally = bpftrace_stacks.tally(text.splitlines())
     assert tally["entries"] > 10 and tally["total"] and tally["weight"] > 0
 
 
@@ -399,12 +395,12 @@ def test_syscount_dtrace_names_are_kept():
 
 def test_threads_sample_snapshots():
     lines = (SAMPLES / "ferretdb-threads.bt.txt").read_text().splitlines()
-    snaps = list(profile_cli.threads_snapshots(lines))
+    snaps = list(threads_output.threads_snapshots(lines))
     assert len(snaps) >= 4 and snaps[-1][2] and not any(s[2] for s in snaps[:-1])
     assert all(b[0] > a[0] for a, b in zip(snaps, snaps[1:]))
     busy = 0
     for a, b in zip(snaps, snaps[1:-1]):
-        rows = profile_cli.threads_interval(a, b)
+        rows = threads_output.threads_interval(a, b)
         for r in rows:
             assert 0 <= r["oncpu_pct"] <= 100 and 0 <= r["slp_pct"] <= 100
         busy = max([busy] + [r["oncpu_pct"] for r in rows])
@@ -413,7 +409,7 @@ def test_threads_sample_snapshots():
 
 def test_profile_sample_tally():
     for name in ("ferretdb-profile.bt.txt", "ferretdb-offcpu.bt.txt"):
-        tally = profile_cli.bt_stack_tally((SAMPLES / name).read_text().splitlines())
+        tally = bpftrace_stacks.tally((SAMPLES / name).read_text().splitlines())
         assert tally["entries"] > 50 and tally["total"] is not None, name
         if name.startswith("ferretdb-profile"):
             assert tally["total"] == tally["weight"]

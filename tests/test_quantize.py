@@ -1,7 +1,7 @@
 """formats.quantize: DTrace quantize, bpftrace hist and bcc print_log2_hist text.
 
 Every real sample in samples/quantize/ is diffed against its golden CSVs in
-tests/expected/quantize/ (regenerate with `python -m tests.regen_quantize`), and checked
+tests/expected/quantize/ (tests/golden.py: MONGOPROBE_BLESS=1 re-blesses them), and checked
 against what the tool itself printed next to it (DTrace's "total requests handled",
 bpftrace's @count per key). Damaged copies of the samples must fail on the right line.
 """
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import golden
 from mongoprobe.formats.errors import FormatError
 from mongoprobe.formats.quantize import (
     HIST_COLUMNS,
@@ -24,7 +25,6 @@ from mongoprobe.formats.quantize import (
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples" / "quantize"
-EXPECTED = ROOT / "tests" / "expected" / "quantize"
 CASES = sorted(p.name.removesuffix(".txt") for p in SAMPLES.glob("*.txt"))
 
 
@@ -37,9 +37,9 @@ def _sample(case: str) -> Path:
 
 def test_every_sample_has_golden_files_and_back() -> None:
     assert len(CASES) >= 6
-    golden = {p.name.removesuffix(".scalars.csv").removesuffix(".csv")
-              for p in EXPECTED.glob("*.csv")}  # fmt: skip
-    assert golden == set(CASES), "run: python -m tests.regen_quantize"
+    stems = {p.name.removesuffix(".scalars.csv").removesuffix(".csv")
+             for p in golden.files("quantize")}  # fmt: skip
+    assert stems == set(CASES), "stale golden files (a sample gone): remove them"
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -47,12 +47,10 @@ def test_sample_matches_golden(case: str) -> None:
     df = parse_quantize(_sample(case))
     assert list(df.columns) == list(HIST_COLUMNS)
     assert [str(df[c].dtype) for c in ("lo", "hi", "count")] == ["int64"] * 3
-    assert df.to_csv(index=False, lineterminator="\n") == (EXPECTED / f"{case}.csv").read_text()
+    golden.check(f"quantize/{case}.csv", df.to_csv(index=False, lineterminator="\n"))
     sc = parse_scalars(_sample(case))
     assert list(sc.columns) == ["name", "key", "value"]
-    assert sc.to_csv(index=False, lineterminator="\n") == (
-        EXPECTED / f"{case}.scalars.csv"
-    ).read_text()
+    golden.check(f"quantize/{case}.scalars.csv", sc.to_csv(index=False, lineterminator="\n"))
 
 
 @pytest.mark.parametrize("case", CASES)

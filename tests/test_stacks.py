@@ -1,11 +1,8 @@
 """mongoprobe.stacks and its parsers (formats/perf_script, bpftrace_stacks, dtrace_stacks).
 
 Every real sample in samples/stacks/ is folded and diffed against its golden files in
-tests/expected/stacks/ (regenerate them with one command, then review the diff:
-
-    python tests/test_stacks.py --bless          # or MONGOPROBE_BLESS=1 pytest ...
-
-). The perf script samples must fold byte for byte as inferno-collapse-perf folds them,
+tests/expected/stacks/ (tests/golden.py: ``MONGOPROBE_BLESS=1`` re-blesses them; review
+the diff). The perf script samples must fold byte for byte as inferno-collapse-perf folds them,
 and the DTrace sample as inferno-collapse-dtrace; diffs as inferno-diff-folded. Damaged
 copies of the samples must fail on the right line.
 """
@@ -22,22 +19,20 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "analyzer"))
+import golden
+from mongoprobe import categories, stacks
+from mongoprobe.formats import bpftrace_stacks, dtrace_stacks, perf_script
+from mongoprobe.formats.errors import FormatError
 
-from mongoprobe import categories, stacks  # noqa: E402
-from mongoprobe.formats import bpftrace_stacks, dtrace_stacks, perf_script  # noqa: E402
-from mongoprobe.formats.errors import FormatError  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SAMPLES = ROOT / "samples" / "stacks"
-EXPECTED = ROOT / "tests" / "expected" / "stacks"
 CASES = sorted(p.name for p in SAMPLES.iterdir()
                if p.name.startswith(("perf-", "bpftrace-", "dtrace-")))
 FORMAT_OF = {"perf": "perf", "bpftrace": "bpftrace", "dtrace": "dtrace"}
 TABLE_CASES = ["perf-ferretdb-small.txt", "bpftrace-ferretdb-ms.txt",
                "dtrace-mongod-memcntl-ustack.txt"]
 PERF_CASES = [c for c in CASES if c.startswith("perf-")]
-BLESS = bool(os.environ.get("MONGOPROBE_BLESS"))
 
 
 def _sample(case: str) -> Path:
@@ -48,28 +43,17 @@ def _stem(case: str) -> str:
     return case.rsplit(".", 1)[0]
 
 
-def render(case: str) -> dict[Path, str]:
-    """The golden files of one sample, as text."""
+def render(case: str) -> dict[str, str]:
+    """The golden files of one sample (paths under tests/expected/), as text."""
     p = _sample(case)
-    out = {EXPECTED / f"{_stem(case)}.folded": "".join(stacks.folded_lines(stacks.fold(p)))}
+    out = {f"stacks/{_stem(case)}.folded": "".join(stacks.folded_lines(stacks.fold(p)))}
     df = stacks.load(p)
-    out[EXPECTED / f"{_stem(case)}.categories.csv"] = categories.category_table(df).to_csv(
+    out[f"stacks/{_stem(case)}.categories.csv"] = categories.category_table(df).to_csv(
         index=False, lineterminator="\n", float_format="%.6f")
     if case in TABLE_CASES:
-        out[EXPECTED / f"{_stem(case)}.table.csv"] = df.to_csv(
+        out[f"stacks/{_stem(case)}.table.csv"] = df.to_csv(
             index=False, lineterminator="\n", float_format="%.6f")
     return out
-
-
-def bless() -> int:
-    EXPECTED.mkdir(parents=True, exist_ok=True)
-    for case in CASES:
-        for path, text in render(case).items():
-            old = path.read_text() if path.exists() else None
-            path.write_text(text)
-            state = "unchanged" if old == text else ("new" if old is None else "UPDATED")
-            print(f"{state:9} {path.relative_to(ROOT)}")
-    return 0
 
 
 def _inferno(tool: str) -> Path:
@@ -93,17 +77,13 @@ def test_samples_are_there_and_small() -> None:
 
 @pytest.mark.parametrize("case", CASES)
 def test_sample_matches_golden(case: str) -> None:
-    for path, text in render(case).items():
-        if BLESS:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-        assert path.exists(), f"{path} missing: python tests/test_stacks.py --bless"
-        assert text == path.read_text(), f"{path.name} differs (review, then --bless)"
+    for rel, text in render(case).items():
+        golden.check(rel, text)
 
 
 def test_every_golden_file_has_its_sample() -> None:
     stems = {_stem(c) for c in CASES}
-    for p in EXPECTED.iterdir():
+    for p in golden.files("stacks"):
         assert p.name.split(".")[0] in stems, f"stale golden file {p.name}"
 
 
@@ -549,7 +529,7 @@ def mp(*args: str, stdin=None) -> subprocess.CompletedProcess:
 def test_cli_fold_prints_the_golden_file(case: str) -> None:
     r = mp("fold", str(_sample(case)))
     assert r.returncode == 0, r.stderr
-    assert r.stdout == (EXPECTED / f"{_stem(case)}.folded").read_text()
+    assert r.stdout == (golden.EXPECTED / "stacks" / f"{_stem(case)}.folded").read_text()
     if case == "bpftrace-ferretdb-ms.txt":
         assert r.stderr == "mongoprobe: 1 samples without a stack (bpftrace: stack map " \
                            "collisions; perf: all frames dropped)\n"
@@ -589,13 +569,6 @@ def test_cli_help_examples() -> None:
     for cmd in ("fold", "flamegraph", "heatmap", "categories", "top"):
         r = mp(cmd, "--help")
         assert r.returncode == 0 and "examples:" in r.stdout
-
-
-if __name__ == "__main__":
-    if sys.argv[1:] == ["--bless"]:
-        raise SystemExit(bless())
-    print(__doc__)
-    raise SystemExit(2)
 
 
 def test_bpftrace_entry_with_an_empty_user_stack():

@@ -3,7 +3,7 @@
 Each collector is a child process (in its own session, so a terminal Ctrl-C reaches
 only ``record``, which stops them in order) whose stdout goes to a file in the run
 directory and whose stderr goes to ``NAME.err`` beside it; or, for ``pcap``, the
-packet capture of ``mongoprobe.capture`` when that module is present.
+packet capture of ``mongoprobe.pcap.capture``.
 
 ===============  =======================================  ======================  =========
 name             runs                                     output (in RUN/)        ready when
@@ -18,7 +18,7 @@ threads          bpftrace probes/threads.bt PID           threads.bt.txt        
 vmstat           vmstat -n -t INTERVAL                    vmstat.txt              1st line
 iostat           iostat -x -t INTERVAL (S_TIME_FORMAT=ISO) iostat.txt             1st line
 pidstat          pidstat -u -d -w -r -h -H -p PID INTERVAL pidstat.txt            1st line
-pcap             mongoprobe.capture.Capture(FILE, port)   capture.pcapng          start()
+pcap             pcap.capture.Capture(FILE, port)         capture.pcapng          start()
 ===============  =======================================  ======================  =========
 
 The banner is the probe's "Tracing ... Hit Ctrl-C to end." line, printed from
@@ -160,13 +160,8 @@ def why_skip(spec: Spec) -> str | None:
         if not path.exists():
             return f"{path} does not exist in this checkout"
     if spec.kind == "capture":
-        try:
-            from . import capture
-        except ModuleNotFoundError as e:
-            if e.name != "mongoprobe.capture":
-                raise
-            return "mongoprobe.capture is not in this checkout"
-        why = getattr(capture, "why_cannot_capture", lambda: None)()
+        from .pcap.capture import why_cannot_capture
+        why = why_cannot_capture()
         if why:
             return why
     if spec.tool and not shutil.which(spec.tool):
@@ -210,7 +205,8 @@ class Collector:
                 self._start_capture()
             else:
                 self._start_process()
-        except Exception as e:  # noqa: BLE001 - recorded, the run goes on
+        except (OSError, RuntimeError) as e:   # cannot start (ProbeError, CaptureError...):
+            # recorded, the run goes on
             self.info.update(status="failed", error=f"{type(e).__name__}: {e}")
             self._kill()
 
@@ -266,14 +262,13 @@ class Collector:
                 self._eof.set()
 
     def _start_capture(self) -> None:
-        from .capture import Capture
+        from .pcap.capture import Capture
 
         if self.ctx.port is None:
             raise RuntimeError("the target's port is unknown (give --port)")
         path = self.ctx.run_dir / self.spec.output
         self.capture = Capture(str(path), port=self.ctx.port)
-        self.info["argv"] = getattr(self.capture, "command", lambda: None)() or \
-            ["mongoprobe.capture.Capture", str(path), f"port={self.ctx.port}"]
+        self.info["argv"] = self.capture.command()
         self.info["started"] = _now()
         self.capture.start()
         self.info.update(status="running", ready=_now())
@@ -330,7 +325,7 @@ class Collector:
                 res = self.capture.stop(timeout)
                 self.info.update(status="stopped", stopped=_now(), returncode=res.returncode,
                                  packets=res.packets, dropped=res.dropped)
-            except Exception as e:  # noqa: BLE001
+            except (OSError, RuntimeError) as e:     # CaptureError: tshark misbehaved
                 self.info.update(status="failed", stopped=_now(),
                                  error=f"stop: {type(e).__name__}: {e}")
             return

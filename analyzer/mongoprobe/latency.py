@@ -109,10 +109,21 @@ class LatencySummary:
             "pid": self.pid,
         }
 
+    def label(self, by: str, key: str) -> str:
+        """How :meth:`render` names a group: ``command = find``, ``conn = 4127,12``."""
+        return f"{by} = {key}"
+
+    def loss_lines(self) -> str:
+        """The counts and loss lines :meth:`render` ends with."""
+        return footer(self.counts, self.lost)
+
     def render(self, by: str = "command", unit: str = "ns", labels: dict | None = None) -> str:
         """Quantize histograms for one grouping, then the counts and loss lines.
 
         ``labels`` maps a group key to extra text (e.g. a connection's peer address).
+        A source whose groups or losses mean something else names them in its own
+        words by overriding :meth:`label` and :meth:`loss_lines` (a capture's
+        ``pcap.CaptureSummary``); the rendering is this one.
         """
         groups = {"command": self.by_command, "op": self.by_op, "conn": self.by_conn}[by]
         scale = UNITS[unit]
@@ -124,11 +135,11 @@ class LatencySummary:
             avg = f"{d['avg_ns'] / scale:,.0f}" if d["avg_ns"] is not None else "?"
             mx = f"{d['max_ns'] / scale:,.0f}" if d["max_ns"] is not None else "?"
             label = f" ({labels[key]})" if labels and key in labels else ""
-            out.append(f"{by} = {key}{label}   count {d['count']}   avg {avg} {unit}   "
-                       f"max {mx} {unit}")
+            out.append(f"{self.label(by, key)}{label}   count {d['count']}   "
+                       f"avg {avg} {unit}   max {mx} {unit}")
             out.append(histogram.render_quantize(h, title="", unit=unit).rstrip("\n"))
             out.append("")
-        out.append(footer(self.counts, self.lost))
+        out.append(self.loss_lines())
         if any(g.bucket_bounds for g in groups.values()):
             out.append("(DTrace quantize: log2 buckets; a percentile is known only to its "
                        "bucket: --json gives its upper bound)")

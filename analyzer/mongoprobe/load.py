@@ -78,13 +78,11 @@ client, the server and the probes together.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import datetime
 import itertools
 import json
 import math
-import os
 import random
 import re
 import signal
@@ -561,69 +559,3 @@ def run(opts: Options) -> tuple[int, dict]:
     }
     _out("### summary " + json.dumps(summary, separators=(",", ":")))
     return (130 if r.interrupted else 1 if r.error else 0), summary
-
-
-# --- command line --------------------------------------------------------------------
-
-EXAMPLES = """examples:
-  mongoprobe load --phases 10i.1q:60s,1i@1000.10q:60s,0i.10q:60s,10i.0q:60s
-  mongoprobe load --uri mongodb://127.0.0.1:27017/ --phases 4i.0q:100000i  # a load
-  mongoprobe load --phases 1i@100.4q:30s --pad 1024 --query-limit 10
-  mongoprobe record --target embedded -o RUN -- mongoprobe load --phases 2i.1q:30s
-"""
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--uri", default=None,
-                   help="server URI (default: $MONGOPROBE_URI, set by mongoprobe record)")
-    p.add_argument("--phases", required=True, metavar="SPEC",
-                   help="Ni[@RATE].Mq:LENGTH[,...], e.g. 10i.1q:60s,1i@1000.10q:60s")
-    p.add_argument("--pad", type=int, default=256, help="bytes of pad per document (256)")
-    p.add_argument("--query-limit", type=int, default=4,
-                   help="documents per range query at most (4)")
-    p.add_argument("--interval", type=float, default=1.0, help="seconds per report line (1)")
-    p.add_argument("--db", default="mongoprobe", help="database (mongoprobe)")
-    p.add_argument("--collection", default=COLLECTION, help=f"collection ({COLLECTION})")
-    p.add_argument("--batch", type=int, default=1,
-                   help="documents per insert command (1)")
-    p.add_argument("--keep", action="store_true",
-                   help="keep the collection (default: drop and recreate it)")
-    p.add_argument("--seed", type=int, default=None, help="random seed (default: fresh)")
-    p.add_argument("--no-sort", dest="sort", action="store_false",
-                   help="range queries without a sort (iibench's hinted mongod query; "
-                        "servers that cannot use the index for the sort scan otherwise)")
-
-
-def cmd_load(args: argparse.Namespace) -> int:
-    uri = args.uri or os.environ.get("MONGOPROBE_URI")
-    if not uri:
-        print("mongoprobe: no --uri and MONGOPROBE_URI is not set", file=sys.stderr)
-        return 2
-    try:
-        phases = parse_spec(args.phases)
-    except SpecError as e:
-        print(f"mongoprobe: --phases: {e}", file=sys.stderr)
-        return 2
-    for flag, v, lo in (("--pad", args.pad, 0), ("--query-limit", args.query_limit, 1),
-                        ("--batch", args.batch, 1)):
-        if v < lo:
-            print(f"mongoprobe: {flag} must be at least {lo}", file=sys.stderr)
-            return 2
-    if args.interval <= 0:
-        print("mongoprobe: --interval must be positive", file=sys.stderr)
-        return 2
-    rc, _ = run(Options(uri, phases, args.pad, args.query_limit, args.interval, args.db,
-                        args.collection, args.batch, args.keep, args.seed, args.sort))
-    return rc
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="mongoprobe load", description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=EXAMPLES)
-    add_arguments(p)
-    return cmd_load(p.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

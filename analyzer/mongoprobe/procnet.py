@@ -57,3 +57,13 @@ def socket_peers(pid: int) -> dict[int, tuple[tuple[str, int], tuple[str, int]]]
         if m and int(m[1]) in socks:
             out[int(fd)] = socks[int(m[1])]
     return out
+
+
+def fd_path(pid: int, fd: int) -> str:
+    """What a pid's file descriptor is open on, while it is (``-1``: a mapping)."""
+    if fd < 0:
+        return "(mapped memory)"
+    try:
+        return os.readlink(f"/proc/{pid}/fd/{fd}")
+    except OSError:
+        return "(closed by now)"

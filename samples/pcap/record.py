@@ -5,7 +5,7 @@ USAGE: .venv/bin/python samples/pcap/record.py [NAME...]     (default: all)
 
   ferretdb-mixedload  FerretDB (embedded target, a free port) driven by mongoprobe's
                       mixed pymongo workload (2 threads, 1 round, overlapping requestIDs),
-                      captured with mongoprobe.capture.Capture; the sidecar .json holds
+                      captured with mongoprobe.pcap.capture.Capture; the sidecar .json holds
                       the ground truths taken at the same time: the client's own counts
                       (command monitoring) and FerretDB's /debug/metrics deltas.
   wire-scenarios      tests/wireserver.py (readwrite mode) driven by tests/wireclient.py,
@@ -135,7 +135,7 @@ def record_ferretdb() -> None:
     import tempfile
 
     from mongoprobe import mixedload, target
-    from mongoprobe.capture import Capture
+    from mongoprobe.pcap.capture import Capture
 
     with tempfile.TemporaryDirectory() as tmp:
         info = target.start(Path(tmp), port=target.free_port())
@@ -159,7 +159,7 @@ def record_wire() -> None:
     sys.path.insert(0, str(TOP / "tests"))
     import wireclient
 
-    from mongoprobe.capture import Capture
+    from mongoprobe.pcap.capture import Capture
 
     srv = subprocess.Popen([sys.executable, str(TOP / "tests" / "wireserver.py"), "--port", "0",
                             "--mode", "readwrite"], stdout=subprocess.PIPE, text=True)
@@ -177,7 +177,7 @@ def record_wire() -> None:
 
 
 def record_compressed() -> None:
-    from mongoprobe.capture import Capture
+    from mongoprobe.pcap.capture import Capture
 
     listener, port = start_compressed_server()
     try:
@@ -207,7 +207,7 @@ def record_http() -> None:
     import tempfile
 
     from mongoprobe import target
-    from mongoprobe.capture import Capture
+    from mongoprobe.pcap.capture import Capture
 
     with tempfile.TemporaryDirectory() as tmp:
         info = target.start(Path(tmp), port=target.free_port())
@@ -227,7 +227,7 @@ def record_midstream() -> None:
     starts inside a message, as a ring-buffer file or a capture begun mid-run can."""
     import tempfile
 
-    from mongoprobe.capture import Capture
+    from mongoprobe.pcap.capture import Capture
 
     listener, port = start_compressed_server()
     big = {"insert": "coll", "documents": [{"pad": "y" * 70_000}]}

@@ -437,3 +437,54 @@ def lookup_failures(stderr_lines: Iterable[str]) -> int:
 def _text_lines(fh: IO) -> Iterator[str]:
     for line in fh:
         yield line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+
+
+def tally(lines) -> dict:
+    """Count what a profile.bt/offcpu.bt print holds, without folding it.
+
+    ``{"entries", "weight" (sum of the @[...] values), "no_ustack" (weight of entries
+    whose user stack is empty: stack-map collisions or failed walks), "total"
+    (@samples_total or @switches_total, None when absent), "seconds", "tids"}``.
+    A check for ``mongoprobe profile``'s summary line; the stack parser is :func:`read`.
+    """
+    entries = weight = no_ustack = 0
+    total = None
+    seconds, tids = set(), set()
+    head = None          # header line of the entry being read
+    after_sep = False    # between kstack and ustack, or no kstack
+    ustack_frames = 0
+    hdr = re.compile(r"^@\[(\d+), (\d+), ")
+    for raw in lines:
+        line = raw.rstrip("\n")
+        if head is None:
+            m = hdr.match(line)
+            if m:
+                seconds.add(int(m[1]))
+                tids.add(int(m[2]))
+                one = re.search(r"\]: (\d+)$", line)
+                if one:      # both stacks empty: "@[3, 123, comm, , ]: 2"
+                    entries += 1
+                    weight += int(one[1])
+                    no_ustack += int(one[1])
+                    continue
+                head, ustack_frames = line, 0
+                after_sep = line.rstrip().endswith(", ,") or line.endswith(", , ")
+                continue
+            t = re.match(r"^@(samples_total|switches_total): (\d+)$", line)
+            if t:
+                total = int(t[2])
+            continue
+        s = line.strip()
+        end = re.match(r"^\]: (\d+)$", s)
+        if end:
+            entries += 1
+            weight += int(end[1])
+            if ustack_frames == 0:
+                no_ustack += int(end[1])
+            head = None
+        elif s == ",":
+            after_sep = True
+        elif s and after_sep:
+            ustack_frames += 1
+    return {"entries": entries, "weight": weight, "no_ustack": no_ustack, "total": total,
+            "seconds": len(seconds), "tids": len(tids)}

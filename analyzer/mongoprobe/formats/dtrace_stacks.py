@@ -232,3 +232,20 @@ def read(fh: IO, source: str = "<dtrace>", stats: dict | None = None) -> Iterato
     if stack or at_keys is not None:
         raise FormatError(source, n, f"the count of the stack begun on line {start_line}; "
                           "the input ends inside it")
+
+
+def no_ustack_weight(lines) -> int:
+    """Samples of profile.d's entries whose user stack (after the "," line) is empty."""
+    n, frames, after = 0, 0, False
+    for line in lines:
+        s = line.strip()
+        if s.startswith("@["):
+            frames, after = 0, False
+        elif s == ",":
+            after = True
+        elif m := re.match(r"^\]: (\d+)$", s):
+            n += int(m[1]) if after and frames == 0 else 0
+            after = False
+        elif after and s:
+            frames += 1
+    return n

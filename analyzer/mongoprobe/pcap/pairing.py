@@ -1,6 +1,6 @@
 """Client-visible latency from packet captures, and its join with the probes' events.
 
-The capture is decoded in bulk by ``formats/tshark_fields.py`` (one row per message);
+The capture is decoded in bulk by ``pcap/tshark_fields.py`` (one row per message);
 this module pairs replies with requests, summarizes latency exactly as ``mongoprobe
 latency`` does (same :class:`~mongoprobe.latency.LatencySummary`, so ``pcap --json``
 has the keys of ``latency --json``), and joins the network-side view with the
@@ -38,10 +38,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from . import histogram, wire
-from .formats import tshark_fields
-from .formats.tshark_fields import Decode, PcapError  # noqa: F401  (re-exported)
-from .latency import Group, LatencySummary
+from .. import histogram, wire
+from ..latency import Group, LatencySummary
+from . import tshark_fields
+from .tshark_fields import Decode
 
 UNKNOWN = "[unknown]"    # a request neither tshark nor wire.py could name
 
@@ -260,12 +260,35 @@ def conn_key(stream, client_port) -> list[str]:
     return [f"{int(s)}, {int(p)}" for s, p in zip(stream, client_port)]
 
 
+class CaptureSummary(LatencySummary):
+    """A capture's latency: :class:`~mongoprobe.latency.LatencySummary`'s data, JSON and
+    rendering, in the capture's words: a connection is a TCP stream (keys "stream,
+    client_port"), and the loss line counts what a capture loses (``malformed``: frames
+    tshark marks malformed and requests no decoder could name; ``dropped``: frames after
+    a gap in the capture, segments it never saw), worded to fit 80 columns."""
+
+    def label(self, by: str, key: str) -> str:
+        if by == "conn":
+            stream, _, port = key.partition(", ")
+            return f"stream {stream} (client port {port})"
+        return super().label(by, key)
+
+    def loss_lines(self) -> str:
+        c, lost = self.counts, self.lost
+        return (f"requests: {c['requests']}  replies: {c['replies']}  "
+                f"stream replies: {c['stream_replies']}  "
+                f"no-reply (moreToCome): {c['no_reply']}\n"
+                f"lost: unmatched replies {lost['unmatched_replies']}, requests without "
+                f"reply {lost['requests_without_reply']}, malformed {lost['malformed']}, "
+                f"dropped {lost['dropped']}")
+
+
 @dataclass
 class PcapResult:
     """A summarized capture: the latency summary (``latency --json`` shape), the decode's
     counters, and the pairer's."""
 
-    summary: LatencySummary
+    summary: CaptureSummary
     decode: Decode
     outstanding: pd.DataFrame = field(default_factory=pd.DataFrame)
 
@@ -336,7 +359,7 @@ class _Summary:
                                dtype=bool)
                 pairer.counts["no_reply"] += int(mtc.sum())
                 outstanding = outstanding[~mtc]
-        s = LatencySummary(engine="tshark")
+        s = CaptureSummary(engine="tshark")
         s.by_command, s.by_op = self.by_cmd.groups(), self.by_op.groups()
         s.by_conn = self.by_conn.groups()
         s.requests_by_command = dict(sorted(pairer.requests_by_command.items()))
@@ -396,7 +419,7 @@ def summarize(path: str | list, port: int | None = None, dec: Decode | None = No
 
 
 def messages(path: str, port: int | None = None, dec: Decode | None = None) -> pd.DataFrame:
-    """The capture's message table (``formats/tshark_fields.py`` documents the columns)."""
+    """The capture's message table (``pcap/tshark_fields.py`` documents the columns)."""
     return tshark_fields.messages(path, port, dec)
 
 
@@ -408,9 +431,9 @@ def pairs(msgs: pd.DataFrame, pairer: Pairer | None = None) -> pd.DataFrame:
 
 
 def summary_from_pairs(p: pd.DataFrame, pairer: Pairer | None = None,
-                       dec: Decode | None = None) -> LatencySummary:
-    """A LatencySummary of a pairs table (counts and losses from the pairer/decode)."""
-    s = LatencySummary(engine="tshark")
+                       dec: Decode | None = None) -> CaptureSummary:
+    """The latency summary of a pairs table (counts and losses from the pairer/decode)."""
+    s = CaptureSummary(engine="tshark")
     acc = {k: _Acc() for k in ("c", "o", "n")}
     lat = p["latency_ns"].to_numpy(np.int64)
     acc["c"].add(p["command"].fillna(UNKNOWN), lat)

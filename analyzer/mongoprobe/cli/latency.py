@@ -1,8 +1,10 @@
-"""mongoprobe command line: one ``cmd_<name>(args)`` per subcommand.
+"""``mongoprobe latency`` and ``mongoprobe snoop``: server-side request latency, live.
 
-Data goes to stdout, diagnostics to stderr; bad input or a failed probe gives one
-clear line and a non-zero exit. Heavy imports (pandas, the probes) are deferred
-to the subcommands that need them.
+The wire probes (``mongoprobe.wire_probe``: bpftrace's mongo_latency.bt, bcc's
+mongolatency.py; ``--engine dtrace``: dtrace/mongo_time.d and mongo_snoop.d through
+``mongoprobe.dtrace_engine``) on one pid, until ``-d``, Ctrl-C or the pid's exit.
+Histograms render through ``latency.LatencySummary``; data on stdout, the banner and
+losses on stderr.
 """
 
 from __future__ import annotations
@@ -12,75 +14,32 @@ import json
 import sys
 import time
 
-EXAMPLES = """examples:
-  mongoprobe target start                 # start the embedded FerretDB, print pid/uri
-  mongoprobe target status --json         # {"pid", "uri", "metrics_url"}
+from .common import RAW, CommandError, check_trace, run_dtrace
+
+LATENCY_EXAMPLES = """examples:
   mongoprobe latency -p 4127              # histograms per command until Ctrl-C
   mongoprobe latency -p 4127 -i 5 -d 60   # every 5 s for a minute
-  mongoprobe latency -p 4127 --by op      # per opcode (OP_MSG, OP_QUERY, ...)
+  mongoprobe latency -p 4127 --by op --unit us   # per opcode (OP_MSG, OP_QUERY, ...)
   mongoprobe latency -p 4127 --engine bcc --json
   mongoprobe latency -p 4127 --engine dtrace -d 30   # dtrace/mongo_time.d
   mongoprobe latency -p 4127 --events ev.jsonl -d 30   # exact, per request
-  mongoprobe latency -p 4127 --events ev.parquet --events-sample 100
-  mongoprobe snoop -p 4127                # one line per request
+  mongoprobe latency -p 4127 --events ev.parquet --events-sample 100 -d 30
+"""
+
+SNOOP_EXAMPLES = """examples:
+  mongoprobe snoop -p 4127                # one line per request until Ctrl-C
+  mongoprobe snoop -p 4127 -d 10 --json   # one JSON object per request
+  mongoprobe snoop -p 4127 --engine dtrace -d 10   # dtrace/mongo_snoop.d
 """
 
 
-def die(msg: str, code: int = 1) -> None:
-    print(f"mongoprobe: {msg}", file=sys.stderr)
-    sys.exit(code)
-
-
-# --- target ------------------------------------------------------------------------
-
-
-def cmd_target(args: argparse.Namespace) -> int:
-    from . import target
-
-    if args.action == "start":
-        try:
-            info = target.start(tls=args.tls)
-        except target.TargetError as e:
-            die(str(e))
-    elif args.action == "stop":
-        stopped = target.stop()
-        if not args.json:
-            print("stopped" if stopped else "not running")
-        return 0
-    else:
-        info = target.status()
-        if info is None:
-            if args.json:
-                print(json.dumps({"pid": None, "uri": None, "metrics_url": None}))
-            else:
-                print("not running")
-            return 1
-    if args.json:
-        print(info.json())
-    else:
-        print(f"pid          {info.pid}\nuri          {info.uri}\nmetrics_url  {info.metrics_url}")
-    return 0
-
-
-# --- latency and snoop -------------------------------------------------------------
-
-
 def _check_trace(args: argparse.Namespace) -> None:
-    from . import probes
-
-    why = {"bcc": probes.why_cannot_bcc, "dtrace": probes.why_cannot_dtrace}.get(
-        args.engine, probes.why_cannot_trace)()
-    if why:
-        die(why)
-    try:
-        probes.check_pid(args.pid)
-    except probes.ProbeError as e:
-        die(str(e))
+    check_trace(args.engine, args.pid)
 
 
 def _started(probe, args: argparse.Namespace) -> None:
     """The probe is attached: say so (stderr, so stdout stays data) and arm the stops."""
-    from . import probes
+    from .. import probes
     probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None, args.duration, args.pid)
     print(f"Tracing MongoDB requests of PID {args.pid} ({args.engine})... "
           "Hit Ctrl-C to end.", file=sys.stderr, flush=True)
@@ -100,7 +59,7 @@ def _peer_labels(args: argparse.Namespace) -> dict | None:
     """For --by conn: "pid, fd" -> the client address, while the connection is open."""
     if args.by != "conn":
         return None
-    from . import procnet
+    from .. import procnet
     try:
         peers = procnet.socket_peers(args.pid)
     except OSError:
@@ -109,12 +68,12 @@ def _peer_labels(args: argparse.Namespace) -> dict | None:
 
 
 def _wire_probe(args: argparse.Namespace, events_every: int):
-    from . import probes, wire_probe
+    from .. import probes, wire_probe
     try:
         wp = wire_probe.WireProbe(args.engine, args.pid, by_conn=args.by == "conn",
                                   events_every=events_every)
     except probes.ProbeError as e:
-        die(str(e))
+        raise CommandError(str(e)) from None
     _started(wp.probe, args)
     return wp
 
@@ -123,7 +82,7 @@ def _finished(wp):
     """The probe has exited: its whole run, or one line saying why there is none."""
     rc = wp.probe.stop()
     if rc not in (0, None) and not wp.slices_seen:
-        die(f"{wp.probe.name} failed: {wp.probe.error_summary()}")
+        raise CommandError(f"{wp.probe.name} failed: {wp.probe.error_summary()}")
     try:
         return wp.finish()
     finally:
@@ -131,8 +90,8 @@ def _finished(wp):
 
 
 def cmd_latency(args: argparse.Namespace) -> int:
-    from . import latency
-    from .latencies import Latencies
+    from .. import latency
+    from ..latencies import Latencies
 
     _check_trace(args)
     if args.engine == "dtrace":
@@ -155,7 +114,7 @@ def cmd_latency(args: argparse.Namespace) -> int:
             pending = []
     lat = _finished(wp)
     if args.events and lat.events is not None:
-        from .formats.wire_events import write_events
+        from ..formats.wire_events import write_events
         write_events(lat.events, args.events)
     if args.interval and not args.json:
         print("--- whole run ---")
@@ -164,33 +123,28 @@ def cmd_latency(args: argparse.Namespace) -> int:
 
 
 def _run_dtrace(script: str, args: argparse.Namespace, on_line=None):
-    from . import dtrace_engine, probes
-    try:
-        run = dtrace_engine.run(script, args.pid, duration=args.duration, on_line=on_line,
-                                options=dtrace_engine.WIRE_OPTIONS[script],
-                                banner=f"Tracing MongoDB requests of PID {args.pid} (dtrace "
-                                       f"{script})... Hit Ctrl-C to end.")
-    except probes.ProbeError as e:
-        die(str(e))
-    why = dtrace_engine.failed(run)
-    if why and not any(ln.startswith("requests: ") for ln in run.lines):
-        die(f"dtrace failed: {why}")
-    return run
+    from .. import dtrace_engine
+    return run_dtrace(script, args.pid, args.duration,
+                      lambda lines: any(ln.startswith("requests: ") for ln in lines),
+                      on_line=on_line, options=dtrace_engine.WIRE_OPTIONS[script],
+                      banner=f"Tracing MongoDB requests of PID {args.pid} (dtrace "
+                             f"{script})... Hit Ctrl-C to end.")
 
 
 def _latency_dtrace(args: argparse.Namespace) -> int:
     """dtrace/mongo_time.d (or mongo_snoop.d for --events): one summary at the end."""
-    from . import dtrace_engine, latency
+    from .. import dtrace_engine, latency
 
     if args.interval:
-        die("-i: mongo_time.d prints once, at the end; use -d, or --engine bpftrace|bcc")
+        raise CommandError("-i: mongo_time.d prints once, at the end; use -d, or "
+                           "--engine bpftrace|bcc")
     if args.events:
         run = _run_dtrace("mongo_snoop.d", args)
         events = dtrace_engine.snoop_events(run.lines)
         summary = latency.from_events(events, engine="dtrace", pid=args.pid)
         summary.counts, summary.lost = dtrace_engine.snoop_footer(run.lines)
         summary.lost["dropped"] = run.dropped
-        from .formats.wire_events import write_events_json
+        from ..formats.wire_events import write_events_json
         with open(args.events, "w") as fh:
             write_events_json(events, fh)
     else:
@@ -203,9 +157,9 @@ def _latency_dtrace(args: argparse.Namespace) -> int:
 
 def _snoop_dtrace(args: argparse.Namespace) -> int:
     """dtrace/mongo_snoop.d: its lines as they come (mongo_snoop.bt's layout)."""
-    from . import dtrace_engine, latency
-    from .formats import wire_events
-    from .formats.dtrace_latency import clock
+    from .. import dtrace_engine, latency
+    from ..formats import wire_events
+    from ..formats.dtrace_latency import clock
 
     head: list[str] = []
 
@@ -237,8 +191,8 @@ SNOOP_HEADER = (f"{'TIME(s)':<14} {'PID':<7} {'TID':<7} {'FD':<4} {'REQID':<11} 
 def cmd_snoop(args: argparse.Namespace) -> int:
     """One line per request: bpftrace's mongo_latency.bt with an event per request
     (names from its words here), bcc's mongosnoop.py, or dtrace/mongo_snoop.d."""
-    from . import latency, probes
-    from .formats.wire_slices import EVENT_COLUMNS
+    from .. import latency, probes
+    from ..formats.wire_slices import EVENT_COLUMNS
 
     _check_trace(args)
     if args.engine == "dtrace":
@@ -247,7 +201,7 @@ def cmd_snoop(args: argparse.Namespace) -> int:
         try:
             probe = probes.bcc("mongosnoop.py", "-p", args.pid, *(["-j"] if args.json else []))
         except probes.ProbeError as e:
-            die(str(e))
+            raise CommandError(str(e)) from None
         _started(probe, args)
         for line in probe.lines():
             print(line, end="", flush=True)
@@ -279,34 +233,23 @@ def cmd_snoop(args: argparse.Namespace) -> int:
     return 0
 
 
-# --- parser --------------------------------------------------------------------------
+def _tracing(sp: argparse.ArgumentParser) -> None:
+    """The options latency and snoop share."""
+    sp.add_argument("-p", "--pid", type=int, required=True, help="server process id")
+    sp.add_argument("-d", "--duration", type=float, help="stop after SEC seconds")
+    sp.add_argument("--json", action="store_true", help="machine-readable output")
+    sp.add_argument("--engine", choices=["bpftrace", "bcc", "dtrace"], default="bpftrace",
+                    help="dtrace: dtrace/*.d (illumos, FreeBSD, macOS, Linux with "
+                         "dtrace-utils)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="mongoprobe", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Active benchmarking of MongoDB-protocol servers.", epilog=EXAMPLES)
-    sub = p.add_subparsers(dest="cmd", required=True)
-
-    t = sub.add_parser("target", help="the embedded FerretDB target")
-    t.add_argument("action", choices=["start", "stop", "status"])
-    t.add_argument("--json", action="store_true")
-    t.add_argument("--tls", action="store_true",
-                   help="start: serve TLS only, with a self-signed certificate (the uri "
-                        "carries tls=true and its CA file)")
-    t.set_defaults(func=cmd_target)
-
-    def tracing(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("-p", "--pid", type=int, required=True, help="server process id")
-        sp.add_argument("-d", "--duration", type=float, help="stop after SEC seconds")
-        sp.add_argument("--json", action="store_true", help="machine-readable output")
-        sp.add_argument("--engine", choices=["bpftrace", "bcc", "dtrace"], default="bpftrace",
-                        help="dtrace: dtrace/*.d (illumos, FreeBSD, macOS, Linux with "
-                             "dtrace-utils)")
-
+def register(sub) -> None:
     lt = sub.add_parser("latency", help="server-side request latency histograms",
-                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES)
-    tracing(lt)
+                        formatter_class=RAW, epilog=LATENCY_EXAMPLES,
+                        description="Histograms of the server's own time per request "
+                        "(receive to reply, at its syscalls), per command, opcode or "
+                        "connection, with every loss counted.")
+    _tracing(lt)
     lt.add_argument("-i", "--interval", type=int, help="print every SEC seconds")
     lt.add_argument("--by", choices=["command", "op", "conn"], default="command")
     lt.add_argument("--unit", choices=["ns", "us", "ms"], default="ns")
@@ -319,34 +262,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "histograms still count every request)")
     lt.set_defaults(func=cmd_latency)
 
-    sn = sub.add_parser("snoop", help="one line per request")
-    tracing(sn)
+    sn = sub.add_parser("snoop", help="one line per request", formatter_class=RAW,
+                        epilog=SNOOP_EXAMPLES,
+                        description="One line (or JSON object) per request as the server "
+                        "answers it: time, pid, thread, fd, requestID, opcode, command, "
+                        "bytes, latency.")
+    _tracing(sn)
     sn.set_defaults(func=cmd_snoop)
-
-    # Subcommands that live beside their subject: each module has
-    # register(subparsers) adding parsers whose func is one cmd_<name>(args).
-    import importlib
-    for name in COMMAND_MODULES:
-        try:
-            mod = importlib.import_module(f"mongoprobe.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"mongoprobe.{name}":
-                raise
-            continue
-        mod.register(sub)
-    return p
-
-
-COMMAND_MODULES = ["profile_cli", "stacks_cli", "pcap_cli", "run_cli", "parse_cli", "report_cli"]
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return args.func(args) or 0
-    except BrokenPipeError:
-        return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

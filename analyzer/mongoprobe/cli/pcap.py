@@ -1,7 +1,7 @@
 """``mongoprobe capture`` and ``mongoprobe pcap``: record a port with tshark, and read
-client-visible latency back from a capture.
+client-visible latency back from a capture (the ``mongoprobe.pcap`` package).
 
-cli.py imports this module and calls ``register(subparsers)``; each subcommand is one
+``register(subparsers)`` adds them to ``mongoprobe``; each subcommand is one
 ``cmd_<name>(args)``. Data goes to stdout, diagnostics (one line each) to stderr.
 """
 
@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import signal
 import sys
 import time
+
+from .common import RAW, CommandError, port, positive
 
 CAPTURE_EXAMPLES = """examples:
   mongoprobe capture -o run.pcapng --port 27017          # until Ctrl-C
@@ -30,31 +31,23 @@ PCAP_EXAMPLES = """examples:
   mongoprobe pcap ring_*.pcapng --port 27017       # a ring buffer's files, as one capture
 """
 
-UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000}
-
-
-def _die(msg: str, code: int = 1) -> int:
-    print(f"mongoprobe: {msg}", file=sys.stderr)
-    sys.exit(code)
-
-
 # --- capture -----------------------------------------------------------------------------
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
-    from .capture import Capture, CaptureError, why_cannot_capture
+    from ..pcap.capture import Capture, CaptureError, why_cannot_capture
 
     why = why_cannot_capture()
     if why:
-        _die(why)
+        raise CommandError(why)
     if args.ring_files and not args.ring_mb:
-        _die("--ring-files needs --ring-mb (the size of each file)")
+        raise CommandError("--ring-files needs --ring-mb (the size of each file)")
     cap = Capture(args.output, args.port, iface=args.interface, ring_mb=args.ring_mb,
                   ring_files=args.ring_files)
     try:
         cap.start()
     except CaptureError as e:
-        _die(str(e))
+        raise CommandError(str(e)) from None
     print(f"Capturing TCP port {args.port} on {args.interface} into {args.output}... "
           "Hit Ctrl-C to end.", file=sys.stderr, flush=True)
     end = time.monotonic() + args.duration if args.duration else None
@@ -72,7 +65,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
         signal.signal(sig, signal.SIG_IGN)
     res = cap.stop()
     if res.returncode not in (0, None) and not res.files:
-        _die(f"tshark failed: {cap._diagnostic()}")
+        raise CommandError(f"tshark failed: {cap.diagnostic()}")
     dropped = f", {res.dropped} dropped" if res.dropped else ""
     print(f"{res.packets if res.packets is not None else '?'} packets captured{dropped}",
           file=sys.stderr)
@@ -87,58 +80,9 @@ def cmd_capture(args: argparse.Namespace) -> int:
 # --- pcap --------------------------------------------------------------------------------
 
 
-def render(summary, by: str = "command", unit: str = "ns") -> str:
-    """Quantize histograms per command, opcode or TCP stream, then the loss lines."""
-    from . import histogram, latency
-
-    groups = {"command": summary.by_command, "op": summary.by_op,
-              "stream": summary.by_conn}[by]
-    scale = UNITS[unit]
-    out = []
-    for key, g in sorted(groups.items(), key=lambda kv: (-kv[1].count, kv[0])):
-        d = g.to_json()
-        h = latency._rescale(g.hist, scale) if scale != 1 else g.hist
-        avg = f"{d['avg_ns'] / scale:,.0f}" if d["avg_ns"] is not None else "?"
-        p99 = f"{d['p99_ns'] / scale:,.0f}" if d["p99_ns"] is not None else "?"
-        mx = f"{d['max_ns'] / scale:,.0f}" if d["max_ns"] is not None else "?"
-        if by == "stream":
-            stream, _, port = key.partition(", ")
-            label = f"stream {stream} (client port {port})"
-        else:
-            label = f"{by} = {key}"
-        out.append(f"{label}  count {d['count']}  avg {avg}  p99 {p99}  max {mx} {unit}")
-        out.append(histogram.render_quantize(h, title="", unit=unit).rstrip("\n"))
-        out.append("")
-    out.append(footer(summary.counts, summary.lost))
-    return "\n".join(out) + "\n"
-
-
-def footer(counts: dict, lost: dict) -> str:
-    """latency's two count lines, worded to fit 80 columns: ``dropped`` counts frames
-    after a gap in the capture (segments tshark never saw)."""
-    return (f"requests: {counts['requests']}  replies: {counts['replies']}  "
-            f"stream replies: {counts['stream_replies']}  "
-            f"no-reply (moreToCome): {counts['no_reply']}\n"
-            f"lost: unmatched replies {lost['unmatched_replies']}, requests without reply "
-            f"{lost['requests_without_reply']}, malformed {lost['malformed']}, "
-            f"dropped {lost['dropped']}")
-
-
-RING_NAME = re.compile(r"_(\d{5,})_\d{14}\.[^.]+$")   # tshark -b: NAME_00001_YYYYMMDDhhmmss.EXT
-
-
-def ring_order(files: list[str]) -> list[str]:
-    """A ring buffer's files in the order tshark wrote them (by file number, which a
-    shell glob sorts wrongly past 99999); other names as given."""
-    nums = [RING_NAME.search(f) for f in files]
-    if len(files) > 1 and all(nums):
-        return [f for _, f in sorted(zip((int(m.group(1)) for m in nums), files))]
-    return list(files)
-
-
 def cmd_pcap(args: argparse.Namespace) -> int:
-    from . import pcap
-    from .formats import tshark_fields
+    from ..pcap import pairing, tshark_fields
+    from ..pcap.capture import ring_order
 
     files = ring_order(args.file)
     args.file = files[0] if len(files) == 1 else files
@@ -147,13 +91,13 @@ def cmd_pcap(args: argparse.Namespace) -> int:
         if port is None:
             port, why = tshark_fields.detect_port(args.file)
             if port is None:
-                _die(f"{files[0]}: {why}: nothing to decode")
+                raise CommandError(f"{files[0]}: {why}: nothing to decode")
             print(f"server port {port} ({why}); --port to choose", file=sys.stderr)
-        result = pcap.summarize(args.file, port)
+        result = pairing.summarize(args.file, port)
     except tshark_fields.PcapError as e:
-        _die(str(e))
+        raise CommandError(str(e)) from None
     except KeyboardInterrupt:
-        _die("interrupted", 130)
+        raise CommandError("interrupted", 130) from None
     dec = result.decode
     if not dec.messages and dec.other_ports and not dec.port_frames:
         try:
@@ -165,7 +109,8 @@ def cmd_pcap(args: argparse.Namespace) -> int:
             print(json.dumps(result.to_json()))
         else:
             print(f"Client-visible latency: {dec.messages} messages on TCP port {port}\n")
-            print(render(result.summary, by=args.by, unit=args.unit), end="")
+            print(result.summary.render(by="conn" if args.by == "stream" else args.by,
+                                        unit=args.unit), end="")
     if dec.fallback and not args.json:
         print(f"{dec.fallback - dec.unnamed} messages named by wire.py (tshark's fields "
               f"could not), {dec.unnamed} unnamed", file=sys.stderr)
@@ -179,45 +124,30 @@ def cmd_pcap(args: argparse.Namespace) -> int:
 # --- registration ----------------------------------------------------------------------------
 
 
-def _port(text: str) -> int:
-    p = int(text)
-    if not 0 < p < 65536:
-        raise argparse.ArgumentTypeError(f"{text} is not a TCP port")
-    return p
-
-
-def _positive(text: str) -> int:
-    v = int(text)
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
-    return v
-
-
 def register(sub) -> None:
-    raw = argparse.RawDescriptionHelpFormatter
     c = sub.add_parser("capture", help="record a port's traffic with tshark",
-                       formatter_class=raw, epilog=CAPTURE_EXAMPLES,
+                       formatter_class=RAW, epilog=CAPTURE_EXAMPLES,
                        description="Capture TCP port N with tshark (filter 'tcp port N'), "
                        "until Ctrl-C or -d; prints the files written.")
     c.add_argument("-o", "--output", required=True, metavar="FILE", help="pcapng file")
-    c.add_argument("--port", type=_port, required=True, help="the server's TCP port")
+    c.add_argument("--port", type=port, required=True, help="the server's TCP port")
     c.add_argument("-d", "--duration", type=float, metavar="SEC", help="stop after SEC")
     c.add_argument("-i", "--interface", default="lo", metavar="IFACE",
                    help="interface (default: lo)")
-    c.add_argument("--ring-mb", type=_positive, metavar="N",
+    c.add_argument("--ring-mb", type=positive, metavar="N",
                    help="ring buffer: start a new file every N MB")
-    c.add_argument("--ring-files", type=_positive, metavar="K",
+    c.add_argument("--ring-files", type=positive, metavar="K",
                    help="ring buffer: keep the last K files")
     c.set_defaults(func=cmd_capture)
 
     p = sub.add_parser("pcap", help="client-visible latency from a capture",
-                       formatter_class=raw, epilog=PCAP_EXAMPLES,
+                       formatter_class=RAW, epilog=PCAP_EXAMPLES,
                        description="Decode a capture with tshark (in bulk), pair replies "
                        "with requests per TCP stream, print latency histograms.")
     p.add_argument("file", metavar="FILE", nargs="+",
                    help="pcap or pcapng capture; several (a ring buffer's files) are read "
                    "as one, so a request and its reply in different files are paired")
-    p.add_argument("--port", type=_port, help="the server's TCP port (default: found "
+    p.add_argument("--port", type=port, help="the server's TCP port (default: found "
                    "from the connection openings)")
     p.add_argument("--json", action="store_true", help="the keys of latency --json")
     p.add_argument("--by", choices=["command", "op", "stream"], default="command")

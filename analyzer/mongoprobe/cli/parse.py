@@ -1,6 +1,7 @@
-"""Subcommands over foreign formats: ``mongoprobe parse`` and ``mongoprobe quantize``.
+"""``mongoprobe parse`` and ``mongoprobe quantize``: any foreign format, as a table or
+as DTrace-style histograms.
 
-cli.py imports this module and calls ``register(subparsers)``. Importing it is cheap:
+``register(subparsers)`` adds them to ``mongoprobe``. Importing this is cheap:
 the format names come from ``formats.registry`` (which imports no parser), pandas and the
 parsers are imported when a subcommand runs.
 
@@ -13,7 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .formats import registry
+from ..formats import registry
+from .common import RAW, CommandError
 
 PARSE_EXAMPLES = """examples:
   mongoprobe parse auto samples/sysstat/iostat-x-1-3.txt       # detect, print a table
@@ -21,7 +23,7 @@ PARSE_EXAMPLES = """examples:
   mongoprobe parse ycsb-summary samples/ycsb/ycsb-0.17-workloada-run.summary.txt --json
   mongoprobe parse iostat-totals samples/sysstat/iostat-xt-iso-2dev.txt --json
   mongoprobe parse iibench samples/iibench/iibench-mongo-1i-1q-30k.stdout.txt
-  mongoprobe parse ycsb RUN/load.out                           # a recorded YCSB run
+  mongoprobe parse auto RUN/load.out              # what record kept of a load tool's output
   mongoprobe parse vmstat samples/sysstat/vmstat-t-1.txt --tz UTC
   vmstat -t 1 5 | mongoprobe parse vmstat - --csv             # FILE - reads stdin
 
@@ -51,11 +53,6 @@ _UNITS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 _WORDS = {"ns": "nsecs", "us": "usecs", "ms": "msecs", "s": "secs"}
 
 
-def _die(msg: str, code: int = 1) -> int:
-    print(f"mongoprobe: {msg}", file=sys.stderr)
-    return code
-
-
 def _load(args: argparse.Namespace, fmt: str):
     """(DataFrame, format name) or raises; FILE '-' is stdin, a run's load.out is read
     without its stamps (formats/loadout.py)."""
@@ -72,32 +69,27 @@ def _load(args: argparse.Namespace, fmt: str):
     return df, fmt
 
 
-def cmd_parse(args: argparse.Namespace) -> int:
-    from .formats.errors import FormatError
+def _read(args: argparse.Namespace, fmt: str):
+    """:func:`_load`, or CommandError naming the file and what is wrong."""
+    from ..formats.errors import FormatError
 
     try:
-        df, _ = _load(args, args.format)
+        return _load(args, fmt)
     except (FormatError, OSError, ValueError) as e:
-        return _die(str(e))
+        raise CommandError(str(e)) from None
+
+
+def cmd_parse(args: argparse.Namespace) -> int:
+    from .. import views
+
+    df, _ = _read(args, args.format)
     if args.json:
         sys.stdout.write(df.to_json(orient="records", double_precision=15) + "\n")
     elif args.csv:
         sys.stdout.write(df.to_csv(index=False, lineterminator="\n"))
     else:
-        sys.stdout.write(_table(df) + "\n")
+        sys.stdout.write(views.frame_table(df) + "\n")
     return 0
-
-
-def _table(df) -> str:
-    """The frame for a terminal: epoch-second columns as UTC date-times, 79 columns wide."""
-    import pandas as pd
-
-    out = df.copy()
-    for c in ("time", "start", "end"):
-        if c in out.columns and out[c].dtype.kind == "f" and out[c].notna().any():
-            t = pd.to_datetime(out[c], unit="s", utc=True).dt.round("ms")
-            out[c] = t.dt.strftime("%Y-%m-%d %H:%M:%S.%f").str[:-3].where(t.notna(), "")
-    return out.to_string(index=False, line_width=79)
 
 
 def _unit_of(column: str) -> str | None:
@@ -119,53 +111,38 @@ def _pick_column(df, spec) -> str | None:
     return None
 
 
-def _render_printed(df) -> str:
-    """Histograms of a quantize-format input, each rendered again as DTrace would."""
-    from .formats.quantize import to_histograms
-    from .histogram import render_quantize
-
-    out = []
-    for (fmt, name, key), h in to_histograms(df).items():
-        out.append(f"{fmt} {' '.join(p for p in (name, key) if p)}".rstrip())
-        out.append(render_quantize(h, title="", unit=None))
-    return "\n".join(out)
-
-
 def cmd_quantize(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from .formats.errors import FormatError
-    from .histogram import from_values, render_quantize
+    from .. import views
+    from ..histogram import from_values, render_quantize
 
-    try:
-        df, fmt = _load(args, args.format)
-    except (FormatError, OSError, ValueError) as e:
-        return _die(str(e))
+    df, fmt = _read(args, args.format)
     if fmt == "quantize" and args.column is None:
         try:
-            sys.stdout.write(_render_printed(df))
+            sys.stdout.write(views.quantize_printed(df))
         except ValueError as e:
-            return _die(f"{args.file}: {e}")
+            raise CommandError(f"{args.file}: {e}") from None
         return 0
     spec = registry.get(fmt)
     col = args.column or _pick_column(df, spec)
     if col is None or col not in df.columns:
         what = f"no column {col!r}" if col else "no latency column (a name ending _ns, _us, _ms)"
-        return _die(f"{args.file}: {what}; columns: {', '.join(map(str, df.columns))}")
+        raise CommandError(f"{args.file}: {what}; columns: {', '.join(map(str, df.columns))}")
     src_unit = _unit_of(col)
     unit = args.unit or src_unit
     if src_unit is None and args.unit is not None:
-        return _die(f"column {col!r} carries no unit in its name; leave out --unit")
+        raise CommandError(f"column {col!r} carries no unit in its name; leave out --unit")
     factor = _UNITS[src_unit] / _UNITS[unit] if src_unit and unit else 1.0
     by = spec.by if args.by is None else (None if args.by in ("", "none") else args.by)
     if by is not None and by not in df.columns:
         if args.by is not None:
-            return _die(f"{args.file}: no column {by!r} to group by")
+            raise CommandError(f"{args.file}: no column {by!r} to group by")
         by = None
     try:
         vals = df[col].astype("float64")
     except (TypeError, ValueError):
-        return _die(f"column {col!r} is not numeric")
+        raise CommandError(f"column {col!r} is not numeric")
     groups = [(None, vals)] if by is None else [
         (k, vals[df[by] == k]) for k in dict.fromkeys(df[by].tolist())]
     word = _WORDS.get(unit or "", unit or "values")
@@ -179,13 +156,13 @@ def cmd_quantize(args: argparse.Namespace) -> int:
         try:
             h = from_values(ints)
         except ValueError as e:
-            return _die(f"column {col!r}: {e}")
+            raise CommandError(f"column {col!r}: {e}")
         head = f"{by} = {key}   " if by else ""
         print(f"{head}count {len(ints)}   min {ints.min():,}   max {ints.max():,}")
         print(render_quantize(h, title="", unit=None), end="")
         shown += 1
     if not shown:
-        return _die(f"{args.file}: column {col!r} has no values")
+        raise CommandError(f"{args.file}: column {col!r} has no values")
     return 0
 
 
@@ -195,7 +172,7 @@ def register(sub) -> None:
                        description="Parse FILE as FORMAT and print the DataFrame: a table "
                        "(default; epoch-second times shown as UTC), --csv, or --json (an "
                        "array of records).",
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       formatter_class=RAW,
                        epilog=PARSE_EXAMPLES)  # fmt: skip
     p.add_argument("format", metavar="FORMAT", choices=fmts, help="a format name or auto")
     p.add_argument("file", metavar="FILE", help="input file, or - for stdin")
@@ -209,7 +186,7 @@ def register(sub) -> None:
     q = sub.add_parser("quantize", help="a latency column as a DTrace-style log2 histogram",
                        description="Render a latency column of a parsed FILE as DTrace "
                        "quantize() histograms, one per group.",
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       formatter_class=RAW,
                        epilog=QUANTIZE_EXAMPLES)  # fmt: skip
     q.add_argument("file", metavar="FILE", help="input file, or - for stdin")
     q.add_argument("--format", "-f", default="auto", choices=fmts, metavar="FORMAT",

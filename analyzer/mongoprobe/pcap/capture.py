@@ -15,7 +15,7 @@ milliseconds before packets are really written (measured here: a connection made
 the loopback interface ``start()`` therefore also captures UDP datagrams to a closed
 marker port (the filter is ``tcp port N or udp dst port M``) and sends them every 20
 ms until one is in the file; the file then holds a few UDP packets beside the MongoDB
-traffic, which the decoder (``pcap.py``) ignores since it reads TCP only. On another
+traffic, which the decoder (``tshark_fields``) ignores since it reads TCP only. On another
 interface loopback datagrams would not pass, so ``start()`` waits ``settle_s``
 instead.
 
@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MARKER = b"mongoprobe-capture-marker"
+RING_NAME = re.compile(r"_(\d{5,})_\d{14}\.[^.]+$")   # tshark -b: NAME_00001_YYYYMMDDhhmmss.EXT
 
 
 class CaptureError(RuntimeError):
@@ -67,6 +68,15 @@ class CaptureResult:
     dropped: int | None = None
     returncode: int | None = None
     stderr: str = ""
+
+
+def ring_order(files: list[str]) -> list[str]:
+    """A ring buffer's files in the order tshark wrote them (by file number, which a
+    shell glob sorts wrongly past 99999); other names as given."""
+    nums = [RING_NAME.search(f) for f in files]
+    if len(files) > 1 and all(nums):
+        return [f for _, f in sorted(zip((int(m.group(1)) for m in nums), files))]
+    return list(files)
 
 
 def _file_has(path: str, token: bytes, tail: int | None) -> bool:
@@ -165,12 +175,12 @@ class Capture:
         started.wait(timeout)
         if self.proc.poll() is not None or not any("Capturing on" in s for s in self._stderr):
             self._abort()
-            raise CaptureError(f"tshark did not start capturing: {self._diagnostic()}")
+            raise CaptureError(f"tshark did not start capturing: {self.diagnostic()}")
         if self.marker_port:
             if not self._wait_for_marker(deadline):
                 self._abort()
                 raise CaptureError(f"tshark never wrote a packet to {self.output}: "
-                                   f"{self._diagnostic()}")
+                                   f"{self.diagnostic()}")
         else:
             time.sleep(self.settle_s)
         return self
@@ -195,7 +205,7 @@ class Capture:
             self.proc.kill()
             self.proc.wait()
 
-    def _diagnostic(self) -> str:
+    def diagnostic(self) -> str:
         lines = [s.strip() for s in self._stderr
                  if s.strip() and "dangerous" not in s and "** (tshark" not in s]
         return lines[-1] if lines else "no message"

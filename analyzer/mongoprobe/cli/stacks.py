@@ -1,7 +1,6 @@
-"""Subcommands over stack profiles: fold, flamegraph, heatmap, categories, top.
+"""``mongoprobe fold``, ``flamegraph``, ``heatmap``, ``categories``, ``top``: stack profiles.
 
-``register(subparsers)`` adds them to ``mongoprobe`` (cli.py calls it); one
-``cmd_<name>(args)`` each. Inputs are stacks files (``perf script`` output, bpftrace
+``register(subparsers)`` adds them to ``mongoprobe``; one ``cmd_<name>(args)`` each. Inputs are stacks files (``perf script`` output, bpftrace
 stack maps in text or ``-f json``, DTrace aggregated stacks, or folded stacks; the
 format is detected unless ``--format`` says it) or ``-`` for stdin. Data goes to
 stdout (or ``-o``), diagnostics to stderr; damaged input gives one line naming the
@@ -14,12 +13,15 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import IO
+
+from .common import RAW, CommandError
 
 FORMATS = ["perf", "bpftrace", "dtrace", "folded"]
 
 FOLD_EXAMPLES = """examples:
   mongoprobe fold out.perf > out.folded            # perf script output, detected
-  perf script | mongoprobe fold - > out.folded     # from stdin
+  mongoprobe fold - < out.perf > out.folded        # stdin (perf script | mongoprobe fold -)
   mongoprobe fold profile.bt.txt --format bpftrace # bpftrace @[..., kstack, ustack] maps
   mongoprobe fold dtrace-ustack.txt                # DTrace @[ustack()] = count() output
 """
@@ -30,8 +32,12 @@ FLAMEGRAPH_EXAMPLES = """examples:
   mongoprobe flamegraph profile.bt.txt --phases phases.json --phase run -o run.svg
   mongoprobe flamegraph out.perf --diff 3254:3257 3257:3261 -o diff.svg
   mongoprobe flamegraph profile.bt.txt --phases phases.json --diff load run -o diff.svg
-  FLAMEGRAPH_DIR=~/FlameGraph mongoprobe flamegraph out.perf -o cpu.svg   # flamegraph.pl
 """
+
+FLAMEGRAPH_DESCRIPTION = """Draw stacks as an SVG flame graph (or a differential one, --diff),
+coloured by frame category (flamegraphs/categories.toml). The renderer is inferno
+(installed by scripts/setup.sh), or FLAMEGRAPH_DIR/flamegraph.pl when the environment
+variable FLAMEGRAPH_DIR names a FlameGraph checkout."""
 
 HEATMAP_EXAMPLES = """examples:
   mongoprobe heatmap out.perf -o cpu.png                      # CPU samples (default)
@@ -49,20 +55,6 @@ TOP_EXAMPLES = """examples:
   mongoprobe top out.perf             # the 20 functions with the most self samples
   mongoprobe top profile.bt.txt -n 50 --json
 """
-
-
-def _die(msg: str) -> int:
-    print(f"mongoprobe: {msg}", file=sys.stderr)
-    return 1
-
-
-def _formatter(prog: str) -> argparse.HelpFormatter:
-    return argparse.RawDescriptionHelpFormatter(prog)
-
-
-def _fmt_error():
-    from .formats.errors import FormatError
-    return FormatError
 
 
 def _report_stats(stats: dict, meta: dict | None = None) -> None:
@@ -87,22 +79,28 @@ def _report_stats(stats: dict, meta: dict | None = None) -> None:
 # --- fold ---------------------------------------------------------------------------------
 
 
-def cmd_fold(args: argparse.Namespace) -> int:
-    from . import stacks
+def fold_to(path: str, fmt: str | None, out: IO) -> None:
+    """Fold ``path`` into ``out`` as folded lines; what was left out, once on stderr."""
+    from .. import stacks
+    from ..formats.errors import FormatError
 
     stats: dict = {}
     meta: dict = {}
     try:
-        counts = stacks.fold(args.file, args.format, stats, meta)
-    except (_fmt_error(), ValueError) as e:
-        return _die(str(e))
+        counts = stacks.fold(path, fmt, stats, meta)
+    except (FormatError, ValueError) as e:
+        raise CommandError(str(e)) from None
     except OSError as e:
-        return _die(f"{args.file}: {e.strerror or e}")
+        raise CommandError(f"{path}: {e.strerror or e}") from None
     if not counts:
-        return _die(f"{args.file}: no stack samples found")
-    stacks.write_folded(counts, sys.stdout)
-    sys.stdout.flush()
+        raise CommandError(f"{path}: no stack samples found")
+    stacks.write_folded(counts, out)
+    out.flush()
     _report_stats(stats, meta)
+
+
+def cmd_fold(args: argparse.Namespace) -> int:
+    fold_to(args.file, args.format, sys.stdout)
     return 0
 
 
@@ -112,13 +110,13 @@ def cmd_fold(args: argparse.Namespace) -> int:
 def _run_dir(path: str):
     """A recorded run (a RUN directory with manifest.json), or None for a file."""
     if path != "-" and (Path(path) / "manifest.json").is_file():
-        from .rundir import load_run
+        from ..rundir import load_run
         return load_run(path)
     return None
 
 
 def _load(path: str, fmt: str | None, bucket: float | None = 1.0):
-    from . import run_profile, stacks
+    from .. import run_profile, stacks
     run = _run_dir(path)
     if run is not None:
         # the run's on-CPU profile, on the wall clock its phases use
@@ -134,7 +132,7 @@ def _run_name(path: str) -> str:
 
 def _phases_of(args):
     """--phases FILE, else the phases of a RUN directory given as input."""
-    from . import stacks
+    from .. import stacks
     if args.phases:
         return stacks.phases_from(args.phases)
     run = _run_dir(args.input)
@@ -153,7 +151,7 @@ def _range(spec: str) -> tuple[float, float]:
 
 def _slice_spec(df, spec: str, phases):
     """A phase name (from --phases) or FROM:TO -> (label, slice)."""
-    from . import stacks
+    from .. import stacks
 
     for p in phases or []:
         if p.name == spec:
@@ -175,8 +173,17 @@ def _pids(df, args) -> str | None:
     return ",".join(map(str, pids[:4])) + ("..." if len(pids) > 4 else "")
 
 
+def flamegraph_to(path: str, fmt: str | None, out: Path, title: str, pid: str) -> None:
+    """``path``'s stacks drawn into ``out`` as ``mongoprobe flamegraph`` draws them."""
+    cmd_flamegraph(argparse.Namespace(
+        input=path, format=fmt, output=str(out), title=title, pid=pid, phases=None,
+        phase=None, diff=None, start=None, end=None, no_categories=False,
+        no_normalize=False))
+
+
 def cmd_flamegraph(args: argparse.Namespace) -> int:
-    from . import flamegraph, stacks
+    from .. import flamegraph, stacks
+    from ..formats.errors import FormatError
 
     try:
         df = _load(args.input, args.format)
@@ -197,8 +204,8 @@ def cmd_flamegraph(args: argparse.Namespace) -> int:
             label = None
             if args.phase:
                 if not phases:
-                    return _die("--phase needs a RUN directory or --phases FILE "
-                                "(JSON or CSV: name,start,end)")
+                    raise CommandError("--phase needs a RUN directory or --phases FILE "
+                                       "(JSON or CSV: name,start,end)")
                 label, df = _slice_spec(df, args.phase, phases)
             elif args.start is not None or args.end is not None:
                 df = stacks.slice_time(df, args.start, args.end)
@@ -208,10 +215,10 @@ def cmd_flamegraph(args: argparse.Namespace) -> int:
             flamegraph.render(stacks.folded(df), args.output, title=title,
                               countname=countname, categories=not args.no_categories)
             what = f"{int(df['count'].sum())} {unit or 'samples'}"
-    except (_fmt_error(), ValueError, LookupError, flamegraph.RenderError) as e:
-        return _die(str(e))
+    except (FormatError, ValueError, LookupError, flamegraph.RenderError) as e:
+        raise CommandError(str(e)) from None
     except OSError as e:
-        return _die(f"{e.filename or args.input}: {e.strerror or e}")
+        raise CommandError(f"{e.filename or args.input}: {e.strerror or e}") from None
     print(f"mongoprobe: wrote {args.output} ({what})", file=sys.stderr)
     return 0
 
@@ -222,7 +229,7 @@ def cmd_flamegraph(args: argparse.Namespace) -> int:
 def _events(path: str):
     """Wire events: a run's (record --events), Parquet or JSON lines (latency --events
     FILE), or mongo_snoop.bt / mongo_snoop.d text."""
-    from .formats import wire_events
+    from ..formats import wire_events
 
     run = _run_dir(path)
     if run is not None:
@@ -240,7 +247,8 @@ def _events(path: str):
 
 
 def cmd_heatmap(args: argparse.Namespace) -> int:
-    from . import heatmap
+    from .. import heatmap
+    from ..formats.errors import FormatError
 
     run = _run_name(args.input)
     rd = _run_dir(args.input)
@@ -250,7 +258,7 @@ def cmd_heatmap(args: argparse.Namespace) -> int:
         if args.what == "latency":
             ev = _events(args.input)
             if not len(ev):
-                return _die(f"{args.input}: no request events")
+                raise CommandError(f"{args.input}: no request events")
             title = args.title or f"{run} - request latency ({args.stat}) - " \
                                   f"{len(ev)} requests"
             heatmap.latency_heatmap(ev, args.output, title=title, rows=args.rows,
@@ -258,14 +266,14 @@ def cmd_heatmap(args: argparse.Namespace) -> int:
         else:
             df = _load(args.input, args.format, bucket=None)
             if not len(df):
-                return _die(f"{args.input}: no stack samples found")
+                raise CommandError(f"{args.input}: no stack samples found")
             pid = _pids(df, args)
             title = args.title or f"{run} - CPU samples" + (f" - pid {pid}" if pid else "")
             heatmap.cpu_heatmap(df, args.output, title=title, rows=args.rows, t0=t0)
-    except (_fmt_error(), ValueError, LookupError) as e:
-        return _die(str(e))
+    except (FormatError, ValueError, LookupError) as e:
+        raise CommandError(str(e)) from None
     except OSError as e:
-        return _die(f"{e.filename or args.input}: {e.strerror or e}")
+        raise CommandError(f"{e.filename or args.input}: {e.strerror or e}") from None
     print(f"mongoprobe: wrote {args.output}", file=sys.stderr)
     return 0
 
@@ -273,46 +281,43 @@ def cmd_heatmap(args: argparse.Namespace) -> int:
 # --- categories and top -------------------------------------------------------------------
 
 
-def cmd_categories(args: argparse.Namespace) -> int:
-    from . import categories, stacks
+def _table(args: argparse.Namespace, make):
+    """``make(stacks DataFrame)`` on FILE's stacks, or CommandError naming what is wrong."""
+    from ..formats.errors import FormatError
 
     try:
-        df = _load(args.file, args.format)
+        return make(_load(args.file, args.format))
+    except (FormatError, ValueError) as e:
+        raise CommandError(str(e)) from None
+    except OSError as e:
+        raise CommandError(f"{e.filename or args.file}: {e.strerror or e}") from None
+
+
+def cmd_categories(args: argparse.Namespace) -> int:
+    from .. import categories, stacks, views
+
+    def make(df):
         rules = categories.load_rules(args.rules) if args.rules else None
         phases = stacks.phases_from(args.phases) if args.phases else None
-        t = categories.category_table(df, phases, rules)
-    except (_fmt_error(), ValueError) as e:
-        return _die(str(e))
-    except OSError as e:
-        return _die(f"{e.filename or args.file}: {e.strerror or e}")
+        return categories.category_table(df, phases, rules)
+
+    t = _table(args, make)
     if args.json:
         print(json.dumps({"rules": str(args.rules or categories.categories_file()),
                           "categories": t.to_dict(orient="records")}))
-        return 0
-    print(f"{'PHASE':<12} {'CATEGORY':<16} {'SAMPLES':>9} {'SHARE':>7}")
-    for r in t.itertuples(index=False):
-        print(f"{r.phase[:12]:<12} {r.category[:16]:<16} {r.samples:>9} "
-              f"{100 * r.share:>6.1f}%")
+    else:
+        print(views.render_categories(t), end="")
     return 0
 
 
 def cmd_top(args: argparse.Namespace) -> int:
-    from . import categories, stacks
+    from .. import categories, views
 
-    try:
-        df = _load(args.file, args.format)
-        t = categories.top_functions(df, args.n)
-    except (_fmt_error(), ValueError) as e:
-        return _die(str(e))
-    except OSError as e:
-        return _die(f"{e.filename or args.file}: {e.strerror or e}")
+    t = _table(args, lambda df: categories.top_functions(df, args.n))
     if args.json:
         print(json.dumps({"functions": t.to_dict(orient="records")}))
-        return 0
-    print(f"{'SELF%':>6} {'TOTAL%':>6}  FUNCTION")
-    for r in t.itertuples(index=False):
-        name = r.function if len(r.function) <= 64 else "..." + r.function[-61:]
-        print(f"{r.self_pct:>6.2f} {r.total_pct:>6.2f}  {name}")
+    else:
+        print(views.render_top(t), end="")
     return 0
 
 
@@ -325,7 +330,7 @@ def register(sub) -> None:
                        help="input format (detected when omitted)")
 
     p = sub.add_parser("fold", help="stacks -> folded lines on stdout",
-                       formatter_class=_formatter, epilog=FOLD_EXAMPLES,
+                       formatter_class=RAW, epilog=FOLD_EXAMPLES,
                        description="Fold perf script, bpftrace or DTrace stacks into "
                        "'frame;frame;... count' lines (inferno-collapse-perf's output "
                        "for perf script input).")
@@ -334,7 +339,8 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_fold)
 
     p = sub.add_parser("flamegraph", help="SVG flame graph (or differential) of stacks",
-                       formatter_class=_formatter, epilog=FLAMEGRAPH_EXAMPLES)
+                       formatter_class=RAW, epilog=FLAMEGRAPH_EXAMPLES,
+                       description=FLAMEGRAPH_DESCRIPTION)
     p.add_argument("input", help="stacks file (perf script, bpftrace, DTrace, folded) or -")
     fmt(p)
     g = p.add_mutually_exclusive_group()
@@ -356,7 +362,7 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_flamegraph)
 
     p = sub.add_parser("heatmap", help="sub-second heat map PNG (CPU samples or latency)",
-                       formatter_class=_formatter, epilog=HEATMAP_EXAMPLES)
+                       formatter_class=RAW, epilog=HEATMAP_EXAMPLES)
     p.add_argument("input", help="stacks file (cpu) or wire events file (latency), or -")
     p.add_argument("--what", choices=["cpu", "latency"], default="cpu")
     fmt(p)
@@ -369,7 +375,7 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_heatmap)
 
     p = sub.add_parser("categories", help="share of samples by frame category",
-                       formatter_class=_formatter, epilog=CATEGORIES_EXAMPLES)
+                       formatter_class=RAW, epilog=CATEGORIES_EXAMPLES)
     p.add_argument("file", help="stacks file or -")
     fmt(p)
     p.add_argument("--phases", metavar="FILE", help="per phase (JSON or CSV name,start,end)")
@@ -379,7 +385,7 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_categories)
 
     p = sub.add_parser("top", help="flat profile: functions by self and total share",
-                       formatter_class=_formatter, epilog=TOP_EXAMPLES)
+                       formatter_class=RAW, epilog=TOP_EXAMPLES)
     p.add_argument("file", help="stacks file or -")
     fmt(p)
     p.add_argument("-n", type=int, default=20, help="how many functions (default 20)")

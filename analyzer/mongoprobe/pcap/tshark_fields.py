@@ -7,7 +7,7 @@ TLS) and ``-E occurrence=a`` (every occurrence of a field in a frame, joined by
 ``pandas.read_csv`` and turned into message rows with column operations: no Python
 object per packet, and memory bounded by the block, not by the capture.
 
-On two cores the capture is split by direction (``formats/pcapfile.py``) between two
+On two cores the capture is split by direction (``pcap/pcapfile.py``) between two
 tshark processes reading their half from a pipe: the requests with every field below,
 the replies with the header fields only (``REPLY_FIELDS``); their blocks come in as
 each is ready (``iter_messages``). One tshark reads the file itself when the router
@@ -1079,7 +1079,7 @@ def iter_messages(path: str | list, port: int, dec: Decode | None = None,
     (:func:`resync` recovers their messages).
 
     ``workers=2`` (the default on two cores): two tshark processes, one for the
-    requests and one for the replies (``formats/pcapfile.py`` splits the capture), so
+    requests and one for the replies (``pcap/pcapfile.py`` splits the capture), so
     blocks come in two interleaved orders: each block's ``attrs["side"]`` is "request"
     or "reply", and ``attrs["upto"]`` the capture frame its side has been read to
     (``pcap.Pairer`` waits for the requests before it calls a reply unmatched). If the
