@@ -67,6 +67,7 @@
 #define MW_MAXMSG   8           /* headers decoded per syscall */
 #define MW_PFX      128         /* slow path: first bytes of a request kept for its name */
 #define MW_CONNS    16384
+#define MW_SPILL    64          /* preallocated aggregates for when lat cannot allocate */
 #define MW_SUB_BITS 5           /* log-linear: 32 sub-buckets per power of two */
 #define MW_NB       1024        /* buckets 0..1023: up to 2^36 ns, then the last */
 
@@ -204,6 +205,12 @@ BPF_PERCPU_ARRAY(counts, u64, C_MAX);
 BPF_PERCPU_ARRAY(zero_conn, struct mw_conn, 1);   /* never written: init value */
 BPF_PERCPU_ARRAY(zero_val, struct mw_val, 1);     /* never written: init value */
 BPF_F_TABLE("percpu_hash", struct mw_key, struct mw_val, lat, 4096, BPF_F_NO_PREALLOC);
+/* lat allocates its entries as they come (preallocating 4096 histograms per CPU
+ * would take megabytes), from a per-CPU cache the kernel refills after the
+ * program returns; it holds only ~3 per-CPU values, so a burst of new keys (a
+ * new second) can find it empty. Such a request goes here, preallocated: the
+ * reader adds both maps. */
+BPF_F_TABLE("percpu_hash", struct mw_key, struct mw_val, lat_spill, MW_SPILL, 0);
 
 #ifdef MW_EVENTS
 #ifdef MW_RINGBUF
@@ -462,6 +469,9 @@ static __always_inline struct mw_val *mw_val_of(struct mw_key *k)
     if (!z)
         return 0;
     v = lat.lookup_or_try_init(k, z);
+    if (v)
+        return v;
+    v = lat_spill.lookup_or_try_init(k, z);
     if (!v)
         mw_count(C_DROPPED, 1);
     return v;

@@ -453,8 +453,14 @@ def take_slices(b, final=False):
     that are over (all of them when final); their kernel entries are deleted
     (a slice is read once, after its writers are done: nothing is lost)."""
     now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-    t = b["lat"]
     out = {}
+    for name in ("lat", "lat_spill"):
+        take_map(b[name], now, final, out)
+    return out
+
+
+def take_map(t, now, final, out):
+    """take_slices for one of the two aggregate maps, into out"""
     done = []
     for k, per_cpu in t.items():
         if not final and (k.slice + 1) * SLICE_NS + GRACE_NS > now:
@@ -477,7 +483,6 @@ def take_slices(b, final=False):
         done.append(k)
     for k in done:
         del t[k]
-    return out
 
 
 # ---- reports ---------------------------------------------------------------

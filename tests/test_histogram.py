@@ -242,7 +242,9 @@ def test_bcc_tool_buckets_are_the_analyzers():
 
 def test_bcc_tool_adds_up_the_cpus_and_the_slices():
     """The per-CPU values of one kernel key (slice, command, opcode) add up: counts and
-    sums and buckets, the largest max; a slice is read once it is over, then deleted."""
+    sums and buckets, the largest max, with the preallocated spill map's entry for the
+    same key (where a request goes when the kernel could not allocate); a slice is read
+    once it is over, then deleted."""
     from types import SimpleNamespace as NS
 
     tool = _bcc_tool()
@@ -263,9 +265,11 @@ def test_bcc_tool_adds_up_the_cpus_and_the_slices():
     now = Key(2**40, Name(b"find"), 2013, 0)          # a second far in the future
     t = Table({old: [val(3, 3000, 1500, 0, {400: 3}), val(2, 5000, 2900, 1, {400: 1, 401: 1})],
                now: [val(1, 10, 10, 0, {10: 1})]})
-    got = tool.take_slices({"lat": t})
+    spill = Table({old: [val(0, 0, 0, 0, {}), val(1, 4000, 4000, 0, {420: 1})]})
+    got = tool.take_slices({"lat": t, "lat_spill": spill})
     assert list(got) == [10]
     a = got[10][("cmd", ("find", "OP_MSG"))]
-    assert (a.count, a.sum_ns, a.max_ns, a.noreply, a.hist) == (5, 8000, 2900, 1,
-                                                                {400: 4, 401: 1})
+    assert (a.count, a.sum_ns, a.max_ns, a.noreply, a.hist) == (6, 12000, 4000, 1,
+                                                                {400: 4, 401: 1, 420: 1})
     assert list(t) == [now]                     # read once, deleted; the open one stays
+    assert list(spill) == []
