@@ -108,24 +108,33 @@ class Latencies:
 
     @classmethod
     def from_events(cls, events: pd.DataFrame, interval_s: float = 1.0) -> "Latencies":
-        """The tables of per-request events, in intervals of ``interval_s`` aligned to
-        the epoch; the events are kept for exact figures."""
+        """The tables of per-request events (``time``, ``latency_ns``, ``command``,
+        ``opcode``; with ``fd``, the per-connection tables too), in intervals of
+        ``interval_s`` aligned to the epoch; the events are kept for exact figures."""
         ev = events[events["time"].notna()]
         t = np.floor(ev["time"].to_numpy(dtype=float) / interval_s) * interval_s
         ns = ev["latency_ns"].to_numpy(dtype=np.int64)
         df = pd.DataFrame({"time": t, "command": ev["command"].to_numpy(),
                            "opcode": ev["opcode"].to_numpy(), "bucket": loglinear.index(ns),
                            "ns": ns})
-        keys = ["time", "command", "opcode"]
-        hist = (df.groupby(keys + ["bucket"], sort=True).size().rename("count").reset_index()
-                .assign(length_s=interval_s))
-        tot = (df.groupby(keys, sort=True)["ns"].agg(["size", "sum", "max"]).reset_index()
-               .rename(columns={"size": "count", "sum": "sum_ns", "max": "max_ns"})
-               .assign(length_s=interval_s))
+        if "fd" in ev.columns:
+            df["fd"] = ev["fd"].to_numpy(dtype=np.int64)
+
+        def tables(keys: list[str], hcols: dict, tcols: dict):
+            hist = (df.groupby(keys + ["bucket"], sort=True).size().rename("count")
+                    .reset_index().assign(length_s=interval_s))
+            tot = (df.groupby(keys, sort=True)["ns"].agg(["size", "sum", "max"]).reset_index()
+                   .rename(columns={"size": "count", "sum": "sum_ns", "max": "max_ns"})
+                   .assign(length_s=interval_s, noreply=0))
+            return _typed(hist, hcols), _typed(tot, tcols)
+
+        hist, tot = tables(["time", "command", "opcode"], HIST_COLUMNS, TOTAL_COLUMNS)
+        chist, ctot = (tables(["time", "fd"], CONN_HIST_COLUMNS, CONN_TOTAL_COLUMNS)
+                       if "fd" in df.columns else
+                       (_empty(CONN_HIST_COLUMNS), _empty(CONN_TOTAL_COLUMNS)))
         n = len(ev)
-        return cls(_typed(hist, HIST_COLUMNS), _typed(tot.assign(noreply=0), TOTAL_COLUMNS),
-                   events, counts={"requests": n, "replies": n, "stream_replies": 0,
-                                   "no_reply": 0})
+        return cls(hist, tot, events, chist, ctot,
+                   counts={"requests": n, "replies": n, "stream_replies": 0, "no_reply": 0})
 
     @property
     def exact(self) -> bool:

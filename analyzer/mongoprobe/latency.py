@@ -191,10 +191,14 @@ def _loglinear_hist(buckets: pd.Series, counts: pd.Series) -> pd.DataFrame:
 
 
 def from_latencies(lat, engine: str = "", pid: int | None = None,
-                   start: float | None = None, end: float | None = None) -> LatencySummary:
+                   start: float | None = None, end: float | None = None,
+                   summary: LatencySummary | None = None, conn_label=None) -> LatencySummary:
     """The summary of ``mongoprobe.latencies.Latencies`` over [start, end) (all of it
     when both are None): per command, opcode and connection, exact from the events
-    when every request has one, else from the histograms (percentiles within 1.6%)."""
+    when every request has one, else from the histograms (percentiles within 1.6%).
+    ``summary``: the (empty) summary to fill, for a source that names things in its
+    own words (a capture's ``CaptureSummary``); ``conn_label(fd)``: a connection's key
+    (``"pid,fd"`` by default)."""
     whole = start is None and end is None
     tot, hist = lat.totals, lat.hist
     ctot, chist = lat.conn_totals, lat.conn_hist
@@ -208,22 +212,28 @@ def from_latencies(lat, engine: str = "", pid: int | None = None,
 
     def groups(t: pd.DataFrame, h: pd.DataFrame, col: str, label=str) -> dict:
         out = {}
+        # one pass each (thousands of connections: no scan per key)
+        h_of = h.groupby(col, sort=False).indices
+        v_of = (ev.groupby(col, sort=False).indices
+                if ev is not None and col in ev.columns else None)
+        lat_ns = ev["latency_ns"].to_numpy(dtype="int64") if v_of is not None else None
         for key, part in t.groupby(col, sort=True):
             if not part["count"].sum():
                 continue
-            hk = h[h[col] == key]
+            hk = h.iloc[h_of.get(key, [])]
             values = None
-            if ev is not None and col in ev.columns:
-                values = ev.loc[ev[col] == key, "latency_ns"].to_numpy(dtype="int64")
+            if v_of is not None:
+                values = lat_ns[v_of.get(key, [])]
             out[label(key)] = Group(_loglinear_hist(hk["bucket"], hk["count"]),
                                     int(part["sum_ns"].sum()), int(part["max_ns"].max()),
                                     values)
         return out
 
-    s = LatencySummary(engine=engine, pid=pid)
+    s = summary if summary is not None else LatencySummary()
+    s.engine, s.pid = engine, pid
     s.by_command = groups(tot, hist, "command")
     s.by_op = groups(tot, hist, "opcode")
-    s.by_conn = groups(ctot, chist, "fd", lambda fd: f"{pid},{fd}")
+    s.by_conn = groups(ctot, chist, "fd", conn_label or (lambda fd: f"{pid},{fd}"))
     req = tot.groupby("command")[["count", "noreply"]].sum().sum(axis=1)
     s.requests_by_command = {str(k): int(v) for k, v in req.items() if v}
     if whole:
@@ -241,25 +251,14 @@ def from_latencies(lat, engine: str = "", pid: int | None = None,
 
 
 def from_events(events: pd.DataFrame, engine: str = "", pid: int | None = None) -> LatencySummary:
-    """Exact latency from per-request events (requests counted here had a reply)."""
-    s = LatencySummary(engine=engine, pid=pid)
+    """Exact latency from per-request events (requests counted here had a reply): the
+    one path, through ``latencies.Latencies``."""
+    from .latencies import Latencies
 
-    def groups(col) -> dict:
-        out = {}
-        for key, part in events.groupby(col, sort=True):
-            if isinstance(key, tuple):
-                key = ",".join(str(k) for k in key)   # as bpftrace's JSON joins keys
-            v = part["latency_ns"].to_numpy(dtype="int64")
-            out[str(key)] = Group(histogram.from_values(v), int(v.sum()), int(v.max()), v)
-        return out
-
-    if len(events):
-        s.by_command = groups("command")
-        s.by_op = groups("opcode")
-        s.by_conn = groups(["pid", "fd"])
-        s.requests_by_command = events["command"].value_counts().sort_index().to_dict()
-    s.counts["requests"] = s.counts["replies"] = int(len(events))
-    return s
+    if "time" not in events.columns or events["time"].isna().any():
+        # no wall clock (a D script without its clock line): the whole run needs none
+        events = events.assign(time=events.get("elapsed_s", 0.0))
+    return from_latencies(Latencies.from_events(events), engine=engine, pid=pid)
 
 
 def from_dtrace_quantize(hists: pd.DataFrame, totals: pd.DataFrame, dropped: int = 0,

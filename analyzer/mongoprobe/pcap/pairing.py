@@ -32,14 +32,14 @@ tables. Several files (a ring buffer's) are read as one capture.
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from .. import histogram, wire
-from ..latency import Group, LatencySummary
+from .. import wire
+from ..latency import LatencySummary, from_latencies
 from . import tshark_fields
 from .tshark_fields import Decode
 
@@ -234,25 +234,38 @@ class Pairer:
 # --- summaries ------------------------------------------------------------------------------
 
 
-class _Acc:
-    """Latencies per key, kept as arrays (exact percentiles at the end)."""
+class _Events:
+    """Timed pairs kept as the columns of a latency events table (``latencies``):
+    the capture's latency goes the one path every source goes,
+    ``Latencies.from_events`` then ``latency.from_latencies``. A connection (``fd``)
+    is a TCP stream."""
 
     def __init__(self) -> None:
-        self.parts: dict[str, list[np.ndarray]] = defaultdict(list)
+        self.parts: list[pd.DataFrame] = []
+        self.ports: dict[int, int] = {}        # stream -> client port
 
-    def add(self, keys, values: np.ndarray) -> None:
-        if len(values) == 0:
+    def add(self, p: pd.DataFrame, commands) -> None:
+        if not len(p):
             return
-        s = pd.Series(values)
-        for k, idx in s.groupby(np.asarray(keys, dtype=object), sort=False).indices.items():
-            self.parts[str(k)].append(values[idx])
+        self.parts.append(pd.DataFrame({
+            "time": p["reply_time"].to_numpy(dtype=float),
+            "latency_ns": p["latency_ns"].to_numpy(np.int64),
+            "command": np.asarray(commands, dtype=object),
+            "opcode": p["opcode"].to_numpy(dtype=object),
+            "fd": p["stream"].to_numpy(np.int64)}))
+        self.ports.update(zip(p["stream"].astype(int), p["client_port"].astype(int)))
 
-    def groups(self) -> dict[str, Group]:
-        out = {}
-        for k, parts in sorted(self.parts.items()):
-            v = np.concatenate(parts).astype(np.int64)
-            out[k] = Group(histogram.from_values(v), int(v.sum()), int(v.max()), v)
-        return out
+    def into(self, s: "CaptureSummary") -> "CaptureSummary":
+        from ..latencies import Latencies
+
+        ev = (pd.concat(self.parts, ignore_index=True) if self.parts else
+              pd.DataFrame({"time": pd.Series(dtype=float),
+                            "latency_ns": pd.Series(dtype=np.int64),
+                            "command": pd.Series(dtype=object),
+                            "opcode": pd.Series(dtype=object),
+                            "fd": pd.Series(dtype=np.int64)}))
+        return from_latencies(Latencies.from_events(ev), engine="tshark", summary=s,
+                              conn_label=lambda fd: conn_key([fd], [self.ports[int(fd)]])[0])
 
 
 def conn_key(stream, client_port) -> list[str]:
@@ -319,7 +332,7 @@ class _Summary:
 
     def __init__(self) -> None:
         self.pairer = Pairer()
-        self.by_cmd, self.by_op, self.by_conn = _Acc(), _Acc(), _Acc()
+        self.events = _Events()
         self.pending: list[pd.DataFrame] = []    # pairs whose request awaits wire.py
 
     def feed(self, chunk: pd.DataFrame) -> None:
@@ -330,10 +343,7 @@ class _Summary:
             self.pending.append(pairs[~ready])
 
     def _add(self, p: pd.DataFrame, commands) -> None:
-        lat = p["latency_ns"].to_numpy(np.int64)
-        self.by_cmd.add(commands, lat)
-        self.by_op.add(p["opcode"], lat)
-        self.by_conn.add(conn_key(p["stream"], p["client_port"]), lat)
+        self.events.add(p, commands)
 
     def finish(self, dec: Decode) -> PcapResult:
         pairer, outstanding = self.pairer, self.pairer.finish()
@@ -359,9 +369,7 @@ class _Summary:
                                dtype=bool)
                 pairer.counts["no_reply"] += int(mtc.sum())
                 outstanding = outstanding[~mtc]
-        s = CaptureSummary(engine="tshark")
-        s.by_command, s.by_op = self.by_cmd.groups(), self.by_op.groups()
-        s.by_conn = self.by_conn.groups()
+        s = self.events.into(CaptureSummary())
         s.requests_by_command = dict(sorted(pairer.requests_by_command.items()))
         s.counts = dict(pairer.counts)
         s.lost = _lost(dec, pairer, len(outstanding))
@@ -433,13 +441,9 @@ def pairs(msgs: pd.DataFrame, pairer: Pairer | None = None) -> pd.DataFrame:
 def summary_from_pairs(p: pd.DataFrame, pairer: Pairer | None = None,
                        dec: Decode | None = None) -> CaptureSummary:
     """The latency summary of a pairs table (counts and losses from the pairer/decode)."""
-    s = CaptureSummary(engine="tshark")
-    acc = {k: _Acc() for k in ("c", "o", "n")}
-    lat = p["latency_ns"].to_numpy(np.int64)
-    acc["c"].add(p["command"].fillna(UNKNOWN), lat)
-    acc["o"].add(p["opcode"], lat)
-    acc["n"].add(conn_key(p["stream"], p["client_port"]), lat)
-    s.by_command, s.by_op, s.by_conn = acc["c"].groups(), acc["o"].groups(), acc["n"].groups()
+    ev = _Events()
+    ev.add(p, p["command"].fillna(UNKNOWN))
+    s = ev.into(CaptureSummary())
     if pairer is not None:
         s.requests_by_command = dict(sorted(pairer.requests_by_command.items()))
         s.counts = dict(pairer.counts)
