@@ -214,7 +214,13 @@ def build(run, diff: tuple[str, str] | None = None, phases: pd.DataFrame | None 
             parts.append(_img(heatmap.latency_over_time(lat.hist, ph, c, t0),
                               f"{c} latency heat map"))
             prog.step(f"{c} heat map")
-            parts.append(_img(plots.latency_histograms(lat, ph, c), f"{c} latency histogram"))
+            if any(lat.histogram(c, p.start, p.end) for p in ph.itertuples()):
+                parts.append(_img(plots.latency_histograms(lat, ph, c),
+                                  f"{c} latency histogram"))
+            else:
+                # a setup command (createIndexes before the first phase): no panel
+                parts.append(f"<p>{html.escape(c)}: no requests inside the phases "
+                             "(the heat map shows when it ran).</p>")
             prog.step(f"{c} histogram")
 
     parts.append("<h2>System</h2>")
