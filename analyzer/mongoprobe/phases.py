@@ -130,7 +130,7 @@ def parse_phases(spec: str, origin: float) -> pd.DataFrame:
 class Inputs:
     """What the table is computed from, read once."""
     tool: loadtools.ToolOutput
-    events: pd.DataFrame | None
+    events: pd.DataFrame | None          # loaded only for a capture to join them with
     latency: latencies.Latencies | None
     vmstat: pd.DataFrame | None
     iostat: pd.DataFrame | None
@@ -143,9 +143,7 @@ def inputs(run, phases: pd.DataFrame | None = None) -> Inputs:
     if phases is not None:
         tool = tool.with_phases(phases)
     lat = server_latency(run)
-    events = lat.events if lat is not None and lat.events is not None and len(lat.events) \
-        else None
-    return Inputs(tool, events, lat, optional_table(lambda: run.vmstat),
+    return Inputs(tool, _capture_events(run, lat), lat, optional_table(lambda: run.vmstat),
                   optional_table(lambda: run.iostat), optional_table(lambda: run.pidstat),
                   (run.manifest.get("host") or {}).get("cpus"))
 
@@ -300,6 +298,21 @@ def _rss_mb(pidstat: pd.DataFrame | None, start: float, end: float) -> float:
     if not len(p):
         return math.nan
     return float(p["RSS"].iloc[-1]) / 1024.0     # pidstat prints kB
+
+
+def _capture_events(run, lat: latencies.Latencies | None) -> pd.DataFrame | None:
+    """The probe's events, for the join with the run's capture: None when the run has
+    no capture or no events, or (said in one warning) too many events to join in
+    memory."""
+    if run.file("pcap") is None or lat is None or lat.source is None or not len(lat.source):
+        return None
+    from .event_store import TooManyEvents
+    try:
+        return lat.events
+    except TooManyEvents as e:
+        warnings.warn(f"{e}: network-side latency (the capture joined with the probe's "
+                      "events) left out")
+        return None
 
 
 def _joined(run, events: pd.DataFrame | None) -> pd.DataFrame | None:
