@@ -156,3 +156,27 @@ def test_progress_only_on_a_terminal():
     line.update(5)
     line.close()
     assert quiet.getvalue() == ""
+
+
+def test_prepare_computes_everything_in_two_scans(tmp_path, small_batches):
+    """What a table of phases asks for, prepared at once: two reads of the file, and
+    the same figures as asked for one by one on a fresh source."""
+    ev = _events()
+    path = tmp_path / "latency.events.parquet"
+    pq.write_table(pa.Table.from_pandas(ev, preserve_index=False), path,
+                   row_group_size=4096)
+    spans = [(T0 + 0.5, T0 + 9.7), (T0 + 11.2, T0 + 20), (T0 + 20, T0 + 29.9)]
+    lo = np.concatenate([a + np.arange(int(b - a), dtype=float) for a, b in spans])
+    src, one = event_store.ParquetEvents(path), event_store.ParquetEvents(path)
+    scans = []
+    read = src.batches
+    src.batches = lambda *a, **k: (scans.append(k.get("what")), read(*a, **k))[1]
+    src.prepare(spans, np.concatenate([lo, lo + 1]), per_second=True)
+    assert scans == ["counts + per second", "percentiles + per interval"]
+    for a, b in spans:
+        assert src.window(a, b).stats() == one.window(a, b).stats()
+        k = a + np.arange(int(b - a), dtype=float)
+        for cmd in CMDS:
+            assert (src.answered(cmd, k, k + 1) == one.answered(cmd, k, k + 1)).all()
+    pd.testing.assert_frame_equal(src.per_second(), one.per_second())
+    assert len(scans) == 2                    # everything above came from the two

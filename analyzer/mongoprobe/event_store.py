@@ -27,20 +27,28 @@ arrays (time, command code, latency)::
     answered(cmd, lo, hi)  requests of ``cmd`` answered in each window (lo, hi]: the
                          requests up to every edge counted per command in one pass
                          over the edges' span (cached: the next command is free)
+    prepare(windows, edges, per_second)  all of these at once, before they are asked
+                         for one by one: one scan counts every window (and the
+                         seconds), a second finds every window's exact percentiles
+                         and counts up to the edges (a table of four phases reads the
+                         events twice, not twelve times a quarter of them)
 
-Memory stays bounded by a batch and the accumulators (per command, 2,048 buckets);
-the second pass keeps the values of a few buckets only. A pass over a big file shows
-its progress on a terminal (``mongoprobe.progress``; nothing when stderr is not one). :meth:`EventSource.frame`
-gives the whole table as pandas for what needs every event at once (the capture join,
+Each figure is an accumulator (``_Counts``, ``_Ranks``, ``_PerSecond``, ``_Upto``) fed
+the batches of its own time range; a scan feeds several. Memory stays bounded by a
+batch and the accumulators (per command, 2,048 buckets); the second pass keeps the
+values of a few buckets only. A pass over a big file shows its progress on a
+terminal (``mongoprobe.progress``; nothing when stderr is not one).
+:meth:`EventSource.frame` gives the whole table as pandas for what needs every event at once (the capture join,
 per-request phase inference, the sub-second heat map); a Parquet source refuses it
 above ``IN_MEMORY_MAX`` rows with :class:`TooManyEvents` (a LookupError saying so in
 one line).
 
 Why pyarrow and numpy, not DuckDB: pyarrow is already a pinned dependency (it writes
 the Parquet), and its batch reader with row-group pruning is all the I/O this needs;
-the aggregation is a few ``np.bincount`` per batch. DuckDB would be another 50 MB
-wheel, and its exact ``quantile_disc`` holds every value of a group in memory (1.4 GB
-for one command of an hour here), which the two-pass bucket selection avoids.
+the aggregation is a few ``np.bincount`` per batch. DuckDB is not among the pinned
+dependencies, and an exact quantile is a holistic aggregate there (every value of a
+group gathered, then selected), which the two-pass bucket selection avoids: only the
+values of the buckets holding the ranks are kept.
 """
 
 from __future__ import annotations
@@ -152,7 +160,7 @@ class EventSource:
         self._code: dict[str, int] = {}
         self._windows: dict[tuple[float, float], Window] = {}
         self._per_second: pd.DataFrame | None = None
-        self._upto: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        self._upto: list[tuple[np.ndarray, np.ndarray]] = []   # (edges, [code, edge])
 
     # --- what a subclass provides -------------------------------------------------------
 
@@ -183,93 +191,21 @@ class EventSource:
             out[i] = c
         return out
 
-    # --- windows ------------------------------------------------------------------------
+    # --- figures ------------------------------------------------------------------------
 
     def window(self, start: float, end: float, exact: bool = True) -> Window:
         """The requests answered in [start, end); with ``exact`` their percentiles and
         maxima too (a second pass over the window)."""
         key = (float(start), float(end))
-        w = self._windows.get(key)
-        if w is None:
-            w = self._windows[key] = self._first_pass(*key)
-        if exact and not w.exact and w.count.any():
-            self._second_pass(w)
-        return w
-
-    def _first_pass(self, start: float, end: float) -> Window:
-        hist = np.zeros((0, NB), dtype=np.int64)
-        sums: list[int] = []
-        for t, code, ns in self.batches(start, end, what="counts"):
-            n = len(self.commands)
-            if len(hist) < n:
-                hist = np.vstack([hist, np.zeros((n - len(hist), NB), dtype=np.int64)])
-                sums += [0] * (n - len(sums))
-            hist += np.bincount(code * NB + loglinear.index(ns),
-                                minlength=n * NB).reshape(n, NB)
-            for c, s in enumerate(_exact_sums(code, ns, n)):
-                sums[c] += s
-        return Window(start, end, list(self.commands), hist.sum(axis=1), sums, hist)
-
-    def _second_pass(self, w: Window) -> None:
-        """The exact values of ``w.targets()``: the window's values in those buckets,
-        sorted, at their ranks."""
-        targets = w.targets()
-        want = np.zeros(len(w.commands) * NB, dtype=bool)
-        want[list(targets)] = True
-        keys, vals = [], []
-        for _, code, ns in self.batches(w.start, w.end, what="percentiles"):
-            k = code * NB + loglinear.index(ns)
-            known = code < len(w.commands)
-            sel = np.zeros(len(k), dtype=bool)
-            sel[known] = want[k[known]]
-            keys.append(k[sel])
-            vals.append(ns[sel])
-        k = np.concatenate(keys) if keys else np.zeros(0, dtype=np.int64)
-        v = np.concatenate(vals) if vals else np.zeros(0, dtype=np.int64)
-        order = np.lexsort((v, k))
-        k, v = k[order], v[order]
-        exact: dict[int, dict] = {}
-        for key, wanted in targets.items():
-            lo, hi = np.searchsorted(k, key), np.searchsorted(k, key, side="right")
-            for stat, rank in wanted:
-                exact.setdefault(key // NB, {})[stat] = int(v[hi - 1] if rank < 0
-                                                            else v[lo + rank - 1])
-        w.exact = exact
-
-    # --- counts over time ---------------------------------------------------------------
+        if key not in self._windows or exact:
+            self.prepare([key] if exact else [], counts=[] if exact else [key])
+        return self._windows[key]
 
     def per_second(self) -> pd.DataFrame:
         """(second, command, requests, busy_s): requests answered per epoch second and
         command, and their summed latency in seconds."""
-        if self._per_second is not None:
-            return self._per_second
-        acc: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        for t, code, ns in self.batches(what="per second"):
-            if not len(t):
-                continue
-            sec = np.floor(t).astype(np.int64)
-            s0, span, n = int(sec.min()), int(sec.max() - sec.min()) + 1, len(self.commands)
-            if span > 4 * len(sec) + 1024:     # scattered times: only the seconds present
-                secs, rel = np.unique(sec, return_inverse=True)
-            else:
-                secs, rel = np.arange(s0, s0 + span), sec - s0
-            key = rel * n + code
-            cnt = np.bincount(key, minlength=len(secs) * n).reshape(-1, n)
-            busy = np.bincount(key, weights=ns, minlength=len(secs) * n).reshape(-1, n)
-            for i in np.flatnonzero(cnt.any(axis=1)):
-                s = int(secs[i])
-                a, b = acc.get(s, (np.zeros(0, dtype=np.int64), np.zeros(0)))
-                if len(a) < n:
-                    a = np.concatenate([a, np.zeros(n - len(a), dtype=np.int64)])
-                    b = np.concatenate([b, np.zeros(n - len(b))])
-                acc[s] = (a + cnt[i], b + busy[i])
-        rows = [(s, self.commands[c], int(a[c]), float(b[c]) / 1e9)
-                for s in sorted(acc) for a, b in [acc[s]] for c in np.flatnonzero(a)]
-        df = pd.DataFrame(rows, columns=["second", "command", "requests", "busy_s"])
-        df = df.astype({"second": "int64", "command": str, "requests": "int64",
-                        "busy_s": "float64"})
-        self._per_second = df.sort_values(["second", "command"], kind="stable",
-                                          ignore_index=True)
+        if self._per_second is None:
+            self.prepare([], per_second=True)
         return self._per_second
 
     def answered(self, command: str, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -284,29 +220,219 @@ class EventSource:
         row = upto[c]
         return row[np.searchsorted(edges, hi)] - row[np.searchsorted(edges, lo)]
 
+    def prepare(self, windows=(), edges=None, per_second: bool = False,
+                counts=()) -> None:
+        """Compute, in two scans of the events at most, what the figures will ask for:
+        the exact ``windows`` [(start, end)], the counts only of ``counts``, the
+        per-second table, the cumulative counts at ``edges`` (epoch seconds, for
+        :meth:`answered`). The first scan counts (windows, per second), the second
+        finds the exact percentiles and counts up to the edges: one table of phases
+        reads the events twice, not three times per phase."""
+        windows = [(float(a), float(b)) for a, b in windows]
+        first: list[_Acc] = [_Counts(self, a, b) for a, b in dict.fromkeys(
+            [*windows, *((float(a), float(b)) for a, b in counts)]) if (a, b) not in
+            self._windows]
+        if per_second and self._per_second is None:
+            first.append(_PerSecond(self))
+        self._scan(first)
+        second: list[_Acc] = [_Ranks(self, self._windows[k]) for k in dict.fromkeys(windows)
+                              if not self._windows[k].exact
+                              and self._windows[k].count.any()]
+        if edges is not None:
+            e = np.unique(np.asarray(edges, dtype=float))
+            e = e[~np.isnan(e)]
+            if len(e) and self._cached_upto(e) is None:
+                second.append(_Upto(self, e))
+        self._scan(second)
+
+    def _scan(self, accs: list[_Acc]) -> None:
+        """One read of the events the accumulators need, each fed its own part."""
+        if not accs:
+            return
+        what = " + ".join(dict.fromkeys(a.what for a in accs))
+        lo = None if any(a.lo is None for a in accs) else min(a.lo for a in accs)
+        hi = None if any(a.hi is None for a in accs) else max(a.hi for a in accs)
+        latency = any(a.latency for a in accs)
+        for t, code, ns in self.batches(lo, hi, latency=latency, what=what):
+            if len(accs) == 1:          # the batches are its range already
+                accs[0].feed(t, code, ns)
+                continue
+            first, last = (t.min(), t.max()) if len(t) else (0.0, -1.0)
+            for a in accs:
+                if (a.lo is not None and last < a.lo) or (a.hi is not None and first >= a.hi):
+                    continue
+                if (a.lo is None or first >= a.lo) and (a.hi is None or last < a.hi):
+                    a.feed(t, code, ns)
+                    continue
+                sel = _inside(t, a.lo, a.hi)
+                a.feed(t[sel], code[sel], ns[sel] if ns is not None else None)
+        for a in accs:
+            a.finish()
+
+    def _cached_upto(self, points: np.ndarray):
+        """Cumulative counts already computed at edges including every point."""
+        for edges, upto in self._upto:
+            if np.isin(points, edges).all():
+                return edges, upto
+        return None
+
     def _counts_upto(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(edges, [code, edge] requests with edges[0] <= time <= edge): one pass over
-        the span of the edges, cached for the same edges."""
+        the span of the edges, unless edges including these were counted already."""
         edges = np.unique(points[~np.isnan(points)])
-        key = edges.tobytes()
-        if key in self._upto:
-            return self._upto[key]
-        rows: dict[int, np.ndarray] = {}
-        if len(edges):
-            for t, code, _ in self.batches(edges[0], np.nextafter(edges[-1], np.inf),
-                                           latency=False, what="per interval"):
-                ordered = bool((t[1:] >= t[:-1]).all())
-                for c in np.flatnonzero(np.bincount(code)):
-                    tc = t[code == c]
-                    if not ordered:
-                        tc = np.sort(tc)
-                    add = np.searchsorted(tc, edges, side="right")
-                    rows[int(c)] = rows[int(c)] + add if int(c) in rows else add
-        upto = np.zeros((len(self.commands), len(edges)), dtype=np.int64)
-        for c, r in rows.items():
-            upto[c] = r
-        self._upto[key] = (edges, upto)
-        return edges, upto
+        got = self._cached_upto(edges)
+        if got is None:
+            self.prepare(edges=edges)
+            got = self._cached_upto(edges)
+        if got is None:         # no edges
+            return edges, np.zeros((len(self.commands), 0), dtype=np.int64)
+        return got
+
+
+class _Acc:
+    """What one scan computes for a figure: fed the batches with lo <= time < hi (lo,
+    hi None: unbounded), then finished (the figure stored on the source)."""
+
+    lo: float | None = None
+    hi: float | None = None
+    latency = True
+    what = ""                       # the scan's name on a progress line
+
+    def feed(self, t: np.ndarray, code: np.ndarray, ns: np.ndarray | None) -> None:
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        raise NotImplementedError
+
+
+class _Counts(_Acc):
+    """A window's counts, exact latency sums and bucket counts per command."""
+
+    what = "counts"
+
+    def __init__(self, src: EventSource, start: float, end: float) -> None:
+        self.src, self.lo, self.hi = src, start, end
+        self.hist = np.zeros((0, NB), dtype=np.int64)
+        self.sums: list[int] = []
+
+    def feed(self, t, code, ns):
+        n = len(self.src.commands)
+        if len(self.hist) < n:
+            self.hist = np.vstack([self.hist, np.zeros((n - len(self.hist), NB),
+                                                       dtype=np.int64)])
+            self.sums += [0] * (n - len(self.sums))
+        self.hist += np.bincount(code * NB + loglinear.index(ns),
+                                 minlength=n * NB).reshape(n, NB)
+        for c, s in enumerate(_exact_sums(code, ns, n)):
+            self.sums[c] += s
+
+    def finish(self):
+        n = len(self.hist)
+        self.src._windows[(self.lo, self.hi)] = Window(
+            self.lo, self.hi, list(self.src.commands[:n]), self.hist.sum(axis=1),
+            self.sums, self.hist)
+
+
+class _Ranks(_Acc):
+    """A window's exact percentiles and maxima (``Window.targets``): its values in the
+    buckets that hold them, sorted, at their ranks."""
+
+    what = "percentiles"
+
+    def __init__(self, src: EventSource, w: Window) -> None:
+        self.w, self.lo, self.hi = w, w.start, w.end
+        self.targets = w.targets()
+        self.want = np.zeros(len(w.commands) * NB, dtype=bool)
+        self.want[list(self.targets)] = True
+        self.keys: list[np.ndarray] = []
+        self.vals: list[np.ndarray] = []
+
+    def feed(self, t, code, ns):
+        k = code * NB + loglinear.index(ns)
+        known = code < len(self.w.commands)
+        sel = np.zeros(len(k), dtype=bool)
+        sel[known] = self.want[k[known]]
+        self.keys.append(k[sel])
+        self.vals.append(ns[sel])
+
+    def finish(self):
+        k = np.concatenate(self.keys) if self.keys else np.zeros(0, dtype=np.int64)
+        v = np.concatenate(self.vals) if self.vals else np.zeros(0, dtype=np.int64)
+        order = np.lexsort((v, k))
+        k, v = k[order], v[order]
+        exact: dict[int, dict] = {}
+        for key, wanted in self.targets.items():
+            lo, hi = np.searchsorted(k, key), np.searchsorted(k, key, side="right")
+            for stat, r in wanted:
+                exact.setdefault(key // NB, {})[stat] = int(v[hi - 1] if r < 0
+                                                            else v[lo + r - 1])
+        self.w.exact = exact
+
+
+class _PerSecond(_Acc):
+    """Requests and summed latency per epoch second and command, over every event."""
+
+    what = "per second"
+
+    def __init__(self, src: EventSource) -> None:
+        self.src = src
+        self.acc: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def feed(self, t, code, ns):
+        if not len(t):
+            return
+        sec = np.floor(t).astype(np.int64)
+        s0, span, n = int(sec.min()), int(sec.max() - sec.min()) + 1, len(self.src.commands)
+        if span > 4 * len(sec) + 1024:     # scattered times: only the seconds present
+            secs, rel = np.unique(sec, return_inverse=True)
+        else:
+            secs, rel = np.arange(s0, s0 + span), sec - s0
+        key = rel * n + code
+        cnt = np.bincount(key, minlength=len(secs) * n).reshape(-1, n)
+        busy = np.bincount(key, weights=ns, minlength=len(secs) * n).reshape(-1, n)
+        for i in np.flatnonzero(cnt.any(axis=1)):
+            s = int(secs[i])
+            a, b = self.acc.get(s, (np.zeros(0, dtype=np.int64), np.zeros(0)))
+            if len(a) < n:
+                a = np.concatenate([a, np.zeros(n - len(a), dtype=np.int64)])
+                b = np.concatenate([b, np.zeros(n - len(b))])
+            self.acc[s] = (a + cnt[i], b + busy[i])
+
+    def finish(self):
+        acc, names = self.acc, self.src.commands
+        rows = [(s, names[c], int(a[c]), float(b[c]) / 1e9)
+                for s in sorted(acc) for a, b in [acc[s]] for c in np.flatnonzero(a)]
+        df = pd.DataFrame(rows, columns=["second", "command", "requests", "busy_s"])
+        df = df.astype({"second": "int64", "command": str, "requests": "int64",
+                        "busy_s": "float64"})
+        self.src._per_second = df.sort_values(["second", "command"], kind="stable",
+                                              ignore_index=True)
+
+
+class _Upto(_Acc):
+    """Per command, the requests with edges[0] <= time <= edge, at every edge: each
+    request counted at the first edge at or after it, then summed along the edges."""
+
+    latency = False
+    what = "per interval"
+
+    def __init__(self, src: EventSource, edges: np.ndarray) -> None:
+        self.src, self.edges = src, edges
+        self.lo, self.hi = float(edges[0]), float(np.nextafter(edges[-1], np.inf))
+        self.at = np.zeros((0, len(edges)), dtype=np.int64)     # [code, first edge]
+
+    def feed(self, t, code, ns):
+        n, e = len(self.src.commands), len(self.edges)
+        first = np.searchsorted(self.edges, t, side="left")     # t <= edges[first]
+        at = np.bincount(code * (e + 1) + first, minlength=n * (e + 1)).reshape(n, e + 1)
+        if len(self.at) < n:
+            self.at = np.vstack([self.at, np.zeros((n - len(self.at), e), dtype=np.int64)])
+        self.at[:n] += at[:, :e]
+
+    def finish(self):
+        upto = np.zeros((len(self.src.commands), len(self.edges)), dtype=np.int64)
+        upto[:len(self.at)] = np.cumsum(self.at, axis=1)
+        self.src._upto.append((self.edges, upto))
 
 
 def _inside(t: np.ndarray, lo: float | None, hi: float | None) -> np.ndarray | None:

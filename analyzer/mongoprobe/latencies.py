@@ -148,6 +148,14 @@ class Latencies:
         """Every request's event is here: figures come from the events, exactly."""
         return self.source is not None and self.events_complete
 
+    def prepare(self, windows, edges=None, per_second: bool = False) -> None:
+        """With every event: the figures of ``windows`` [(start, end)], the counts at
+        ``edges`` (``answered``) and per second computed in two scans of the events
+        before they are asked for one by one (``event_store.EventSource.prepare``);
+        nothing to do from the histograms."""
+        if self.exact:
+            self.source.prepare(windows, edges, per_second)
+
     def losses(self, start: float, end: float, keys=LOST_KEYS) -> dict[str, int]:
         """The growth of the probe's counters ``keys`` (the loss counters) over the
         window's seconds: the counters as they stood when the window's last second was

@@ -185,10 +185,15 @@ def _server_throughput(lat: latencies.Latencies | None, start: float, end: float
     work = [c for c in lat.totals["command"].unique() if c not in traffic.ADMIN_COMMANDS]
     total = sum(s["count"] for c, s in lat.stats(start, end).items() if c in work)
     secs = lat.seconds(start, end)
-    lo = start + np.arange(int(math.floor(end - start)), dtype=float)
+    lo = _whole_seconds(start, end)
     per = sum((lat.answered(c, lo, lo + 1) for c in work), np.zeros(len(lo), dtype=np.int64))
     return {"ops_avg": total / secs if secs > 0 else math.nan,
             "ops_p95": normalize.p95_rate(per)}
+
+
+def _whole_seconds(start: float, end: float) -> np.ndarray:
+    """The starts of the phase's whole seconds, counted from its start."""
+    return start + np.arange(int(math.floor(end - start)), dtype=float)
 
 
 # --- latency ---------------------------------------------------------------------------
@@ -239,19 +244,32 @@ def _versus(client: dict, server: dict, exact: bool = True) -> dict:
 # --- the table -------------------------------------------------------------------------
 
 
-def phase_table(run, phases: pd.DataFrame | None = None) -> pd.DataFrame:
+def phase_table(run, phases: pd.DataFrame | None = None,
+                per_second: bool = False) -> pd.DataFrame:
     """One row per phase (the module docstring); ``phases`` (name, start, end)
-    replaces the tool's own."""
+    replaces the tool's own; ``per_second``: the events' per-second counts will be
+    asked for next (``interval_table``), count them in the same scan."""
     inp = inputs(run, phases)
-    return compute(inp, _categories(run, inp.tool.phases), _joined(run, inp.events))
+    return compute(inp, _categories(run, inp.tool.phases), _joined(run, inp.events),
+                   per_second)
 
 
 def compute(inp: Inputs, cats: dict | None = None,
-            joined: pd.DataFrame | None = None) -> pd.DataFrame:
+            joined: pd.DataFrame | None = None, per_second: bool = False) -> pd.DataFrame:
     """The table from its inputs (a tool's output alone gives its throughput and
     client columns): ``cats`` {phase: {category: share}}, ``joined`` capture pairs."""
     tool = inp.tool
     cats = cats or {}
+    if inp.latency is not None:
+        # with events: every phase's figures in two scans of them, not three each
+        spans = [(float(p.start), float(p.end)) for p in tool.phases.itertuples(index=False)]
+        timed = set(tool.intervals["phase"])
+        lo = [_whole_seconds(a, b) for (a, b), name in zip(spans, tool.phases["name"])
+              if name not in timed and b > a]
+        lo = np.concatenate(lo) if lo else np.zeros(0)
+        # (interval_table reads the per-second counts for a tool without rates only)
+        inp.latency.prepare(spans, np.concatenate([lo, lo + 1]),
+                            per_second and not len(tool.intervals))
     info = tool.phase_info.set_index("phase")["db_size_bytes"].to_dict()
     rows = []
     for p in tool.phases.itertuples(index=False):
