@@ -38,10 +38,11 @@ the batches of its own time range; a scan feeds several. Memory stays bounded by
 batch and the accumulators (per command, 2,048 buckets); the second pass keeps the
 values of a few buckets only. A pass over a big file shows its progress on a
 terminal (``mongoprobe.progress``; nothing when stderr is not one).
-:meth:`EventSource.frame` gives the whole table as pandas for what needs every event at once (the capture join,
-per-request phase inference, the sub-second heat map); a Parquet source refuses it
-above ``IN_MEMORY_MAX`` rows with :class:`TooManyEvents` (a LookupError saying so in
-one line).
+
+:meth:`EventSource.frame` gives the whole table as pandas for what needs every event
+at once (the capture join, per-request phase inference, the sub-second heat map); a
+Parquet source refuses it above ``IN_MEMORY_MAX`` rows with :class:`TooManyEvents` (a
+LookupError saying so in one line).
 
 Why pyarrow and numpy, not DuckDB: pyarrow is already a pinned dependency (it writes
 the Parquet), and its batch reader with row-group pruning is all the I/O this needs;

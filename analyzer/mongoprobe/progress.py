@@ -1,8 +1,9 @@
 """A one-line progress indicator for reading big inputs, on a terminal only.
 
-``Line(what, total, unit)`` (``unit`` " rows", or "B" to read MB) rewrites ``what: 41% (74/180 M rows)`` in place on stderr,
-at most five times a second, and erases itself at ``close()`` so that what the
-command prints next (its results, another progress line) starts on a clean line.
+``Line(what, total, unit)`` (``unit`` " rows", or "B" to count bytes) rewrites
+``what:  41% (74/180 M rows)`` in place on stderr, at most five times a second, and
+erases itself at ``close()`` so that what the command prints next (its results,
+another progress line) starts on a clean line.
 Nothing is printed when stderr is not a terminal (pipes, files, tests), so machine
 output and logs stay free of it. Used where the analyzer reads a recorded run's big
 files: the latency probe's JSON (``rundir``) and every pass over the events' Parquet
