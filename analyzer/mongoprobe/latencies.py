@@ -27,8 +27,10 @@ int64 complete requests that expected no reply (moreToCome, legacy writes).
 ``unmatched_replies``, ``requests_without_reply``, ``malformed``, ``dropped`` (int64);
 a window's losses are differences. Empty when the source has none (a capture).
 
-``events`` keeps the per-request rows when they were recorded: counts, rates and
-percentiles over a window are then exact (nearest rank); from ``hist`` alone the
+``source`` keeps the per-request rows when they were recorded
+(``mongoprobe.event_store``: a DataFrame in memory, or a run's Parquet file read in
+batches, so an hour at 50k requests/s is analysed without holding it): counts, rates
+and percentiles over a window are then exact (nearest rank); from ``hist`` alone the
 percentiles are within 1.6% (``loglinear.MAX_ERROR``) and a window [start, end) takes
 the whole intervals inside it (a histogram cannot be cut inside an interval, and an
 edge second holds the traffic of the phase before or after; a window with no whole
@@ -37,13 +39,14 @@ interval inside takes the one it overlaps most).
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from . import loglinear
+from . import event_store, loglinear
 from .formats.wire_slices import COUNT_KEYS, LOST_KEYS
 
 HIST_COLUMNS = {"time": "float64", "length_s": "float64", "command": str, "opcode": str,
@@ -62,15 +65,15 @@ STATS = ("count", "avg", "p50", "p95", "p99", "max")
 def nearest_rank(sorted_values: np.ndarray, q: float) -> float:
     """The nearest-rank ``q`` percentile of sorted values: the ceil(q/100 n)-th smallest
     (the definition the histograms' bound is stated for)."""
-    n = len(sorted_values)
-    return float(sorted_values[max(math.ceil(q / 100 * n), 1) - 1])
+    return float(sorted_values[event_store.rank(q, len(sorted_values)) - 1])
 
 
 @dataclass
 class Latencies:
     hist: pd.DataFrame
     totals: pd.DataFrame
-    events: pd.DataFrame | None = None
+    # the per-request events (an EventSource; a wire_events DataFrame becomes one)
+    source: event_store.EventSource | pd.DataFrame | None = None
     conn_hist: pd.DataFrame = field(default_factory=lambda: _empty(CONN_HIST_COLUMNS))
     conn_totals: pd.DataFrame = field(default_factory=lambda: _empty(CONN_TOTAL_COLUMNS))
     counters: pd.DataFrame = field(default_factory=lambda: _empty(COUNTER_COLUMNS))
@@ -81,26 +84,39 @@ class Latencies:
     # the histograms, not the events
     events_complete: bool = True
 
+    def __post_init__(self) -> None:
+        if isinstance(self.source, pd.DataFrame):
+            self.source = event_store.FrameEvents(self.source)
+
+    @property
+    def events(self) -> pd.DataFrame | None:
+        """Every kept event as one wire_events DataFrame, None when none were kept;
+        ``event_store.TooManyEvents`` (a LookupError) when they are too many to hold in
+        memory (the figures of this class read ``source`` in batches instead)."""
+        return None if self.source is None else self.source.frame()
+
     @classmethod
-    def from_slices(cls, slices, offset_ns: int, events: pd.DataFrame | None = None,
+    def from_slices(cls, slices, offset_ns: int,
+                    events: pd.DataFrame | event_store.EventSource | None = None,
                     counts: dict | None = None, lost: dict | None = None,
                     events_complete: bool = True) -> "Latencies":
         """The probes' slices (``formats.wire_slices.Slice``, CLOCK_MONOTONIC) on the wall
-        clock (``offset_ns``: wall minus monotonic); ``events`` a wire_events table."""
-        hist, tot, chist, ctot, ctr = [], [], [], [], []
+        clock (``offset_ns``: wall minus monotonic); ``events`` a wire_events table or
+        an ``event_store.EventSource``."""
+        tot, hists, ctot, chists, ctr = [], [], [], [], []
         for s in slices:
             t, length = (s.start_ns + offset_ns) / 1e9, s.length_ns / 1e9
             for (cmd, op), a in s.rows.items():
                 tot.append((t, length, cmd, op, a.count, a.sum_ns, a.max_ns, a.noreply))
-                hist.extend((t, length, cmd, op, b, n) for b, n in a.hist.items())
+                hists.append(a.hist)
             for fd, a in s.conn_rows.items():
                 ctot.append((t, length, fd, a.count, a.sum_ns, a.max_ns, a.noreply))
-                chist.extend((t, length, fd, b, n) for b, n in a.hist.items())
+                chists.append(a.hist)
             ctr.append((t + length, *(s.counts[k] for k in COUNT_KEYS),
                         *(s.lost[k] for k in LOST_KEYS)))
         last = slices[-1] if slices else None
-        return cls(_rows(hist, HIST_COLUMNS), _rows(tot, TOTAL_COLUMNS), events,
-                   _rows(chist, CONN_HIST_COLUMNS), _rows(ctot, CONN_TOTAL_COLUMNS),
+        return cls(_hist_rows(tot, hists, HIST_COLUMNS), _rows(tot, TOTAL_COLUMNS), events,
+                   _hist_rows(ctot, chists, CONN_HIST_COLUMNS), _rows(ctot, CONN_TOTAL_COLUMNS),
                    _rows(ctr, COUNTER_COLUMNS),
                    dict(counts or (last.counts if last else dict.fromkeys(COUNT_KEYS, 0))),
                    dict(lost or (last.lost if last else dict.fromkeys(LOST_KEYS, 0))),
@@ -139,7 +155,15 @@ class Latencies:
     @property
     def exact(self) -> bool:
         """Every request's event is here: figures come from the events, exactly."""
-        return self.events is not None and self.events_complete
+        return self.source is not None and self.events_complete
+
+    def prepare(self, windows, edges=None, per_second: bool = False) -> None:
+        """With every event: the figures of ``windows`` [(start, end)], the counts at
+        ``edges`` (``answered``) and per second computed in two scans of the events
+        before they are asked for one by one (``event_store.EventSource.prepare``);
+        nothing to do from the histograms."""
+        if self.exact:
+            self.source.prepare(windows, edges, per_second)
 
     def losses(self, start: float, end: float, keys=LOST_KEYS) -> dict[str, int]:
         """The growth of the probe's counters ``keys`` (the loss counters) over the
@@ -190,14 +214,7 @@ class Latencies:
         requests answered in [start, end)."""
         out: dict[str, dict[str, float]] = {}
         if self.exact:
-            ev = self.events
-            part = ev[(ev["time"] >= start) & (ev["time"] < end)]
-            for cmd, p in part.groupby("command", sort=True):
-                v = np.sort(p["latency_ns"].to_numpy(dtype=np.int64))
-                out[str(cmd)] = {"count": int(len(v)), "avg": float(v.mean()),
-                                 **{f"p{q}": nearest_rank(v, q) for q in (50, 95, 99)},
-                                 "max": float(v[-1])}
-            return out
+            return self.source.window(start, end).stats()
         tot = self._inside(self.totals, start, end)
         for cmd, t in tot.groupby("command", sort=True):
             n = int(t["count"].sum())
@@ -214,11 +231,7 @@ class Latencies:
         """{bucket: requests} of ``command`` answered in [start, end) (exact with
         events; from the histograms, the whole intervals inside: ``_grid``)."""
         if self.exact:
-            ev = self.events
-            sel = (ev["command"] == command) & (ev["time"] >= start) & (ev["time"] < end)
-            b, n = np.unique(loglinear.index(ev.loc[sel, "latency_ns"].to_numpy()),
-                             return_counts=True)
-            return {int(k): int(c) for k, c in zip(b, n)}
+            return self.source.window(start, end, exact=False).histogram(command)
         h = self._inside(self.hist, start, end)
         h = h[h["command"] == command]
         return {int(k): int(c) for k, c in h.groupby("bucket")["count"].sum().items()}
@@ -228,9 +241,8 @@ class Latencies:
         if not end > start:
             return {}
         if self.exact:
-            ev = self.events
-            part = ev[(ev["time"] >= start) & (ev["time"] < end)]
-            return {str(c): n / (end - start) for c, n in part["command"].value_counts().items()}
+            return {c: n / (end - start) for c, n in
+                    self.source.window(start, end, exact=False).counts().items()}
         tot = self._inside(self.totals, start, end)
         secs = self.seconds(start, end)
         return {str(c): float(n) / secs for c, n in tot.groupby("command")["count"].sum().items()
@@ -239,11 +251,7 @@ class Latencies:
     def per_second(self) -> pd.DataFrame:
         """(second, command, requests): requests answered per epoch second."""
         if self.exact:
-            ev = self.events[self.events["time"].notna()]
-            sec = np.floor(ev["time"].to_numpy(dtype=float)).astype("int64")
-            return (pd.DataFrame({"second": sec, "command": ev["command"].to_numpy()})
-                    .groupby(["second", "command"], sort=True).size().rename("requests")
-                    .reset_index())
+            return self.source.per_second()[["second", "command", "requests"]]
         t = self.totals
         sec = np.floor(t["time"] + t["length_s"] / 2).astype("int64")
         return (t.assign(second=sec).groupby(["second", "command"], sort=True)["count"].sum()
@@ -253,9 +261,7 @@ class Latencies:
         """Requests of ``command`` answered in each window (lo, hi] (arrays of epoch s);
         from the histograms, intervals are counted by their middle."""
         if self.exact:
-            ev = self.events
-            t = np.sort(ev.loc[ev["command"] == command, "time"].to_numpy(dtype=float))
-            return np.searchsorted(t, hi, side="right") - np.searchsorted(t, lo, side="right")
+            return self.source.answered(command, lo, hi)
         tot = self.totals[self.totals["command"] == command]
         mid = (tot["time"] + tot["length_s"] / 2).to_numpy()
         order = np.argsort(mid, kind="stable")
@@ -271,6 +277,22 @@ def _typed(df: pd.DataFrame, cols: dict) -> pd.DataFrame:
 
 def _empty(cols: dict) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
+
+
+def _hist_rows(groups: list[tuple], hists: list[dict], cols: dict) -> pd.DataFrame:
+    """Rows (*group, bucket, count) for each entry of each group's histogram, the
+    group being the first ``len(cols) - 2`` fields of its totals row; built column by
+    column (an hour at 50k requests/s has millions of entries)."""
+    sizes = np.fromiter(map(len, hists), dtype=np.int64, count=len(hists))
+    if not sizes.sum():
+        return _empty(cols)
+    keys = list(cols)[:-2]
+    g = pd.DataFrame([r[:len(keys)] for r in groups], columns=keys)
+    g = g.take(np.repeat(np.arange(len(g)), sizes)).reset_index(drop=True)
+    g["bucket"] = np.fromiter(itertools.chain.from_iterable(hists), dtype=np.int64)
+    g["count"] = np.fromiter(itertools.chain.from_iterable(h.values() for h in hists),
+                             dtype=np.int64)
+    return g.astype(cols)
 
 
 def _rows(rows: list[tuple], cols: dict) -> pd.DataFrame:

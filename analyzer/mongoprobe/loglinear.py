@@ -40,17 +40,21 @@ def bucket(v: int) -> int:
 
 def index(values) -> np.ndarray:
     """:func:`bucket` of every value of an integer array (int64 buckets)."""
-    v = np.maximum(np.asarray(values, dtype=np.int64), 0)
-    out = v.copy()
-    big = v >= SUB
-    if big.any():
-        vb = v[big]
-        e = np.floor(np.log2(vb.astype(np.float64))).astype(np.int64)
-        # float log2 can round up just below a power of two: fix it with integers
-        e -= (np.left_shift(np.int64(1), e) > vb).astype(np.int64)
-        e += (np.left_shift(np.int64(1), e + 1) <= vb).astype(np.int64)
-        out[big] = SUB * (e - SUB_BITS + 1) + np.right_shift(vb, e - SUB_BITS) - SUB
-    return out
+    v = np.asarray(values, dtype=np.int64)
+    shape, v = v.shape, v.reshape(-1)
+    if v.size and v.min() < 0:
+        v = np.maximum(v, 0)
+    # Below 2**53 an int64 is exact as a float64, whose bits hold the exponent (plus
+    # 1023) and under it the five mantissa bits after the leading one: shifted down,
+    # 32 * (e + 1023) + s, the bucket plus a constant. Several times faster than
+    # finding e with log2 and shifting v by it.
+    out = v.astype(np.float64).view(np.int64) >> (52 - SUB_BITS)
+    out -= (1023 + SUB_BITS - 1) * SUB
+    np.copyto(out, v, where=v < SUB)
+    if v.size and v.max() >= 1 << 53:           # the float rounded: the exact rule
+        big = v >= 1 << 53
+        out[big] = [bucket(int(x)) for x in v[big]]
+    return out.reshape(shape)
 
 
 def bounds(b: int) -> tuple[int, int]:

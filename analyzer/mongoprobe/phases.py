@@ -130,7 +130,7 @@ def parse_phases(spec: str, origin: float) -> pd.DataFrame:
 class Inputs:
     """What the table is computed from, read once."""
     tool: loadtools.ToolOutput
-    events: pd.DataFrame | None
+    events: pd.DataFrame | None          # loaded only for a capture to join them with
     latency: latencies.Latencies | None
     vmstat: pd.DataFrame | None
     iostat: pd.DataFrame | None
@@ -143,9 +143,7 @@ def inputs(run, phases: pd.DataFrame | None = None) -> Inputs:
     if phases is not None:
         tool = tool.with_phases(phases)
     lat = server_latency(run)
-    events = lat.events if lat is not None and lat.events is not None and len(lat.events) \
-        else None
-    return Inputs(tool, events, lat, optional_table(lambda: run.vmstat),
+    return Inputs(tool, _capture_events(run, lat), lat, optional_table(lambda: run.vmstat),
                   optional_table(lambda: run.iostat), optional_table(lambda: run.pidstat),
                   (run.manifest.get("host") or {}).get("cpus"))
 
@@ -187,10 +185,15 @@ def _server_throughput(lat: latencies.Latencies | None, start: float, end: float
     work = [c for c in lat.totals["command"].unique() if c not in traffic.ADMIN_COMMANDS]
     total = sum(s["count"] for c, s in lat.stats(start, end).items() if c in work)
     secs = lat.seconds(start, end)
-    lo = start + np.arange(int(math.floor(end - start)), dtype=float)
+    lo = _whole_seconds(start, end)
     per = sum((lat.answered(c, lo, lo + 1) for c in work), np.zeros(len(lo), dtype=np.int64))
     return {"ops_avg": total / secs if secs > 0 else math.nan,
             "ops_p95": normalize.p95_rate(per)}
+
+
+def _whole_seconds(start: float, end: float) -> np.ndarray:
+    """The starts of the phase's whole seconds, counted from its start."""
+    return start + np.arange(int(math.floor(end - start)), dtype=float)
 
 
 # --- latency ---------------------------------------------------------------------------
@@ -241,19 +244,32 @@ def _versus(client: dict, server: dict, exact: bool = True) -> dict:
 # --- the table -------------------------------------------------------------------------
 
 
-def phase_table(run, phases: pd.DataFrame | None = None) -> pd.DataFrame:
+def phase_table(run, phases: pd.DataFrame | None = None,
+                per_second: bool = False) -> pd.DataFrame:
     """One row per phase (the module docstring); ``phases`` (name, start, end)
-    replaces the tool's own."""
+    replaces the tool's own; ``per_second``: the events' per-second counts will be
+    asked for next (``interval_table``), count them in the same scan."""
     inp = inputs(run, phases)
-    return compute(inp, _categories(run, inp.tool.phases), _joined(run, inp.events))
+    return compute(inp, _categories(run, inp.tool.phases), _joined(run, inp.events),
+                   per_second)
 
 
 def compute(inp: Inputs, cats: dict | None = None,
-            joined: pd.DataFrame | None = None) -> pd.DataFrame:
+            joined: pd.DataFrame | None = None, per_second: bool = False) -> pd.DataFrame:
     """The table from its inputs (a tool's output alone gives its throughput and
     client columns): ``cats`` {phase: {category: share}}, ``joined`` capture pairs."""
     tool = inp.tool
     cats = cats or {}
+    if inp.latency is not None:
+        # with events: every phase's figures in two scans of them, not three each
+        spans = [(float(p.start), float(p.end)) for p in tool.phases.itertuples(index=False)]
+        timed = set(tool.intervals["phase"])
+        lo = [_whole_seconds(a, b) for (a, b), name in zip(spans, tool.phases["name"])
+              if name not in timed and b > a]
+        lo = np.concatenate(lo) if lo else np.zeros(0)
+        # (interval_table reads the per-second counts for a tool without rates only)
+        inp.latency.prepare(spans, np.concatenate([lo, lo + 1]),
+                            per_second and not len(tool.intervals))
     info = tool.phase_info.set_index("phase")["db_size_bytes"].to_dict()
     rows = []
     for p in tool.phases.itertuples(index=False):
@@ -300,6 +316,21 @@ def _rss_mb(pidstat: pd.DataFrame | None, start: float, end: float) -> float:
     if not len(p):
         return math.nan
     return float(p["RSS"].iloc[-1]) / 1024.0     # pidstat prints kB
+
+
+def _capture_events(run, lat: latencies.Latencies | None) -> pd.DataFrame | None:
+    """The probe's events, for the join with the run's capture: None when the run has
+    no capture or no events, or (said in one warning) too many events to join in
+    memory."""
+    if run.file("pcap") is None or lat is None or lat.source is None or not len(lat.source):
+        return None
+    from .event_store import TooManyEvents
+    try:
+        return lat.events
+    except TooManyEvents as e:
+        warnings.warn(f"{e}: network-side latency (the capture joined with the probe's "
+                      "events) left out")
+        return None
 
 
 def _joined(run, events: pd.DataFrame | None) -> pd.DataFrame | None:

@@ -119,7 +119,8 @@ def _lost_section(lost: dict) -> str:
 def build(run, diff: tuple[str, str] | None = None, phases: pd.DataFrame | None = None,
           top_commands: int = 3) -> str:
     """The report's HTML text; ``phases`` replaces the tool's own (``--phases``)."""
-    t = phases_mod.phase_table(run, phases)
+    # the throughput plot reads the events' per-second counts: in the same scan
+    t = phases_mod.phase_table(run, phases, per_second=True)
     ph = t[["name", "start", "end"]]
     if diff is not None:
         unknown = [n for n in diff if n not in set(ph["name"])]

@@ -61,6 +61,8 @@ import json
 import os
 from pathlib import Path
 
+from . import progress
+
 # pandas is imported where a table is built: ``import mongoprobe`` (every CLI call)
 # imports this module for load_run.
 
@@ -68,6 +70,7 @@ MANIFEST = "manifest.json"
 LOAD_OUT = "load.out"
 LOAD_STDOUT = "load.stdout"
 PHASE_COLUMNS = ["name", "start", "end"]
+PROGRESS_BYTES = 32 << 20     # reading a bigger probe output shows progress on a terminal
 
 
 def write_manifest(run_dir: Path, manifest: dict) -> None:
@@ -88,7 +91,9 @@ class Run:
     latencies       the server-side latency (``mongoprobe.latencies.Latencies``) the
                     latency probe measured: per-second histograms, counters, events
     events          its wire_events table (``time`` in wall seconds) when the run kept
-                    events (``record --events``), else None
+                    events (``record --events``), else None; more than
+                    ``event_store.IN_MEMORY_MAX`` raise TooManyEvents (the figures read
+                    them in batches: ``latencies.source``)
     latency_counts  {command: requests} as the latency probe counted them in-kernel
     load_lines      the command's output: time (receive, wall s), stream, text
     load            mongoprobe_load.LoadOutput when the command was ``mongoprobe load``
@@ -153,6 +158,7 @@ class Run:
         """The server-side latency model (``mongoprobe.latencies``) of this run: the
         latency probe's seconds, its counters, its events when kept. LookupError when
         the run has no latency probe."""
+        from .event_store import ParquetEvents
         from .formats import wire_events
         from .formats.bpftrace_latency import BpftraceLatency
         from .formats.wire_slices import events_frame
@@ -162,14 +168,22 @@ class Run:
         if p is None:
             raise LookupError(f"{self.path}: no latency probe output in this run")
         r, slices = BpftraceLatency(str(p)), []
+        size = os.path.getsize(p)
+        line = progress.Line(f"{p.name}: reading", size, "B",
+                             active=None if size > PROGRESS_BYTES else False)
+        done = 0
         with open(p) as fh:
-            for line in _complete_lines(fh):
-                slices.extend(r.feed(line))
+            for text in _complete_lines(fh):
+                slices.extend(r.feed(text))
+                done += len(text)
+                line.update(done)
+        line.close()
         slices.extend(r.close())
         every = int(self.manifest.get("latency_events_every") or 0)
         ev = None
         if self.file("latency_events") is not None:
-            ev = wire_events.read_parquet(self.file("latency_events"))
+            # read in batches as figures need them, never all at once
+            ev = ParquetEvents(self.file("latency_events"))
         elif r.events:      # a run cut before record moved them
             ev = wire_events.from_mono(events_frame(r.events), self.offset_ns,
                                        int((self.manifest.get("target") or {}).get("pid") or 0))
@@ -180,6 +194,9 @@ class Run:
 
     @property
     def events(self) -> pd.DataFrame | None:
+        """The kept events as one table (None when the run kept none;
+        ``event_store.TooManyEvents``, a LookupError, when they are too many to hold
+        in memory)."""
         return self.latencies.events if self.file("latency") is not None else None
 
     @property

@@ -31,7 +31,9 @@ requests fill at the next (previous) second's rate.
 
 ``infer(latencies)`` -> DataFrame(name, start, end) in wall seconds, from
 ``mongoprobe.latencies.Latencies``: per request when it holds every request's event,
-else per second; empty when there is no work traffic. ``per_second(latencies)`` -> the
+else per second; per second too, from the events' exact per-second counts, when they
+are more than ``event_store.IN_MEMORY_MAX`` (per request needs them all in memory);
+empty when there is no work traffic. ``per_second(latencies)`` -> the
 (second, command, requests) counts used, ``second`` being the epoch second. Checked on
 the built-in load with its markers taken out, with events and without: every boundary
 within a second of its marker (``tests/test_traffic.py``).
@@ -68,11 +70,8 @@ def per_second(lat) -> pd.DataFrame:
     """Work requests completed per epoch second and command (``second``, ``command``,
     ``requests``, and ``busy_s``: the server time they took, seconds)."""
     if lat.exact:
-        w = work(lat.events)
-        sec = np.floor(w["end"]).astype("int64")
-        g = w.assign(second=sec, busy=w["end"] - w["start"]).groupby(["second", "command"],
-                                                                      sort=True)
-        return pd.DataFrame({"requests": g.size(), "busy_s": g["busy"].sum()}).reset_index()
+        ps = lat.source.per_second()
+        return ps[~ps["command"].isin(ADMIN_COMMANDS)].reset_index(drop=True)
     t = lat.totals[~lat.totals["command"].isin(ADMIN_COMMANDS) & (lat.totals["count"] > 0)]
     sec = np.floor(t["time"] + t["length_s"] / 2).astype("int64")
     g = t.assign(second=sec).groupby(["second", "command"], sort=True)
@@ -102,7 +101,9 @@ def infer(lat, gap_s: float = 2.0, share: float = 0.1, min_s: int = 2,
           min_requests: int = 10) -> pd.DataFrame:
     """The phases of the module docstring, from a ``Latencies``: per request when it has
     every request's event, else per second."""
-    if not lat.exact:
+    from .event_store import IN_MEMORY_MAX
+
+    if not lat.exact or len(lat.source) > IN_MEMORY_MAX:
         return _infer_seconds(per_second(lat), gap_s, share, min_s, min_requests)
     w = work(lat.events)
     if not len(w):

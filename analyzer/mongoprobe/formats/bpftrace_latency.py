@@ -60,6 +60,7 @@ class BpftraceLatency:
         self.events: list[tuple] = []
         self.ended = False
         self._cur: Slice | None = None
+        self._names: dict[str, tuple[str, str]] = {}   # "W0,W1,W2,OP" -> (command, op)
 
     # --- feeding --------------------------------------------------------------------
 
@@ -113,21 +114,47 @@ class BpftraceLatency:
             if self._cur is None:
                 continue
             cur = self._cur
+            if kind in ("h", "s", "m", "n"):
+                self._command_map(kind, value)
+                continue
             for key, v in value.items():
                 k = _ints(key)
-                if kind in ("h", "s", "m", "n"):
-                    agg = cur.rows.setdefault((name_of_words(*k[:3]), opcode_name(k[3])), Agg())
-                else:
-                    agg = cur.conn_rows.setdefault(k[0], Agg())
-                if kind in ("h", "hc"):
+                agg = cur.conn_rows.get(k[0])
+                if agg is None:
+                    agg = cur.conn_rows[k[0]] = Agg()
+                if kind == "hc":
                     agg.hist[k[-1]] = agg.hist.get(k[-1], 0) + int(v)
-                elif kind in ("s", "sc"):
+                elif kind == "sc":
                     agg.count += int(v["count"])
                     agg.sum_ns += int(v["total"])
-                elif kind in ("m", "mc"):
+                elif kind == "mc":
                     agg.max_ns = max(agg.max_ns, int(v))
-                elif kind == "n":
-                    agg.noreply += int(v)
+
+    def _command_map(self, kind: str, value: dict) -> None:
+        """One of the slice's per-command maps (@h, @s, @m, @n): keys are
+        ``W0,W1,W2,OP`` (and ``,BUCKET`` for @h). An hour at 50k requests/s prints
+        millions of these entries: names are decoded once per key prefix."""
+        rows, names = self._cur.rows, self._names
+        for key, v in value.items():
+            if kind == "h":
+                key, _, b = key.rpartition(",")
+            name = names.get(key)
+            if name is None:
+                w0, w1, w2, op = _ints(key)
+                name = names[key] = (name_of_words(w0, w1, w2), opcode_name(op))
+            agg = rows.get(name)
+            if agg is None:
+                agg = rows[name] = Agg()
+            if kind == "h":
+                b = int(b)
+                agg.hist[b] = agg.hist.get(b, 0) + int(v)
+            elif kind == "s":
+                agg.count += int(v["count"])
+                agg.sum_ns += int(v["total"])
+            elif kind == "m":
+                agg.max_ns = max(agg.max_ns, int(v))
+            else:
+                agg.noreply += int(v)
 
     def _events(self, entries: dict) -> None:
         for key, v in entries.items():
