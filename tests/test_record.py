@@ -326,3 +326,31 @@ def test_sample_run_reads_back():
     assert set(r.files) >= {"latency", "vmstat", "iostat", "pidstat", "load_out"}
     with pytest.raises(FileNotFoundError, match="no manifest"):
         mongoprobe.load_run(SAMPLE.parent)
+
+
+def test_events_move_to_parquet_in_batches(tmp_path):
+    """record's end moves the probe's event maps to Parquet a batch at a time (an hour of
+    events does not fit in memory): in small batches, the same table as in one, and the
+    JSON keeps everything else."""
+    from mongoprobe import collectors
+    from mongoprobe.formats import wire_events
+
+    sample = Path(__file__).parent.parent / "samples/probes/mongo_latency-ferretdb.json"
+    tables, kept = [], []
+    for batch in (1_000_000, 7):
+        run = tmp_path / f"b{batch}"
+        run.mkdir()
+        (run / "latency.bt.json").write_text(sample.read_text())
+        out = collectors.events_to_parquet(run, offset_ns=10**18, pid=42, batch=batch)
+        assert out == run / "latency.events.parquet"
+        tables.append(wire_events.read_parquet(out))
+        kept.append((run / "latency.bt.json").read_text())
+    assert len(tables[0]) > 7 * 3
+    assert tables[0].equals(tables[1])
+    assert (tables[0]["pid"] == 42).all() and (tables[0]["time"] > 1e9).all()
+    assert kept[0] == kept[1]
+    assert '"@e0"' not in kept[0] and '"@e1"' not in kept[0] and '"@e2"' not in kept[0]
+    lines = sample.read_text().splitlines(keepends=True)
+    assert len(kept[0].splitlines()) == sum(
+        not ln.startswith(tuple(f'{{"type": "map", "data": {{"@e{i}"' for i in range(3)))
+        for ln in lines)

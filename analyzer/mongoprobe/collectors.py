@@ -390,10 +390,15 @@ def stop_all(cols: list[Collector], timeout: float = 60.0) -> None:
         t.join()
 
 
-def events_to_parquet(run_dir: Path, offset_ns: int, pid: int) -> Path | None:
+def events_to_parquet(run_dir: Path, offset_ns: int, pid: int,
+                      batch: int = 1_000_000) -> Path | None:
     """Move the latency probe's event maps out of ``latency.bt.json`` into
     ``latency.events.parquet`` (the wire_events table, wall-clock times); the JSON file
-    keeps the rest. None when there were no event lines."""
+    keeps the rest. None when there were no event lines. Streamed: ``batch`` events at
+    a time become a row group (an hour at 50k req/s is 180M events)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     from .formats import wire_events
     from .formats.bpftrace_latency import BpftraceLatency
     from .formats.wire_slices import events_frame
@@ -401,22 +406,42 @@ def events_to_parquet(run_dir: Path, offset_ns: int, pid: int) -> Path | None:
     src = Path(run_dir) / "latency.bt.json"
     if not src.exists():
         return None
-    reader, kept = BpftraceLatency(str(src)), []
-    with open(src) as fh:
-        for line in fh:
-            if not line.endswith("\n"):        # cut by a killed probe
-                continue
-            if line.startswith(('{"type": "map", "data": {"@e0"', '{"type": "map", "data": {"@e1"',
-                                '{"type": "map", "data": {"@e2"')):
-                reader.feed(line)
-            else:
-                kept.append(line)
-    if not reader.events:
-        return None
     out = Path(run_dir) / "latency.events.parquet"
-    wire_events.write_parquet(
-        wire_events.from_mono(events_frame(reader.events), offset_ns, pid), out)
-    tmp = src.with_suffix(".json.tmp")
-    tmp.write_text("".join(kept))
+    tmp, part = src.with_suffix(".json.tmp"), out.with_suffix(".parquet.tmp")
+    reader, writer = BpftraceLatency(str(src)), None
+
+    def flush() -> None:
+        nonlocal writer
+        if not reader.events:
+            return
+        table = pa.Table.from_pandas(
+            wire_events.from_mono(events_frame(reader.events), offset_ns, pid),
+            preserve_index=False)
+        if writer is None:
+            writer = pq.ParquetWriter(part, table.schema, compression="zstd")
+        writer.write_table(table)
+        reader.events.clear()
+
+    try:
+        with open(src) as fh, open(tmp, "w") as kept:
+            for line in fh:
+                if not line.endswith("\n"):        # cut by a killed probe
+                    continue
+                if line.startswith(('{"type": "map", "data": {"@e0"',
+                                    '{"type": "map", "data": {"@e1"',
+                                    '{"type": "map", "data": {"@e2"')):
+                    reader.feed(line)
+                    if len(reader.events) >= batch:
+                        flush()
+                else:
+                    kept.write(line)
+            flush()
+    finally:
+        if writer is not None:
+            writer.close()
+    if writer is None:
+        tmp.unlink()
+        return None
+    os.replace(part, out)
     os.replace(tmp, src)
     return out
