@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import pytest
 
 import mongoprobe
-from mongoprobe import probes, target
+from mongoprobe import probes, rundir, target
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "load" / "run-ferretdb"
 SPEC = "2i.1q:2s,1i@50.2q:2s,0i.2q:2s"
@@ -189,7 +189,11 @@ def test_probe_counts_equal_load_and_ferretdb_counts(recorded):
     assert probe == r.latency_counts
     assert r.latencies.counts["requests"] == len(ev)
     # the events left latency.bt.json for their Parquet file: histograms and counters stay
-    assert '"E ' not in (recorded.path / "latency.bt.json").read_text()
+    # and the rest was compressed at the end (about 9 times smaller)
+    assert not (recorded.path / "latency.bt.json").exists()
+    with open(recorded.path / "latency.bt.json.zst", "rb") as raw:
+        text = rundir.text_of(raw, recorded.path / "latency.bt.json.zst").read()
+    assert '"@e0"' not in text and '"@requests"' in text
     assert r.manifest["files"]["latency_events"] == "latency.events.parquet"
     assert probe == r.metrics_delta          # handshakes (ismaster) included
 

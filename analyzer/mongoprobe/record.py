@@ -439,6 +439,10 @@ class Recorder:
         if every and "latency" in m["collectors"]:
             collectors.events_to_parquet(self.run_dir, m["clock"]["start"]["offset_ns"], pid)
         for c in cols:
+            out = self.run_dir / c.info["output"] if c.info.get("output") else None
+            if c.name == "latency" and out is not None and out.exists():
+                c.info["output"] = collectors.compress(out).name
+        for c in cols:
             if c.info["status"] == "died":
                 continue
             if c.info["status"] == "stopped" and c.info["returncode"] not in (0, None, -2, 130):

@@ -7,9 +7,11 @@ Layout of RUN/ (every file is the tool's own output, kept as it came)::
                          ``EPOCH<TAB>STREAM<TAB>TEXT`` (EPOCH: wall seconds when record
                          received the line, 6 decimals; STREAM: stdout | stderr)
     load.stdout          the command's stdout exactly as printed (for foreign parsers)
-    latency.bt.json      mongo_latency.bt under ``bpftrace -f json``: per second and
+    latency.bt.json.zst  mongo_latency.bt under ``bpftrace -f json``: per second and
                          command, a log-linear latency histogram, count, sum, max; the
-                         loss counters (formats/bpftrace_latency.py)
+                         loss counters (formats/bpftrace_latency.py); zstd-compressed
+                         by record at the end (``latency.bt.json`` while it runs, and
+                         in runs cut short, is read the same)
     latency.events.parquet  with ``record --events``: every request (or one in N), the
                          wire_events table (formats/wire_events.py)
     profile.bt.txt ...   the other bpftrace probes' text output (profile, offcpu, flush,
@@ -171,12 +173,11 @@ class Run:
         size = os.path.getsize(p)
         line = progress.Line(f"{p.name}: reading", size, "B",
                              active=None if size > PROGRESS_BYTES else False)
-        done = 0
-        with open(p) as fh:
-            for text in _complete_lines(fh):
+        with open(p, "rb") as raw:
+            for n, text in enumerate(_complete_lines(text_of(raw, p))):
                 slices.extend(r.feed(text))
-                done += len(text)
-                line.update(done)
+                if n % 4096 == 0:
+                    line.update(raw.tell())     # of the file's bytes (compressed or not)
         line.close()
         slices.extend(r.close())
         every = int(self.manifest.get("latency_events_every") or 0)
@@ -390,6 +391,18 @@ class Run:
     @functools.cached_property
     def ycsb_summary(self) -> pd.DataFrame:
         return self._foreign("ycsb-summary", self._all_output())
+
+
+def text_of(raw, path: Path):
+    """The text of a run's file opened as ``raw`` (binary), through zstd when record
+    compressed it (``.zst``)."""
+    import io
+
+    if str(path).endswith(".zst"):
+        import zstandard
+
+        raw = zstandard.ZstdDecompressor().stream_reader(raw, closefd=False)
+    return io.TextIOWrapper(raw, encoding="utf-8")
 
 
 def _complete_lines(fh):
