@@ -76,7 +76,10 @@
 #
 # -j prints one JSON object per interval (and at the end): by_command, by_op,
 # by_conn ({"count", "avg_ns", "p50_ns", "p99_ns", "max_ns", "requests",
-# "hist": [{"lo_ns", "hi_ns", "count"}]}; p50/p99 interpolated in the log2
+# "errors", "error_codes", "hist": [{"lo_ns", "hi_ns", "count"}]}; errors: the
+# replies with ok: 0, per code in error_codes (probes/README.md, "Replies that
+# failed"; the text output adds "errors N (59 CommandNotFound: n)" to the
+# count line); p50/p99 interpolated in the log2
 # buckets, exact from the events with --events), requests_by_command,
 # requests_by_op, lost, counts. The kernel counters are cumulative and the
 # intervals their differences: interval reports add up to the run exactly.
@@ -176,7 +179,7 @@ class MwEvent(ct.Structure):
         ("tid", ct.c_uint), ("fd", ct.c_uint),
         ("request_id", ct.c_uint), ("opcode", ct.c_uint),
         ("bytes_in", ct.c_uint), ("bytes_out", ct.c_uint),
-        ("stream", ct.c_uint), ("pad", ct.c_uint),
+        ("stream", ct.c_uint), ("error_code", ct.c_int),
     ]
 
 
@@ -286,7 +289,7 @@ def event_dict(ev, clock, pid):
         "request_id": ev.request_id, "opcode": opname(ev.opcode),
         "command": cmdname(ev.cmd), "bytes_in": ev.bytes_in,
         "bytes_out": ev.bytes_out, "latency_ns": ev.latency_ns,
-        "stream": bool(ev.stream),
+        "stream": bool(ev.stream), "error_code": ev.error_code,
     }
 
 
@@ -428,24 +431,29 @@ def peer_of(pid, fd, table):
 # ---- the kernel's slices ---------------------------------------------------
 
 class Agg(object):
-    """count, sum_ns, max_ns, noreply and {bucket: count} of one key."""
-    __slots__ = ("count", "sum_ns", "max_ns", "noreply", "hist")
+    """count, sum_ns, max_ns, noreply, {bucket: count}, errors (replies with
+    ok: 0) and {error code: count} of one key."""
+    __slots__ = ("count", "sum_ns", "max_ns", "noreply", "hist", "errors", "codes")
 
     def __init__(self):
-        self.count = self.sum_ns = self.max_ns = self.noreply = 0
+        self.count = self.sum_ns = self.max_ns = self.noreply = self.errors = 0
         self.hist = {}
+        self.codes = {}
 
     def add(self, other):
         self.count += other.count
         self.sum_ns += other.sum_ns
         self.max_ns = max(self.max_ns, other.max_ns)
         self.noreply += other.noreply
+        self.errors += other.errors
+        for k, c in other.codes.items():
+            self.codes[k] = self.codes.get(k, 0) + c
         for k, c in other.hist.items():
             self.hist[k] = self.hist.get(k, 0) + c
 
     def row(self):
         return [self.count, self.sum_ns, self.max_ns, self.noreply,
-                sorted(self.hist.items())]
+                sorted(self.hist.items()), self.errors, sorted(self.codes.items())]
 
 
 def take_slices(b, final=False):
@@ -456,6 +464,7 @@ def take_slices(b, final=False):
     out = {}
     for name in ("lat", "lat_spill"):
         take_map(b[name], now, final, out)
+    take_errs(b["errs"], now, final, out)
     return out
 
 
@@ -475,6 +484,7 @@ def take_map(t, now, final, out):
             agg.sum_ns += v.sum_ns
             agg.max_ns = max(agg.max_ns, v.max_ns)
             agg.noreply += v.noreply
+            agg.errors += v.errors
             if v.count:
                 h = array.array("I", bytes(v.hist))
                 for i, c in enumerate(h):
@@ -483,6 +493,21 @@ def take_map(t, now, final, out):
         done.append(k)
     for k in done:
         del t[k]
+
+
+def take_errs(e, now, final, out):
+    """take_slices for the failed replies per error code (their per-command
+    count is in the aggregates)"""
+    done = []
+    for k, n in e.items():
+        if not final and (k.slice + 1) * SLICE_NS + GRACE_NS > now:
+            continue
+        key = ("cmd", (cmdname(k.name.c), opname(int(k.op))))
+        agg = out.setdefault(int(k.slice), {}).setdefault(key, Agg())
+        agg.codes[int(k.code)] = agg.codes.get(int(k.code), 0) + int(n.value)
+        done.append(k)
+    for k in done:
+        del e[k]
 
 
 # ---- reports ---------------------------------------------------------------
@@ -555,6 +580,37 @@ def label(view, key, pid, table):
     return key
 
 
+# The codes of failed commands most often seen (mongod's error_codes.yml; FerretDB
+# answers with the same codes); others are shown by number.
+CODE_NAMES = {
+    1: "InternalError", 2: "BadValue", 4: "NoSuchKey", 9: "FailedToParse",
+    11: "UserNotFound", 13: "Unauthorized", 14: "TypeMismatch",
+    18: "AuthenticationFailed", 20: "IllegalOperation", 26: "NamespaceNotFound",
+    27: "IndexNotFound", 43: "CursorNotFound", 48: "NamespaceExists",
+    50: "MaxTimeMSExpired", 59: "CommandNotFound", 67: "CannotCreateIndex",
+    72: "InvalidOptions", 73: "InvalidNamespace", 85: "IndexOptionsConflict",
+    86: "IndexKeySpecsConflict", 112: "WriteConflict", 115: "CommandNotSupported",
+    166: "CommandNotSupportedOnView", 238: "NotImplemented", 251: "NoSuchTransaction",
+    10107: "NotWritablePrimary", 11000: "DuplicateKey", 11600: "InterruptedAtShutdown",
+    13435: "NotPrimaryNoSecondaryOk",
+}
+
+
+def code_text(code):
+    if code == -1:
+        return "no code"
+    return "%d %s" % (code, CODE_NAMES[code]) if code in CODE_NAMES else str(code)
+
+
+def errors_text(d):
+    """"  errors N (code name: n, ...)" of an Agg with failed replies, else ""."""
+    if not d.errors:
+        return ""
+    codes = ", ".join("%s: %d" % (code_text(c), n) for c, n in
+                      sorted(d.codes.items(), key=lambda kv: -kv[1]))
+    return "  errors %d%s" % (d.errors, " (%s)" % codes if codes else "")
+
+
 def print_text(rep, views, pid, unit, totals):
     table = peers(pid) if "conn" in views else {}
     div = UNIT_DIV[unit]
@@ -567,9 +623,9 @@ def print_text(rep, views, pid, unit, totals):
             print("\n%s = %s" % (HEADERS[view], label(view, key, pid, table)))
             if _print_log2_hist is not None:
                 _print_log2_hist(log2_slots(d.hist, div), unit, None)
-            print("count %d  avg %d %s  max %d %s" % (
+            print("count %d  avg %d %s  max %d %s%s" % (
                 d.count, int(round(d.sum_ns / d.count / div)), UNIT_ABBR[unit],
-                int(round(d.max_ns / div)), UNIT_ABBR[unit]))
+                int(round(d.max_ns / div)), UNIT_ABBR[unit], errors_text(d)))
     print()
     footer(totals)
 
@@ -587,7 +643,9 @@ def json_view(rep, view, pid, lat_by, table):
             p99 = pct_hist(d.hist, 0.99, d.max_ns)
         e = {"count": n, "avg_ns": int(round(d.sum_ns / n)) if n else 0,
              "p50_ns": p50, "p99_ns": p99, "max_ns": d.max_ns,
-             "hist": json_hist(d.hist), "requests": n + d.noreply}
+             "hist": json_hist(d.hist), "requests": n + d.noreply,
+             "errors": d.errors,
+             "error_codes": {str(c): v for c, v in sorted(d.codes.items())}}
         if view == "conn":
             e["fd"] = key
             e["peer"] = peer_of(pid, key, table)

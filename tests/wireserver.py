@@ -16,7 +16,10 @@ server answers every request with `{"ok": 1}` and lets the test pick the syscall
              (the sendto syscall).
 
 Replies: OP_MSG `{"ok": 1}` with a per-connection requestID counter (1, 2, ...) and
-responseTo the request's requestID. An OP_MSG with moreToCome gets no reply. An OP_MSG
+responseTo the request's requestID. A command `{"failTest": CODE, "okType": T,
+"errmsgBytes": N}` fails as mongod and FerretDB fail a command: `{"ok": 0, "errmsg":
+N bytes, "code": CODE, "codeName": ...}`, ok being a double, int, long or bool (T), no
+errmsg when N < 0, no code (nor codeName) when CODE is 0. An OP_MSG with moreToCome gets no reply. An OP_MSG
 with exhaustAllowed whose body is `{"exhaustTest": N, ...}` gets N replies, all but the
 last with moreToCome, each answering the previous reply's requestID (the first answers
 the request). OP_QUERY gets OP_REPLY; OP_COMPRESSED (zlib) gets a zlib OP_COMPRESSED
@@ -178,6 +181,8 @@ class Connection:
         if payload[4] != 0:
             raise ValueError("OP_MSG without a body section first")
         body = bson.decode(payload[5 : 5 + struct.unpack_from("<i", payload, 5)[0]])
+        if "failTest" in body:
+            return [encode_op_msg(self.reply_id(), request_id, failure(body))]
         count = body.get("exhaustTest") if flags & EXHAUST_ALLOWED else None
         if not isinstance(count, int) or count < 1:
             return [encode_op_msg(self.reply_id(), request_id, {"ok": 1})]
@@ -188,6 +193,20 @@ class Connection:
             replies.append(encode_op_msg(rid, response_to, {"ok": 1}, flags=more))
             response_to = rid
         return replies
+
+
+OK_ZERO = {"double": 0.0, "int": 0, "long": bson.Int64(0), "bool": False}
+
+
+def failure(body: dict) -> dict:
+    """The reply to a failTest command (the module docstring)."""
+    reply: dict = {"ok": OK_ZERO[body.get("okType", "double")]}
+    if body.get("errmsgBytes", 20) >= 0:
+        reply["errmsg"] = "e" * body.get("errmsgBytes", 20)
+    if body["failTest"]:
+        reply["code"] = int(body["failTest"])
+        reply["codeName"] = "TestFailure"
+    return reply
 
 
 class Log:

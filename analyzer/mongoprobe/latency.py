@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from . import errorcodes
 from . import histogram
 from . import loglinear
 from .formats.wire_slices import COUNT_KEYS, LOST_KEYS
@@ -39,6 +40,9 @@ class Group:
     values: np.ndarray | None = None   # every latency, when events were recorded
     # DTrace quantize: percentiles are reported as the upper bound of their log2 bucket
     bucket_bounds: bool = False
+    # replies with ok: 0, and per error code (None: the source does not check replies)
+    errors: int | None = None
+    codes: dict[int, int] | None = None
 
     @property
     def count(self) -> int:
@@ -50,8 +54,21 @@ class Group:
         vals = None if self.values is None or other.values is None else \
             np.concatenate([self.values, other.values])
         mx = None if self.max_ns is None or other.max_ns is None else max(self.max_ns, other.max_ns)
+        codes = None
+        if self.codes is not None and other.codes is not None:
+            codes = dict(self.codes)
+            for c, n in other.codes.items():
+                codes[c] = codes.get(c, 0) + n
         return Group(histogram.merge(self.hist, other.hist), add(self.total_ns, other.total_ns),
-                     mx, vals, self.bucket_bounds or other.bucket_bounds)
+                     mx, vals, self.bucket_bounds or other.bucket_bounds,
+                     add(self.errors, other.errors), codes)
+
+    def error_json(self) -> dict:
+        """{"errors": N, "error_codes": {"59": n, ...}} when the source checks replies."""
+        if self.errors is None:
+            return {}
+        return {"errors": int(self.errors),
+                "error_codes": {str(c): int(n) for c, n in sorted((self.codes or {}).items())}}
 
     def to_json(self) -> dict:
         if self.values is not None and len(self.values):
@@ -59,7 +76,7 @@ class Group:
             return {"count": int(len(v)), "avg_ns": float(v.mean()),
                     "p50_ns": float(np.percentile(v, 50)), "p99_ns": float(np.percentile(v, 99)),
                     "max_ns": int(v.max()), "hist": histogram.to_json_buckets(self.hist),
-                    "exact": True}
+                    "exact": True, **self.error_json()}
         d = histogram.summary(self.hist, self.total_ns)
         if self.bucket_bounds and d["count"]:
             d["p50_ns"] = _bucket_bound(self.hist, 50)
@@ -71,6 +88,7 @@ class Group:
             d["p50_ns"] = min(d["p50_ns"], d["max_ns"])
             d["p99_ns"] = min(d["p99_ns"], d["max_ns"])
         d["exact"] = False
+        d.update(self.error_json())
         return d
 
 
@@ -98,7 +116,11 @@ class LatencySummary:
                               other.pid or self.pid)
 
     def to_json(self) -> dict:
+        codes = {c for g in self.by_command.values() for c in (g.codes or {})}
+        names = {str(c): errorcodes.name(c) for c in sorted(codes) if errorcodes.name(c)}
         return {
+            # the codes of failed replies, named (only when there are some)
+            **({"error_names": names} if names else {}),
             "by_command": {k: g.to_json() for k, g in sorted(self.by_command.items())},
             "by_op": {k: g.to_json() for k, g in sorted(self.by_op.items())},
             "by_conn": {k: g.to_json() for k, g in sorted(self.by_conn.items())},
@@ -137,6 +159,8 @@ class LatencySummary:
             label = f" ({labels[key]})" if labels and key in labels else ""
             out.append(f"{self.label(by, key)}{label}   count {d['count']}   "
                        f"avg {avg} {unit}   max {mx} {unit}")
+            if g.errors:
+                out.append(f"  failed (ok: 0): {g.errors}   {errorcodes.summary(g.codes or {})}")
             out.append(histogram.render_quantize(h, title="", unit=unit).rstrip("\n"))
             out.append("")
         out.append(self.loss_lines())
@@ -206,6 +230,8 @@ def from_latencies(lat, engine: str = "", pid: int | None = None,
         ev = lat.events if whole else lat.events[(lat.events["time"] >= start)
                                                  & (lat.events["time"] < end)]
 
+    err = lat.errors if whole else lat._inside(lat.errors, start, end)
+
     def groups(t: pd.DataFrame, h: pd.DataFrame, col: str, label=str) -> dict:
         out = {}
         for key, part in t.groupby(col, sort=True):
@@ -213,11 +239,21 @@ def from_latencies(lat, engine: str = "", pid: int | None = None,
                 continue
             hk = h[h[col] == key]
             values = None
+            errors = codes = None
+            if "errors" in part.columns:       # (not per connection)
+                ek = err[err[col] == key]
+                errors = int(part["errors"].sum())
+                codes = {int(c): int(n) for c, n in ek.groupby("code")["count"].sum().items()}
             if ev is not None and col in ev.columns:
-                values = ev.loc[ev[col] == key, "latency_ns"].to_numpy(dtype="int64")
+                mine = ev[ev[col] == key]
+                values = mine["latency_ns"].to_numpy(dtype="int64")
+                if errors is not None:
+                    failed = mine.loc[mine["error_code"] != 0, "error_code"]
+                    errors = int(len(failed))
+                    codes = {int(c): int(n) for c, n in failed.value_counts().items()}
             out[label(key)] = Group(_loglinear_hist(hk["bucket"], hk["count"]),
                                     int(part["sum_ns"].sum()), int(part["max_ns"].max()),
-                                    values)
+                                    values, errors=errors, codes=codes)
         return out
 
     s = LatencySummary(engine=engine, pid=pid)
@@ -250,7 +286,13 @@ def from_events(events: pd.DataFrame, engine: str = "", pid: int | None = None) 
             if isinstance(key, tuple):
                 key = ",".join(str(k) for k in key)   # as bpftrace's JSON joins keys
             v = part["latency_ns"].to_numpy(dtype="int64")
-            out[str(key)] = Group(histogram.from_values(v), int(v.sum()), int(v.max()), v)
+            # (the D scripts do not read replies: their events say nothing of failures)
+            failed = part.loc[part["error_code"] != 0, "error_code"] \
+                if "error_code" in part.columns and engine != "dtrace" else None
+            out[str(key)] = Group(histogram.from_values(v), int(v.sum()), int(v.max()), v,
+                                  errors=None if failed is None else int(len(failed)),
+                                  codes=None if failed is None else
+                                  {int(c): int(n) for c, n in failed.value_counts().items()})
         return out
 
     if len(events):

@@ -9,9 +9,10 @@ What the probe prints, one JSON object per line (bpftrace's JSON mode)::
     {"type": "stats", "data": {"@s1": {"W0,W1,W2,OP": {"count", "average", "total"}}}}
     {"type": "map",   "data": {"@m1": {"W0,W1,W2,OP": MAX_NS}}}
     {"type": "map",   "data": {"@n1": {"W0,W1,W2,OP": N}}}     requests with no reply due
+    {"type": "map",   "data": {"@x1": {"W0,W1,W2,OP,CODE": N}}}   failed replies (ok: 0)
     {"type": "map",   "data": {"@hc1": {"FD,BUCKET": N}}}, @sc1, @mc1   (FLAGS bit 1)
     {"type": "map",   "data": {"@e1": {"TS,TID": [LAT, FD, REQID, OP, W0, W1, W2, IN,
-                                 OUT, MTC]}}}     the second's events (EVENTS_EVERY)
+                                 OUT, MTC, ERR]}}}     the second's events (EVENTS_EVERY)
     {"type": "map",   "data": {"@requests": N}}  ... the counters, cumulative
     {"type": "printf", "data": "@end\\n"}                      the last slices were printed
 
@@ -115,7 +116,7 @@ class BpftraceLatency:
             cur = self._cur
             for key, v in value.items():
                 k = _ints(key)
-                if kind in ("h", "s", "m", "n"):
+                if kind in ("h", "s", "m", "n", "x"):
                     agg = cur.rows.setdefault((name_of_words(*k[:3]), opcode_name(k[3])), Agg())
                 else:
                     agg = cur.conn_rows.setdefault(k[0], Agg())
@@ -128,15 +129,20 @@ class BpftraceLatency:
                     agg.max_ns = max(agg.max_ns, int(v))
                 elif kind == "n":
                     agg.noreply += int(v)
+                elif kind == "x":
+                    agg.errors += int(v)
+                    agg.codes[k[4]] = agg.codes.get(k[4], 0) + int(v)
 
     def _events(self, entries: dict) -> None:
         for key, v in entries.items():
             ts, tid = _ints(key)
-            if len(v) != 10:
-                raise FormatError(self.source, self.lineno, "an event of 10 values", str(v))
-            lat, fd, rid, op, w0, w1, w2, bin_, bout, mtc = (int(x) for x in v)
+            # (an 11th value, the error code, since the probe reads failed replies)
+            if len(v) not in (10, 11):
+                raise FormatError(self.source, self.lineno, "an event of 11 values", str(v))
+            lat, fd, rid, op, w0, w1, w2, bin_, bout, mtc, *err = (int(x) for x in v)
             self.events.append((ts, lat, tid, fd, rid, opcode_name(op),
-                                name_of_words(w0, w1, w2), bin_, bout, bool(mtc)))
+                                name_of_words(w0, w1, w2), bin_, bout, bool(mtc),
+                                err[0] if err else 0))
 
     def _finish(self) -> list[Slice]:
         s, self._cur = self._cur, None
