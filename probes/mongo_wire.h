@@ -97,7 +97,9 @@
 #define C_NOREPLY_LOST 5        /* requests freed by close() or evicted unanswered */
 #define C_MALFORMED  6          /* invalid/split headers on a known connection */
 #define C_DROPPED    7          /* ring/perf buffer reserve failures, full maps */
-#define C_MAX        8
+#define C_MMSG       8          /* recvmmsg/sendmmsg calls: not decoded (detection only) */
+#define C_URING      9          /* io_uring_enter calls: not decoded (detection only) */
+#define C_MAX        10
 
 union mw_name {
     char c[MW_NAME];
@@ -1240,5 +1242,28 @@ TRACEPOINT_PROBE(syscalls, sys_enter_close)
     if (c->nslots)
         mw_count(C_NOREPLY_LOST, c->nslots);
     conns.delete(&fd);
+    return 0;
+}
+
+/* Syscalls whose messages are not decoded: counted so a server that uses them
+ * is told it is not fully traced (the user-space side adds its io_uring fds). */
+TRACEPOINT_PROBE(syscalls, sys_enter_recvmmsg)
+{
+    if ((bpf_get_current_pid_tgid() >> 32) == MW_TARGET_PID)
+        mw_count(C_MMSG, 1);
+    return 0;
+}
+
+TRACEPOINT_PROBE(syscalls, sys_enter_sendmmsg)
+{
+    if ((bpf_get_current_pid_tgid() >> 32) == MW_TARGET_PID)
+        mw_count(C_MMSG, 1);
+    return 0;
+}
+
+TRACEPOINT_PROBE(syscalls, sys_enter_io_uring_enter)
+{
+    if ((bpf_get_current_pid_tgid() >> 32) == MW_TARGET_PID)
+        mw_count(C_URING, 1);
     return 0;
 }

@@ -20,7 +20,8 @@
 # Hooks (syscall tracepoints only, the target kernel has no kprobes):
 # sys_enter/sys_exit of read, readv, recvfrom, recvmsg (requests) and write,
 # writev, sendto, sendmsg (replies), and sys_enter_close (frees a connection's
-# state). The pid filter runs in the kernel. Checked on FerretDB v1.24.0
+# state); sys_enter_recvmmsg, sendmmsg and io_uring_enter are only counted (a
+# "not traced:" line under the footer says so: probes/README.md). The pid filter runs in the kernel. Checked on FerretDB v1.24.0
 # (read() of 4 KiB buffers, replies with write()): the per-command counts
 # equal the deltas of its ferretdb_client_requests_total exactly. Checked on
 # raw-socket servers in mongod's pattern (recvmsg of the 16-byte header, then
@@ -152,7 +153,7 @@ GRACE_NS = 50000000             # a slice is read this long after it ends
 
 # indexes of the "counts" array (mongo_wire.h C_*)
 C_REQUESTS, C_REPLIES, C_STREAM, C_NOREPLY, C_UNMATCHED, C_NOREPLY_LOST, \
-    C_MALFORMED, C_DROPPED = range(8)
+    C_MALFORMED, C_DROPPED, C_MMSG, C_URING = range(10)
 
 # Log-linear latency buckets, the rule of mongoprobe.loglinear (mongo_wire.h
 # computes the same index): values below 32 ns are their own bucket; above, 32
@@ -336,7 +337,7 @@ def as_event(data):
 def raw_counts(b):
     """The cumulative counters (never cleared: intervals are differences)."""
     t = b["counts"]
-    return [int(t.sum(ct.c_int(i)).value) for i in range(8)]
+    return [int(t.sum(ct.c_int(i)).value) for i in range(C_URING + 1)]
 
 
 def outstanding(b):
@@ -344,9 +345,29 @@ def outstanding(b):
     return sum(int(c.nslots) for _, c in b["conns"].items())
 
 
-def read_counts(v, extra_dropped=0, pending=0):
-    """The counts and loss counters of raw_counts values (or differences)."""
+def io_uring_fds(pid):
+    """How many io_uring instances the process holds (its fds), 0 if unknown."""
+    n = 0
+    try:
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            try:
+                if os.readlink("/proc/%d/fd/%s" % (pid, fd)) == "anon_inode:[io_uring]":
+                    n += 1
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return n
+
+
+def read_counts(v, extra_dropped=0, pending=0, pid=None):
+    """The counts and loss counters of raw_counts values (or differences); with
+    pid, what the probe cannot decode: recvmmsg/sendmmsg and io_uring_enter
+    calls, and the process's io_uring instances (io_uring with SQPOLL needs no
+    syscall)."""
     return {
+        "untraced": {"mmsg_calls": v[C_MMSG], "io_uring_calls": v[C_URING],
+                     "io_uring_fds": io_uring_fds(pid) if pid else 0},
         "counts": {"requests": v[C_REQUESTS], "replies": v[C_REPLIES],
                    "stream_replies": v[C_STREAM], "no_reply": v[C_NOREPLY]},
         "lost": {"unmatched_replies": v[C_UNMATCHED],
@@ -366,6 +387,18 @@ def footer(totals, out=sys.stdout):
           "malformed headers %d, dropped events %d" % (
               l["unmatched_replies"], l["requests_without_reply"],
               l["malformed"], l["dropped"]), file=out)
+    line = untraced_line(totals.get("untraced"))
+    if line:
+        print(line, file=out)
+
+
+def untraced_line(u):
+    """One line when the target moves messages the probe cannot decode."""
+    if not u or not any(u.values()):
+        return ""
+    return ("not traced: %d recvmmsg/sendmmsg calls, %d io_uring_enter calls, "
+            "%d io_uring instances: the messages they carry are not decoded" % (
+                u["mmsg_calls"], u["io_uring_calls"], u["io_uring_fds"]))
 
 
 def dropped_hint(tool, n, ringbuf):
@@ -677,7 +710,8 @@ def slice_line(k, rows, clock, totals):
                  if kind == "cmd"],
         "conn_rows": [[key, *agg.row()] for (kind, key), agg in sorted(rows.items())
                       if kind == "conn"],
-        "counts": totals["counts"], "lost": totals["lost"]},
+        "counts": totals["counts"], "lost": totals["lost"],
+        "untraced": totals["untraced"]},
         separators=(",", ":"))
 
 
@@ -852,7 +886,7 @@ def main(argv=None):
             state["rep"].add_slice(slices[k])
             if args.slices:
                 print(slice_line(k, slices[k], clock, read_counts(
-                    cur, ev_reader.lost if ev_reader else 0)))
+                    cur, ev_reader.lost if ev_reader else 0, pid=args.pid)))
         if args.slices:
             sys.stdout.flush()
         return cur
@@ -865,15 +899,15 @@ def main(argv=None):
         lost_ev = ev_reader.lost if ev_reader else 0
         if args.slices:
             if final:
-                tot = read_counts(cur, lost_ev, outstanding(b))
+                tot = read_counts(cur, lost_ev, outstanding(b), args.pid)
                 print(json.dumps({"end": True, "counts": tot["counts"],
-                                  "lost": tot["lost"]}))
+                                  "lost": tot["lost"], "untraced": tot["untraced"]}))
                 sys.stdout.flush()
             return read_counts(cur, lost_ev)
         prev = state["prev"]
         diff = cur if prev is None else [a - p for a, p in zip(cur, prev)]
         totals = read_counts(diff, lost_ev - state["lost_events"],
-                             outstanding(b) if final else 0)
+                             outstanding(b) if final else 0, args.pid)
         if args.json:
             print(json.dumps(json_report(state["rep"], args.pid, totals, lat_by)))
         else:

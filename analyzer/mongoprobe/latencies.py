@@ -90,6 +90,9 @@ class Latencies:
     # the histograms, not the events
     events_complete: bool = True
     errors: pd.DataFrame = field(default_factory=lambda: _empty(ERROR_COLUMNS))
+    # what the probe saw but could not decode: {"mmsg_calls", "io_uring_calls",
+    # "io_uring_fds"} (``latency.untraced_line``); empty when the source does not say
+    untraced: dict = field(default_factory=dict)
 
     @classmethod
     def from_slices(cls, slices, offset_ns: int, events: pd.DataFrame | None = None,

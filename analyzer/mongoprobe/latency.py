@@ -102,6 +102,7 @@ class LatencySummary:
     lost: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LOST_KEYS, 0))
     engine: str = ""
     pid: int | None = None
+    untraced: dict[str, int] = field(default_factory=dict)
 
     def merge(self, other: "LatencySummary") -> "LatencySummary":
         """Combine two intervals: histograms add; counters are cumulative, so take other's."""
@@ -127,6 +128,9 @@ class LatencySummary:
             "requests_by_command": dict(sorted(self.requests_by_command.items())),
             "counts": {k: int(v) for k, v in self.counts.items()},
             "lost": {k: int(v) for k, v in self.lost.items()},
+            # syscalls that carry messages the probe cannot decode (when it says)
+            **({"untraced": {k: int(v) for k, v in self.untraced.items()}}
+               if self.untraced else {}),
             "engine": self.engine,
             "pid": self.pid,
         }
@@ -137,7 +141,8 @@ class LatencySummary:
 
     def loss_lines(self) -> str:
         """The counts and loss lines :meth:`render` ends with."""
-        return footer(self.counts, self.lost)
+        line = untraced_line(self.untraced)
+        return footer(self.counts, self.lost) + (f"\n{line}" if line else "")
 
     def render(self, by: str = "command", unit: str = "ns", labels: dict | None = None) -> str:
         """Quantize histograms for one grouping, then the counts and loss lines.
@@ -190,6 +195,17 @@ def footer(counts: dict, lost: dict) -> str:
             f"lost: unmatched replies {lost['unmatched_replies']}, requests without reply "
             f"{lost['requests_without_reply']}, malformed headers {lost['malformed']}, "
             f"dropped events {lost['dropped']}")
+
+
+def untraced_line(u: dict | None) -> str:
+    """One line when the target moved messages the probe cannot decode (recvmmsg,
+    sendmmsg, io_uring: probes/README.md), else ""."""
+    if not u or not any(u.values()):
+        return ""
+    return (f"not traced: {u.get('mmsg_calls', 0)} recvmmsg/sendmmsg calls, "
+            f"{u.get('io_uring_calls', 0)} io_uring_enter calls, "
+            f"{u.get('io_uring_fds', 0)} io_uring instances: the messages they carry "
+            "are not decoded")
 
 
 def _rescale(h: pd.DataFrame, scale: int) -> pd.DataFrame:
@@ -264,6 +280,7 @@ def from_latencies(lat, engine: str = "", pid: int | None = None,
     s.requests_by_command = {str(k): int(v) for k, v in req.items() if v}
     if whole:
         s.counts, s.lost = dict(lat.counts), dict(lat.lost)
+        s.untraced = dict(getattr(lat, "untraced", {}) or {})
     else:
         # a window's requests are those its seconds answered (or due no reply); the
         # probe prints its counters with each second it hands over, so the losses of

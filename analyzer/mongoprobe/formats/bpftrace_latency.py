@@ -39,7 +39,9 @@ COUNTERS = {"@requests": "requests", "@no_reply": "no_reply", "@events_kept": "e
             "@stream_replies": "stream_replies",
             "@lost_unmatched_replies": "unmatched_replies",
             "@lost_requests_without_reply": "requests_without_reply",
-            "@lost_malformed": "malformed", "@lost_dropped": "dropped"}
+            "@lost_malformed": "malformed", "@lost_dropped": "dropped",
+            # syscalls whose messages the probe does not decode (detection only)
+            "@untraced_mmsg": "mmsg_calls", "@untraced_io_uring": "io_uring_calls"}
 
 
 def _ints(key: str) -> list[int]:
@@ -159,6 +161,12 @@ class BpftraceLatency:
         r = self.raw
         return {"requests": r["requests"], "replies": self.replies,
                 "stream_replies": r["stream_replies"], "no_reply": r["no_reply"]}
+
+    @property
+    def untraced(self) -> dict[str, int]:
+        """recvmmsg/sendmmsg and io_uring_enter calls of the target (not decoded)."""
+        return {"mmsg_calls": self.raw["mmsg_calls"],
+                "io_uring_calls": self.raw["io_uring_calls"]}
 
     @property
     def lost(self) -> dict[str, int]:

@@ -117,7 +117,8 @@ class BccSlices:
         except json.JSONDecodeError as e:
             raise FormatError(self.source, self.lineno, "a JSON slice line", line) from None
         if d.get("end"):
-            self.final = {"counts": d["counts"], "lost": d["lost"]}
+            self.final = {"counts": d["counts"], "lost": d["lost"],
+                          "untraced": d.get("untraced", {})}
             return None
         s = Slice(int(d["start_ns"]), int(d["length_ns"]),
                   counts={k: int(d["counts"][k]) for k in COUNT_KEYS},
