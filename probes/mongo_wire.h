@@ -47,6 +47,9 @@
  *   MW_EVENTS       emit one event per request at its first reply
  *   MW_SAMPLE       with MW_EVENTS: emit one request in MW_SAMPLE (random)
  *   MW_RINGBUF      use BPF_RINGBUF_OUTPUT for events, else BPF_PERF_OUTPUT
+ *                   (with MW_EVENTS: an OP_COMPRESSED request's first MW_PFX bytes
+ *                   also go out, as a struct mw_cpfx record, for user space to
+ *                   decompress its command name from)
  *
  * Copyright 2025 mongoprobe authors. Licensed under the Apache License 2.0.
  */
@@ -234,6 +237,19 @@ BPF_F_TABLE("percpu_hash", struct mw_key, struct mw_val, lat_spill, MW_SPILL, 0)
 /* failed replies per code (rare: a plain hash, preallocated) */
 BPF_HASH(errs, struct mw_ekey, u64, 4096);
 
+#if defined(MW_EVENTS) && defined(MW_RINGBUF)
+#define MW_CPFX
+/* an OP_COMPRESSED request's first bytes (its body is compressed: user space
+ * decompresses the command name from them), written before its event */
+struct mw_cpfx {
+    u32 fd;
+    u32 request_id;
+    u32 len;                    /* the message's length */
+    u32 have;                   /* bytes of pfx received (contiguous from 0) */
+    char pfx[MW_PFX];
+};
+#endif
+
 #ifdef MW_EVENTS
 #ifdef MW_RINGBUF
 BPF_RINGBUF_OUTPUT(events, 1024);     /* pages: 4 MiB */
@@ -300,7 +316,9 @@ static __always_inline void mw_name_words(union mw_name *n, const u64 *raw)
 static __always_inline int mw_fixed_name(struct mw_conn *c, u32 op)
 {
     switch (op) {
+#ifndef MW_CPFX
     case OP_COMPRESSED:   mw_setname(&c->rx_name, "[compressed]", 13); return 1;
+#endif
     case OP_INSERT:       mw_setname(&c->rx_name, "OP_INSERT", 10); return 1;
     case OP_UPDATE:       mw_setname(&c->rx_name, "OP_UPDATE", 10); return 1;
     case OP_DELETE:       mw_setname(&c->rx_name, "OP_DELETE", 10); return 1;
@@ -367,13 +385,36 @@ static __always_inline int mw_name_from_pfx(struct mw_conn *c, u32 off, int more
  * address src holds message bytes [pos, pos + r)). more: further bytes of this
  * request can still be captured into the prefix.
  */
-static __always_inline void mw_decode(struct mw_conn *c, u64 src, u32 r, u32 pos, int more)
+static __always_inline void mw_decode(struct mw_conn *c, u64 src, u32 r, u32 pos, int more,
+                                      u32 fd)
 {
     u32 have = c->pfx_len;
     u32 off;
 
     if (!c->rx_need)
         return;
+#ifdef MW_CPFX
+    if (c->rx_op == OP_COMPRESSED) {
+        /* its first bytes (all of them, or MW_PFX) go out; the name stays
+         * [compressed] in the kernel's aggregates */
+        if (more)
+            return;
+        struct mw_cpfx *e = events.ringbuf_reserve(sizeof(struct mw_cpfx));
+        if (e) {
+            e->fd = fd;
+            e->request_id = c->rx_id;
+            e->len = c->rx_len;
+            e->have = have;
+            bpf_probe_read_kernel(e->pfx, MW_PFX, c->pfx);
+            events.ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+        } else {
+            mw_count(C_DROPPED, 1);
+        }
+        mw_setname(&c->rx_name, "[compressed]", 13);
+        c->rx_need = 0;
+        return;
+    }
+#endif
     if (c->rx_op == OP_MSG) {
         if (have < 21)
             goto need;
@@ -697,7 +738,7 @@ static __always_inline void mw_rx_first(struct mw_args *a, struct mw_conn *c)
     c->rx_rem -= n;
     if (c->rx_need) {
         int more = c->rx_rem > 0 && c->pfx_len == c->rx_pos && c->pfx_len < MW_PFX;
-        mw_decode(c, a->buf, r, pos, more);
+        mw_decode(c, a->buf, r, pos, more, a->fd);
     }
     if (c->rx_rem == 0)
         mw_complete(c, a->fd, a->now);
@@ -774,7 +815,7 @@ static __always_inline int mw_rx_step(struct mw_args *a, struct mw_conn *c)
         u32 r = r0 < n ? r0 : n;
         mw_capture(c, a->buf + off, r, 0);
         int more = c->rx_rem > 0 && c->pfx_len == c->rx_pos && c->pfx_len < MW_PFX;
-        mw_decode(c, a->buf + off, r, 0, more);
+        mw_decode(c, a->buf + off, r, 0, more, fd);
     }
     if (c->rx_rem == 0)
         mw_complete(c, fd, a->now);

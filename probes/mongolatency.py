@@ -98,6 +98,10 @@
 # runtime leaves the caches colder). The runs of the pid filter alone cost
 # about 60-100 ns each on this VM.
 #
+# OP_COMPRESSED requests: the histograms key them [compressed]; with --events
+# their events name the command, decompressed here from the request's first
+# 128 bytes (snappy, zlib; zstd with python3-zstandard when the body fits).
+#
 # Caveats:
 # - readv/writev/recvmsg/sendmsg: only the first iovec is decoded; a header
 #   beyond it counts as malformed (a reply written with writev as header and
@@ -185,6 +189,133 @@ class MwEvent(ct.Structure):
 
 
 RAW_MAGIC = b"mongoprobe-events-raw 1\n"
+
+MW_PFX = 128                    # mongo_wire.h: bytes of a request kept for its name
+CPFX_SIZE = 16 + MW_PFX         # struct mw_cpfx: an OP_COMPRESSED request's first bytes
+
+
+# ---- compressed requests: the command name from a prefix -------------------
+
+def snappy_prefix(data):
+    """What a raw snappy block's first bytes decode to (as far as they go)."""
+    i = 0
+    while i < len(data) and data[i] & 0x80:     # the uncompressed length (varint)
+        i += 1
+    i += 1
+    out = bytearray()
+    while i < len(data):
+        tag = data[i]
+        kind = tag & 3
+        if kind == 0:                           # literal
+            n = tag >> 2
+            if n < 60:
+                n, i = n + 1, i + 1
+            else:
+                w = n - 59
+                if i + 1 + w > len(data):
+                    break
+                n = int.from_bytes(data[i + 1:i + 1 + w], "little") + 1
+                i += 1 + w
+            out += data[i:i + n]
+            i += n
+            continue
+        if kind == 1:
+            if i + 2 > len(data):
+                break
+            n, off = ((tag >> 2) & 7) + 4, ((tag >> 5) << 8) | data[i + 1]
+            i += 2
+        else:
+            w = 2 if kind == 2 else 4
+            if i + 1 + w > len(data):
+                break
+            n, off = (tag >> 2) + 1, int.from_bytes(data[i + 1:i + 1 + w], "little")
+            i += 1 + w
+        if off == 0 or off > len(out):
+            break
+        for _ in range(n):
+            out.append(out[-off])
+    return bytes(out)
+
+
+def decompress_prefix(compressor, data):
+    """The first bytes of a compressed body (None when this codec cannot be
+    read here: zstd needs the zstandard module, and a whole block)."""
+    try:
+        if compressor == 0:
+            return data
+        if compressor == 1:
+            return snappy_prefix(data)
+        if compressor == 2:
+            import zlib
+            return zlib.decompressobj().decompress(data)
+        if compressor == 3:
+            import zstandard
+            return zstandard.ZstdDecompressor().decompressobj().decompress(data)
+    except Exception:           # a cut stream ends where it ends
+        return None
+    return None
+
+
+def cstring(b, at):
+    end = b.find(b"\0", at)
+    return b[at:end] if end >= 0 else None
+
+
+def compressed_command(pfx, have):
+    """The command name (bytes, at most 24) of an OP_COMPRESSED request from its
+    first bytes, or None. Message: header(16), originalOpcode(4),
+    uncompressedSize(4), compressorId(1), the compressed body."""
+    if have < 26:
+        return None
+    orig = struct.unpack_from("<I", pfx, 16)[0]
+    body = decompress_prefix(pfx[24], bytes(pfx[25:have]))
+    if not body:
+        return None
+    name = None
+    if orig == 2013 and len(body) > 10 and body[4] == 0:
+        name = cstring(body, 10)            # flags(4) kind(1) doclen(4) type(1)
+    elif orig == 2004:
+        ns = cstring(body, 4)
+        if ns is not None:
+            if not ns.endswith(b".$cmd"):
+                return b"find"
+            name = cstring(body, 4 + len(ns) + 1 + 13)
+            if name == b"$query":
+                name = cstring(body, 4 + len(ns) + 1 + 13 + 7 + 5)
+    return name[:24] if name else None
+
+
+class CompressedNames(object):
+    """Names of OP_COMPRESSED requests from their mw_cpfx records, put into
+    their events (the record comes first: one ring buffer, in order)."""
+
+    def __init__(self):
+        self.names = {}
+        self.recovered = self.unread = 0
+
+    def record(self, data):
+        raw = ct.string_at(data, CPFX_SIZE)
+        fd, rid, _length, have = struct.unpack_from("<IIII", raw)
+        name = compressed_command(raw[16:], min(have, MW_PFX))
+        per_fd = self.names.setdefault(fd, {})
+        if len(per_fd) >= 16:               # a sample's unmatched ones
+            per_fd.pop(next(iter(per_fd)))
+        per_fd[rid] = name
+
+    def name(self, data, size):
+        """data, or a copy of it naming its command (the ring buffer is
+        read-only here), and the copy to keep alive while it is used"""
+        ev = as_event(data)
+        if ev.cmd != b"[compressed]":
+            return data, None
+        name = self.names.get(ev.fd, {}).pop(ev.request_id, None)
+        if name is None:
+            self.unread += 1
+            return data, None
+        self.recovered += 1
+        copy = ct.create_string_buffer(ct.string_at(data, size), size)
+        MwEvent.from_buffer(copy).cmd = name
+        return ct.addressof(copy), copy
 
 
 def opname(op):
@@ -303,7 +434,13 @@ class Events(object):
         self.lost = 0
         self.callback = callback
 
+        self.compressed = CompressedNames()
+
         def handle(_ctx_or_cpu, data, size):
+            if size == CPFX_SIZE:
+                self.compressed.record(data)
+                return
+            data, _keep = self.compressed.name(data, size)
             self.callback(data, size)
 
         def lost(n):

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -408,3 +409,28 @@ def test_latency_positive(traced: Callable[[str, str], Run], tool: str, mode: st
     """Every histogram bucket lies above 0 ns: a reply is never timed before its request."""
     lows = traced(tool, mode).observed.bucket_lows
     assert {key: low for key, low in lows.items() if not all(b > 0 for b in low)} == {}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_compressed_commands_named_in_events(mode: str, tmp_path: Path) -> None:
+    """bcc with --events: each OP_COMPRESSED request's event names the command inside
+    (zlib, snappy, zstd, decompressed in user space from the request's first bytes); the
+    in-kernel histograms keep "[compressed]". (mongo_latency.bt does not do it yet.)"""
+    reason = _tool_unavailable("bcc")
+    if reason:
+        pytest.skip(reason)
+    events = tmp_path / "events.jsonl"
+    with wireserver(mode, tmp_path) as (pid, port):
+        probe = Probe([SYSTEM_PYTHON, str(BCC_TOOL), "-p", str(pid), "-j", "--events", str(events)],
+                      lambda p: "Tracing MongoDB" in p.stderr.read_text(), tmp_path / "probe.err")  # fmt: skip
+        try:
+            probe.wait_attached()
+            expected = wireclient.run(port, ["compressed"], connections=CONNECTIONS)
+            time.sleep(0.3)
+        finally:
+            lines = probe.stop()
+    r = json.loads(lines[-1])
+    assert r["requests_by_command"] == {"[compressed]": expected.requests}
+    evs = [json.loads(line) for line in events.read_text().splitlines()]
+    got = Counter(e["command"] for e in evs if e["opcode"] == "OP_COMPRESSED")
+    assert got == expected.compressed_commands

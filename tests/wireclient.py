@@ -52,6 +52,8 @@ class Expected:
     # replies with ok: 0 per command, and per (command, code): -1 when the reply has none
     errors_by_command: Counter[str] = field(default_factory=Counter)
     error_codes: Counter[tuple[str, int]] = field(default_factory=Counter)
+    # the commands inside OP_COMPRESSED requests
+    compressed_commands: Counter[str] = field(default_factory=Counter)
 
     @property
     def requests(self) -> int:
@@ -66,7 +68,8 @@ class Expected:
                         self.replies_by_command + other.replies_by_command,
                         self.stream_replies + other.stream_replies, self.no_reply + other.no_reply,
                         self.errors_by_command + other.errors_by_command,
-                        self.error_codes + other.error_codes)  # fmt: skip
+                        self.error_codes + other.error_codes,
+                        self.compressed_commands + other.compressed_commands)  # fmt: skip
 
 
 class Conn:
@@ -107,13 +110,16 @@ class Conn:
         self.expected.replies_by_command[command] += 1
         return rid, encode_op_query(rid, 0, namespace, query)
 
-    def op_compressed_msg(self, body: dict) -> tuple[int, bytes]:
-        """A zlib OP_COMPRESSED wrapping an OP_MSG: the probes see "[compressed]"."""
+    def op_compressed_msg(self, body: dict, compressor: str = "zlib") -> tuple[int, bytes]:
+        """An OP_COMPRESSED wrapping an OP_MSG: the probes' histograms see "[compressed]";
+        its events (bcc) the command inside."""
         rid = self.request_id()
         self.expected.by_command["[compressed]"] += 1
         self.expected.by_op["OP_COMPRESSED"] += 1
         self.expected.replies_by_command["[compressed]"] += 1
-        return rid, encode_op_compressed(encode_op_msg(rid, 0, {**body, "$db": "test"}), "zlib")
+        self.expected.compressed_commands[next(iter(body))] += 1
+        return rid, encode_op_compressed(encode_op_msg(rid, 0, {**body, "$db": "test"}),
+                                         compressor)
 
     def recv_exact(self, n: int) -> bytes:
         buf = bytearray()
@@ -193,8 +199,13 @@ def op_query(c: Conn) -> None:
 
 
 def compressed(c: Conn) -> None:
-    """A zlib OP_COMPRESSED wrapping an OP_MSG find, answered compressed."""
+    """OP_COMPRESSED requests wrapping OP_MSGs, one per codec (zlib, snappy, zstd),
+    answered compressed."""
     c.call(c.op_compressed_msg({"find": "coll", "filter": {}}), OP_COMPRESSED)
+    c.call(c.op_compressed_msg({"insert": "coll", "documents": [{"x": 1}]}, "snappy"),
+           OP_COMPRESSED)
+    c.call(c.op_compressed_msg({"createIndexes": "coll", "indexes": []}, "zstd"),
+           OP_COMPRESSED)
 
 
 def failures(c: Conn) -> None:

@@ -23,7 +23,7 @@ errmsg when N < 0, no code (nor codeName) when CODE is 0. An OP_MSG with moreToC
 with exhaustAllowed whose body is `{"exhaustTest": N, ...}` gets N replies, all but the
 last with moreToCome, each answering the previous reply's requestID (the first answers
 the request). OP_QUERY gets OP_REPLY; OP_COMPRESSED (zlib) gets a zlib OP_COMPRESSED
-reply. Every third request of a connection also writes a log line with write() and
+reply (snappy and zstd alike, answered with the same codec). Every third request of a connection also writes a log line with write() and
 reads the log back with read(): non-protocol traffic of the same pid, which the probes
 must ignore.
 
@@ -41,7 +41,6 @@ import socket
 import struct
 import sys
 import threading
-import zlib
 
 import bson
 
@@ -52,6 +51,7 @@ from mongoprobe.wire import (
     OP_MSG,
     OP_QUERY,
 )
+from mongoprobe.wire import COMPRESSORS, _decompress
 from mongoprobe.wire_encode import encode_op_compressed, encode_op_msg, encode_op_reply
 
 MODES = ("mongod", "readwrite", "vector", "split", "sendto")
@@ -165,13 +165,12 @@ class Connection:
             return [encode_op_reply(self.reply_id(), request_id, [{"ok": 1}])]
         if opcode == OP_COMPRESSED:
             original_opcode, size, compressor = struct.unpack_from("<iiB", message, 16)
-            if compressor != 2:
-                raise ValueError(f"compressorId {compressor} (only zlib here)")
-            inner = zlib.decompress(message[25:])
-            if len(inner) != size:
-                raise ValueError(f"uncompressedSize {size}, got {len(inner)}")
+            codec = COMPRESSORS.get(compressor)
+            inner = _decompress(codec, message[25:], size) if codec else None
+            if inner is None or len(inner) != size:
+                raise ValueError(f"compressorId {compressor}: cannot decompress {size} bytes")
             plain = HEADER.pack(16 + size, request_id, 0, original_opcode) + inner
-            return [encode_op_compressed(reply, "zlib") for reply in self.replies(plain)]
+            return [encode_op_compressed(reply, codec) for reply in self.replies(plain)]
         raise ValueError(f"unsupported opcode {opcode}")
 
     def _op_msg_replies(self, request_id: int, payload: bytes) -> list[bytes]:

@@ -169,6 +169,9 @@ class LatencySummary:
             out.append(histogram.render_quantize(h, title="", unit=unit).rstrip("\n"))
             out.append("")
         out.append(self.loss_lines())
+        if by == "command" and "[compressed]" in groups:
+            out.append("([compressed]: OP_COMPRESSED requests as the in-kernel histograms "
+                       "key them; --events with --engine bcc names their commands)")
         if any(g.bucket_bounds for g in groups.values()):
             out.append("(DTrace quantize: log2 buckets; a percentile is known only to its "
                        "bucket: --json gives its upper bound)")
