@@ -102,7 +102,8 @@
 #define C_DROPPED    7          /* ring/perf buffer reserve failures, full maps */
 #define C_MMSG       8          /* recvmmsg/sendmmsg calls: not decoded (detection only) */
 #define C_URING      9          /* io_uring_enter calls: not decoded (detection only) */
-#define C_MAX        10
+#define C_TLS        10         /* connections whose first bytes are TLS records */
+#define C_MAX        11
 
 union mw_name {
     char c[MW_NAME];
@@ -234,6 +235,9 @@ BPF_F_TABLE("percpu_hash", struct mw_key, struct mw_val, lat, 4096, BPF_F_NO_PRE
  * new second) can find it empty. Such a request goes here, preallocated: the
  * reader adds both maps. */
 BPF_F_TABLE("percpu_hash", struct mw_key, struct mw_val, lat_spill, MW_SPILL, 0);
+/* fds of the target whose first received bytes were TLS records (counted once
+ * per connection; freed at close) */
+BPF_HASH(tls_fds, u32, u8, 1024);
 /* failed replies per code (rare: a plain hash, preallocated) */
 BPF_HASH(errs, struct mw_ekey, u64, 4096);
 
@@ -263,6 +267,21 @@ static __always_inline void mw_count(u32 idx, u64 n)
     u64 *v = counts.lookup(&idx);
     if (v)
         *v += n;                /* per-CPU: no atomics needed */
+}
+
+/* b: the first 3 bytes of a receive on a connection that is not protocol
+ * traffic; a TLS record there (handshake 0x16 or application data 0x17, version
+ * 3.x) means a TLS connection whose plaintext is not seen: count it once */
+static __always_inline void mw_tls_seen(u32 fd, u64 b)
+{
+    u8 t = b & 0xff, major = (b >> 8) & 0xff, minor = (b >> 16) & 0xff;
+    if ((t != 0x16 && t != 0x17) || major != 3 || minor > 4)
+        return;
+    u8 one = 1;
+    if (tls_fds.lookup(&fd))
+        return;
+    if (tls_fds.insert(&fd, &one) == 0)
+        mw_count(C_TLS, 1);
 }
 
 static __always_inline int mw_req_op(u32 op)
@@ -762,6 +781,12 @@ static __always_inline int mw_rx_step(struct mw_args *a, struct mw_conn *c)
         return 1;
     if (ret - off < MW_HDR || a->iter >= MW_MAXMSG) {
         /* step 3: a header split across receives, or too many messages */
+        if (!c && off == 0 && ret == 5) {
+            /* OpenSSL reads a record's 5-byte header alone */
+            u64 b = 0;
+            if (bpf_probe_read_user(&b, 3, (void *)a->buf) == 0)
+                mw_tls_seen(a->fd, b);
+        }
         mw_desync_rx(c);
         return 1;
     }
@@ -777,7 +802,10 @@ static __always_inline int mw_rx_step(struct mw_args *a, struct mw_conn *c)
     if (bpf_probe_read_user(m, fast ? MW_FAST : MW_HDR, (void *)(a->buf + off)) != 0)
         return 1;
     if (!mw_valid(h, 1)) {
-        /* unknown connection: not protocol traffic (files, pipes), ignored */
+        /* unknown connection: not protocol traffic (files, pipes), ignored;
+         * TLS records there are counted (their plaintext is not seen) */
+        if (!c && off == 0)
+            mw_tls_seen(a->fd, m[0]);
         mw_desync_rx(c);
         return 1;
     }
@@ -1277,6 +1305,7 @@ TRACEPOINT_PROBE(syscalls, sys_enter_close)
     if ((id >> 32) != MW_TARGET_PID)
         return 0;
     u32 fd = args->fd;
+    tls_fds.delete(&fd);
     struct mw_conn *c = conns.lookup(&fd);
     if (!c)
         return 0;

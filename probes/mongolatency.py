@@ -157,7 +157,7 @@ GRACE_NS = 50000000             # a slice is read this long after it ends
 
 # indexes of the "counts" array (mongo_wire.h C_*)
 C_REQUESTS, C_REPLIES, C_STREAM, C_NOREPLY, C_UNMATCHED, C_NOREPLY_LOST, \
-    C_MALFORMED, C_DROPPED, C_MMSG, C_URING = range(10)
+    C_MALFORMED, C_DROPPED, C_MMSG, C_URING, C_TLS = range(11)
 
 # Log-linear latency buckets, the rule of mongoprobe.loglinear (mongo_wire.h
 # computes the same index): values below 32 ns are their own bucket; above, 32
@@ -474,7 +474,7 @@ def as_event(data):
 def raw_counts(b):
     """The cumulative counters (never cleared: intervals are differences)."""
     t = b["counts"]
-    return [int(t.sum(ct.c_int(i)).value) for i in range(C_URING + 1)]
+    return [int(t.sum(ct.c_int(i)).value) for i in range(C_TLS + 1)]
 
 
 def outstanding(b):
@@ -504,7 +504,8 @@ def read_counts(v, extra_dropped=0, pending=0, pid=None):
     syscall)."""
     return {
         "untraced": {"mmsg_calls": v[C_MMSG], "io_uring_calls": v[C_URING],
-                     "io_uring_fds": io_uring_fds(pid) if pid else 0},
+                     "io_uring_fds": io_uring_fds(pid) if pid else 0,
+                     "tls_connections": v[C_TLS]},
         "counts": {"requests": v[C_REQUESTS], "replies": v[C_REPLIES],
                    "stream_replies": v[C_STREAM], "no_reply": v[C_NOREPLY]},
         "lost": {"unmatched_replies": v[C_UNMATCHED],
@@ -530,12 +531,21 @@ def footer(totals, out=sys.stdout):
 
 
 def untraced_line(u):
-    """One line when the target moves messages the probe cannot decode."""
-    if not u or not any(u.values()):
+    """One line when the target moves messages the probe cannot decode
+    (mongoprobe.latency.untraced_line says the same)."""
+    if not u:
         return ""
-    return ("not traced: %d recvmmsg/sendmmsg calls, %d io_uring_enter calls, "
-            "%d io_uring instances: the messages they carry are not decoded" % (
-                u["mmsg_calls"], u["io_uring_calls"], u["io_uring_fds"]))
+    parts = []
+    if u.get("mmsg_calls") or u.get("io_uring_calls") or u.get("io_uring_fds"):
+        parts.append("%d recvmmsg/sendmmsg calls, %d io_uring_enter calls, %d io_uring "
+                     "instances: the messages they carry are not decoded" % (
+                         u.get("mmsg_calls", 0), u.get("io_uring_calls", 0),
+                         u.get("io_uring_fds", 0)))
+    if u.get("tls_connections"):
+        parts.append("%d connections look like TLS (records 0x16/0x17 0x03) and no TLS "
+                     "library is hooked: their requests are not seen"
+                     % u["tls_connections"])
+    return "not traced: " + "; ".join(parts) if parts else ""
 
 
 def dropped_hint(tool, n, ringbuf):

@@ -202,13 +202,20 @@ def footer(counts: dict, lost: dict) -> str:
 
 def untraced_line(u: dict | None) -> str:
     """One line when the target moved messages the probe cannot decode (recvmmsg,
-    sendmmsg, io_uring: probes/README.md), else ""."""
-    if not u or not any(u.values()):
+    sendmmsg, io_uring; TLS connections with no TLS library hooked: probes/README.md),
+    else "" (probes/mongolatency.py says the same)."""
+    if not u:
         return ""
-    return (f"not traced: {u.get('mmsg_calls', 0)} recvmmsg/sendmmsg calls, "
-            f"{u.get('io_uring_calls', 0)} io_uring_enter calls, "
-            f"{u.get('io_uring_fds', 0)} io_uring instances: the messages they carry "
-            "are not decoded")
+    parts = []
+    if u.get("mmsg_calls") or u.get("io_uring_calls") or u.get("io_uring_fds"):
+        parts.append(f"{u.get('mmsg_calls', 0)} recvmmsg/sendmmsg calls, "
+                     f"{u.get('io_uring_calls', 0)} io_uring_enter calls, "
+                     f"{u.get('io_uring_fds', 0)} io_uring instances: the messages they "
+                     "carry are not decoded")
+    if u.get("tls_connections"):
+        parts.append(f"{u['tls_connections']} connections look like TLS (records 0x16/0x17 "
+                     "0x03) and no TLS library is hooked: their requests are not seen")
+    return "not traced: " + "; ".join(parts) if parts else ""
 
 
 def _rescale(h: pd.DataFrame, scale: int) -> pd.DataFrame:

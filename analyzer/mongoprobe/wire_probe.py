@@ -100,7 +100,8 @@ class WireProbe:
                     else (self.reader.final or {}).get("untraced", {}))
         lat.untraced = {"mmsg_calls": int(untraced.get("mmsg_calls", 0)),
                         "io_uring_calls": int(untraced.get("io_uring_calls", 0)),
-                        "io_uring_fds": procnet.io_uring_instances(self.pid)}
+                        "io_uring_fds": procnet.io_uring_instances(self.pid),
+                        "tls_connections": int(untraced.get("tls_connections", 0))}
         return lat
 
     def close(self) -> None:

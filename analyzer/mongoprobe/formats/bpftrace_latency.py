@@ -41,7 +41,8 @@ COUNTERS = {"@requests": "requests", "@no_reply": "no_reply", "@events_kept": "e
             "@lost_requests_without_reply": "requests_without_reply",
             "@lost_malformed": "malformed", "@lost_dropped": "dropped",
             # syscalls whose messages the probe does not decode (detection only)
-            "@untraced_mmsg": "mmsg_calls", "@untraced_io_uring": "io_uring_calls"}
+            "@untraced_mmsg": "mmsg_calls", "@untraced_io_uring": "io_uring_calls",
+            "@untraced_tls": "tls_connections"}
 
 
 def _ints(key: str) -> list[int]:
@@ -166,7 +167,8 @@ class BpftraceLatency:
     def untraced(self) -> dict[str, int]:
         """recvmmsg/sendmmsg and io_uring_enter calls of the target (not decoded)."""
         return {"mmsg_calls": self.raw["mmsg_calls"],
-                "io_uring_calls": self.raw["io_uring_calls"]}
+                "io_uring_calls": self.raw["io_uring_calls"],
+                "tls_connections": self.raw["tls_connections"]}
 
     @property
     def lost(self) -> dict[str, int]:
