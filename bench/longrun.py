@@ -391,7 +391,7 @@ def write_runs(spec: Spec, out: Path, variants: tuple[str, ...], progress
                     np.zeros(n, dtype=np.int32)),
                 "command": cmd_names.take(ev["code"]), "bytes_in": ev["bytes_in"],
                 "bytes_out": ev["bytes_out"], "latency_ns": ev["latency_ns"],
-                "stream": np.zeros(n, dtype=bool)}
+                "stream": np.zeros(n, dtype=bool), "error_code": np.zeros(n, dtype=np.int64)}
             pw.write_table(pa.table(cols, schema=events_schema()), row_group_size=1 << 20)
         progress(f"generating: {first + n_s}/{spec.seconds} s, {writer.requests:,} requests,"
                  f" {time.monotonic() - t0:.0f} s")

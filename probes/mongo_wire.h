@@ -47,6 +47,9 @@
  *   MW_EVENTS       emit one event per request at its first reply
  *   MW_SAMPLE       with MW_EVENTS: emit one request in MW_SAMPLE (random)
  *   MW_RINGBUF      use BPF_RINGBUF_OUTPUT for events, else BPF_PERF_OUTPUT
+ *                   (with MW_EVENTS: an OP_COMPRESSED request's first MW_PFX bytes
+ *                   also go out, as a struct mw_cpfx record, for user space to
+ *                   decompress its command name from)
  *
  * Copyright 2025 mongoprobe authors. Licensed under the Apache License 2.0.
  */
@@ -97,7 +100,10 @@
 #define C_NOREPLY_LOST 5        /* requests freed by close() or evicted unanswered */
 #define C_MALFORMED  6          /* invalid/split headers on a known connection */
 #define C_DROPPED    7          /* ring/perf buffer reserve failures, full maps */
-#define C_MAX        8
+#define C_MMSG       8          /* recvmmsg/sendmmsg calls: not decoded (detection only) */
+#define C_URING      9          /* io_uring_enter calls: not decoded (detection only) */
+#define C_TLS        10         /* connections whose first bytes are TLS records */
+#define C_MAX        11
 
 union mw_name {
     char c[MW_NAME];
@@ -162,6 +168,14 @@ struct mw_hdr {
     u32 flags;                  /* first 4 body bytes (OP_MSG flagBits) */
 };
 
+/* a reply's first 40 bytes: its header, and an OP_MSG's flagBits, section kind,
+ * body length and first element (where a failed command's ok: 0 is) */
+#define MW_RHDR 40
+struct mw_rhdr {
+    struct mw_hdr h;            /* bytes 0..19 */
+    u8 b[20];                   /* bytes 20..39 */
+};
+
 struct mw_iovec {
     u64 base;
     u64 len;
@@ -180,6 +194,7 @@ struct mw_val {
     u64 sum_ns;
     u64 max_ns;
     u64 noreply;                /* complete requests that expect no reply */
+    u64 errors;                 /* of the timed ones, replies with ok: 0 */
     u32 hist[MW_NB];            /* log-linear buckets of the latencies */
 };
 
@@ -194,7 +209,16 @@ struct mw_event {
     u32 bytes_in;
     u32 bytes_out;
     u32 stream;
-    u32 pad;
+    s32 error_code;             /* 0: ok (or not an OP_MSG reply); the reply's code
+                                 * when it had ok: 0 (-1: none readable) */
+};
+
+/* failed replies of one slice, command, opcode and error code (a rare path) */
+struct mw_ekey {
+    u64 slice;
+    union mw_name name;
+    u32 op;
+    s32 code;                   /* -1: the reply had no readable code */
 };
 
 BPF_HASH(conns, u32, struct mw_conn, MW_CONNS);
@@ -211,6 +235,24 @@ BPF_F_TABLE("percpu_hash", struct mw_key, struct mw_val, lat, 4096, BPF_F_NO_PRE
  * new second) can find it empty. Such a request goes here, preallocated: the
  * reader adds both maps. */
 BPF_F_TABLE("percpu_hash", struct mw_key, struct mw_val, lat_spill, MW_SPILL, 0);
+/* fds of the target whose first received bytes were TLS records (counted once
+ * per connection; freed at close) */
+BPF_HASH(tls_fds, u32, u8, 1024);
+/* failed replies per code (rare: a plain hash, preallocated) */
+BPF_HASH(errs, struct mw_ekey, u64, 4096);
+
+#if defined(MW_EVENTS) && defined(MW_RINGBUF)
+#define MW_CPFX
+/* an OP_COMPRESSED request's first bytes (its body is compressed: user space
+ * decompresses the command name from them), written before its event */
+struct mw_cpfx {
+    u32 fd;
+    u32 request_id;
+    u32 len;                    /* the message's length */
+    u32 have;                   /* bytes of pfx received (contiguous from 0) */
+    char pfx[MW_PFX];
+};
+#endif
 
 #ifdef MW_EVENTS
 #ifdef MW_RINGBUF
@@ -225,6 +267,21 @@ static __always_inline void mw_count(u32 idx, u64 n)
     u64 *v = counts.lookup(&idx);
     if (v)
         *v += n;                /* per-CPU: no atomics needed */
+}
+
+/* b: the first 3 bytes of a receive on a connection that is not protocol
+ * traffic; a TLS record there (handshake 0x16 or application data 0x17, version
+ * 3.x) means a TLS connection whose plaintext is not seen: count it once */
+static __always_inline void mw_tls_seen(u32 fd, u64 b)
+{
+    u8 t = b & 0xff, major = (b >> 8) & 0xff, minor = (b >> 16) & 0xff;
+    if ((t != 0x16 && t != 0x17) || major != 3 || minor > 4)
+        return;
+    u8 one = 1;
+    if (tls_fds.lookup(&fd))
+        return;
+    if (tls_fds.insert(&fd, &one) == 0)
+        mw_count(C_TLS, 1);
 }
 
 static __always_inline int mw_req_op(u32 op)
@@ -278,7 +335,9 @@ static __always_inline void mw_name_words(union mw_name *n, const u64 *raw)
 static __always_inline int mw_fixed_name(struct mw_conn *c, u32 op)
 {
     switch (op) {
+#ifndef MW_CPFX
     case OP_COMPRESSED:   mw_setname(&c->rx_name, "[compressed]", 13); return 1;
+#endif
     case OP_INSERT:       mw_setname(&c->rx_name, "OP_INSERT", 10); return 1;
     case OP_UPDATE:       mw_setname(&c->rx_name, "OP_UPDATE", 10); return 1;
     case OP_DELETE:       mw_setname(&c->rx_name, "OP_DELETE", 10); return 1;
@@ -345,13 +404,36 @@ static __always_inline int mw_name_from_pfx(struct mw_conn *c, u32 off, int more
  * address src holds message bytes [pos, pos + r)). more: further bytes of this
  * request can still be captured into the prefix.
  */
-static __always_inline void mw_decode(struct mw_conn *c, u64 src, u32 r, u32 pos, int more)
+static __always_inline void mw_decode(struct mw_conn *c, u64 src, u32 r, u32 pos, int more,
+                                      u32 fd)
 {
     u32 have = c->pfx_len;
     u32 off;
 
     if (!c->rx_need)
         return;
+#ifdef MW_CPFX
+    if (c->rx_op == OP_COMPRESSED) {
+        /* its first bytes (all of them, or MW_PFX) go out; the name stays
+         * [compressed] in the kernel's aggregates */
+        if (more)
+            return;
+        struct mw_cpfx *e = events.ringbuf_reserve(sizeof(struct mw_cpfx));
+        if (e) {
+            e->fd = fd;
+            e->request_id = c->rx_id;
+            e->len = c->rx_len;
+            e->have = have;
+            bpf_probe_read_kernel(e->pfx, MW_PFX, c->pfx);
+            events.ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+        } else {
+            mw_count(C_DROPPED, 1);
+        }
+        mw_setname(&c->rx_name, "[compressed]", 13);
+        c->rx_need = 0;
+        return;
+    }
+#endif
     if (c->rx_op == OP_MSG) {
         if (have < 21)
             goto need;
@@ -446,6 +528,65 @@ unknown:
     c->rx_need = 0;
 }
 
+/* ---- failed replies ------------------------------------------------------ */
+
+/*
+ * A command that failed is answered {ok: 0, errmsg: "...", code: N, codeName:
+ * "..."}: mongod and FerretDB put ok first in a failed reply (and last in a
+ * successful one). So a reply is a failure when it is an OP_MSG whose body
+ * section comes first and whose first element is "ok" with a zero value
+ * (double, int32, int64 or bool): a test on bytes the reply's header read
+ * already holds (r: its first n bytes). Only then, at user address src (the
+ * reply's byte 0; the bytes up to readable are there), read on to the code:
+ * the element after ok (errmsg, whose length says where it ends, or code).
+ * Returns 0 (not failed), the code, or -1 (failed, no code readable).
+ */
+/* the element at user address src + p: its int32 value when it is "code" (-1
+ * when 0 or not readable), -2 when it is the string "errmsg", else -1 */
+static __always_inline s32 mw_code_at(u64 src, u64 p, u64 readable)
+{
+    u8 e[16] = {};
+    if (p + 10 > readable || bpf_probe_read_user(e, 10, (void *)(src + p)) != 0)
+        return -1;
+    u64 w = *(u64 *)e;
+    if ((w & 0xffffffffffffULL) == 0x0065646f6310ULL)          /* 0x10 "code\0" */
+        return *(s32 *)&e[6] ? *(s32 *)&e[6] : -1;
+    return w == 0x0067736d72726502ULL ? -2 : -1;                /* 0x02 "errmsg\0" */
+}
+
+static __always_inline s32 mw_failed(struct mw_rhdr *r, u64 n, u64 src, u64 readable)
+{
+    if (r->h.op != OP_MSG || n < 30 || r->b[0] != 0 ||
+        r->b[6] != 'o' || r->b[7] != 'k' || r->b[8] != 0)
+        return 0;
+    u8 t = r->b[5];
+    u64 v = 0;
+    u32 vs;
+    __builtin_memcpy(&v, &r->b[9], 8);  /* bytes 29..36 (those past n: below) */
+    if (t == 0x01 && n >= 37)
+        v <<= 1, vs = 8;                /* double: +0 and -0 */
+    else if (t == 0x12 && n >= 37)
+        vs = 8;
+    else if (t == 0x10 && n >= 33)
+        v &= 0xffffffffULL, vs = 4;
+    else if (t == 0x08)
+        v &= 0xff, vs = 1;
+    else
+        return 0;
+    if (v)
+        return 0;
+    /* the rare path: the element after ok is code, or errmsg and then code */
+    u64 p = 29 + vs;
+    s32 code = mw_code_at(src, p, readable);
+    if (code != -2)
+        return code;
+    u32 len = 0;
+    if (bpf_probe_read_user(&len, 4, (void *)(src + p + 8)) != 0 || len > MW_MAXLEN)
+        return -1;
+    code = mw_code_at(src, p + 12 + len, readable);
+    return code == -2 ? -1 : code;
+}
+
 /* ---- accounting ---------------------------------------------------------- */
 
 /* log-linear bucket of v (mongoprobe.loglinear.bucket, capped at MW_NB - 1) */
@@ -479,7 +620,8 @@ static __always_inline struct mw_val *mw_val_of(struct mw_key *k)
 
 /* one aggregate gains a timed request (latency lat, bucket b) or one that expects
  * no reply; per-CPU values: no atomics */
-static __always_inline void mw_add(struct mw_val *v, int timed, u64 lat, u32 b)
+static __always_inline void mw_add(struct mw_val *v, int timed, u64 lat, u32 b,
+                                   s32 err)
 {
     if (!v)
         return;
@@ -493,20 +635,32 @@ static __always_inline void mw_add(struct mw_val *v, int timed, u64 lat, u32 b)
         v->max_ns = lat;
     if (b < MW_NB)
         v->hist[b]++;
+    v->errors += err != 0;
 }
 
 /* a timed request (timed == 1, latency lat) or one that expects no reply, at
  * time ts: its (second, command, opcode) aggregate, and its connection's */
 static __always_inline void mw_account(union mw_name *name, u32 op, u32 fd, u64 ts,
-                                       int timed, u64 lat)
+                                       int timed, u64 lat, s32 err)
 {
     struct mw_key k = {.slice = ts / MW_SLICE_NS, .op = op};
     k.name = *name;
     u32 b = mw_bucket(lat);
-    mw_add(mw_val_of(&k), timed, lat, b);
+    mw_add(mw_val_of(&k), timed, lat, b, err);
+    if (err) {
+        /* a failed reply: counted per code (rare: a plain hash, atomic add) */
+        struct mw_ekey ek = {.slice = k.slice, .op = op, .code = err};
+        ek.name = *name;
+        u64 zero = 0;
+        u64 *n = errs.lookup_or_try_init(&ek, &zero);
+        if (n)
+            __sync_fetch_and_add(n, 1);
+        else
+            mw_count(C_DROPPED, 1);
+    }
 #ifdef MW_BY_CONN
     struct mw_key ck = {.slice = ts / MW_SLICE_NS, .fd = fd};
-    mw_add(mw_val_of(&ck), timed, lat, b);
+    mw_add(mw_val_of(&ck), timed, lat, b, err);
 #endif
 }
 
@@ -526,7 +680,7 @@ static __always_inline void mw_complete(struct mw_conn *c, u32 fd, u64 now)
         /* no reply due: moreToCome, or a legacy write/killCursors opcode
          * (the protocol defines no reply for those) */
         mw_count(C_NOREPLY, 1);
-        mw_account(&c->rx_name, c->rx_op, fd, now, 0, 0);
+        mw_account(&c->rx_name, c->rx_op, fd, now, 0, 0, 0);
         return;
     }
     if (c->nslots >= MW_SLOTS) {
@@ -603,7 +757,7 @@ static __always_inline void mw_rx_first(struct mw_args *a, struct mw_conn *c)
     c->rx_rem -= n;
     if (c->rx_need) {
         int more = c->rx_rem > 0 && c->pfx_len == c->rx_pos && c->pfx_len < MW_PFX;
-        mw_decode(c, a->buf, r, pos, more);
+        mw_decode(c, a->buf, r, pos, more, a->fd);
     }
     if (c->rx_rem == 0)
         mw_complete(c, a->fd, a->now);
@@ -627,6 +781,12 @@ static __always_inline int mw_rx_step(struct mw_args *a, struct mw_conn *c)
         return 1;
     if (ret - off < MW_HDR || a->iter >= MW_MAXMSG) {
         /* step 3: a header split across receives, or too many messages */
+        if (!c && off == 0 && ret == 5) {
+            /* OpenSSL reads a record's 5-byte header alone */
+            u64 b = 0;
+            if (bpf_probe_read_user(&b, 3, (void *)a->buf) == 0)
+                mw_tls_seen(a->fd, b);
+        }
         mw_desync_rx(c);
         return 1;
     }
@@ -642,7 +802,10 @@ static __always_inline int mw_rx_step(struct mw_args *a, struct mw_conn *c)
     if (bpf_probe_read_user(m, fast ? MW_FAST : MW_HDR, (void *)(a->buf + off)) != 0)
         return 1;
     if (!mw_valid(h, 1)) {
-        /* unknown connection: not protocol traffic (files, pipes), ignored */
+        /* unknown connection: not protocol traffic (files, pipes), ignored;
+         * TLS records there are counted (their plaintext is not seen) */
+        if (!c && off == 0)
+            mw_tls_seen(a->fd, m[0]);
         mw_desync_rx(c);
         return 1;
     }
@@ -680,7 +843,7 @@ static __always_inline int mw_rx_step(struct mw_args *a, struct mw_conn *c)
         u32 r = r0 < n ? r0 : n;
         mw_capture(c, a->buf + off, r, 0);
         int more = c->rx_rem > 0 && c->pfx_len == c->rx_pos && c->pfx_len < MW_PFX;
-        mw_decode(c, a->buf + off, r, 0, more);
+        mw_decode(c, a->buf + off, r, 0, more, fd);
     }
     if (c->rx_rem == 0)
         mw_complete(c, fd, a->now);
@@ -691,7 +854,7 @@ static __always_inline int mw_rx_step(struct mw_args *a, struct mw_conn *c)
 /* ---- sends --------------------------------------------------------------- */
 
 static __always_inline void mw_reply(void *ctx, struct mw_conn *c, u32 fd,
-                                     struct mw_hdr *h, u64 ts)
+                                     struct mw_hdr *h, u64 ts, s32 err)
 {
     int more = h->op == OP_MSG && (h->flags & MSG_MORE_TO_COME);
 
@@ -719,7 +882,7 @@ static __always_inline void mw_reply(void *ctx, struct mw_conn *c, u32 fd,
     struct mw_slot *s = &c->slots[(head + k) & (MW_SLOTS - 1)];
     u64 lat = ts > s->ts ? ts - s->ts : 0;
     mw_count(C_REPLIES, 1);
-    mw_account(&s->name, s->opcode, fd, ts, 1, lat);
+    mw_account(&s->name, s->opcode, fd, ts, 1, lat, err);
 #ifdef MW_EVENTS
 #if defined(MW_SAMPLE) && MW_SAMPLE > 1
     if (bpf_get_prandom_u32() % MW_SAMPLE == 0)
@@ -745,7 +908,7 @@ static __always_inline void mw_reply(void *ctx, struct mw_conn *c, u32 fd,
             e->bytes_in = s->bytes;
             e->bytes_out = h->len;
             e->stream = more;
-            e->pad = 0;
+            e->error_code = err;
 #ifdef MW_RINGBUF
             /* waking the reader costs microseconds per event: it takes what is
              * there every 100 ms instead (4 MiB hold ~58,000 events) */
@@ -775,12 +938,12 @@ static __always_inline void mw_tx_first(void *ctx, struct mw_args *a, struct mw_
 
     if (c->tx_have) {
         u64 have = c->tx_have;
-        u64 take = 20 - have;           /* header and the OP_MSG flagBits */
+        u64 take = MW_RHDR - have;      /* header, flagBits, an OP_MSG's ok */
         if (take > avail)
             take = avail;
         MW_OPAQUE(have);
         MW_OPAQUE(take);
-        if (have >= MW_HDR || take > 20 || take == 0) {
+        if (have >= MW_HDR || take > MW_RHDR || take == 0) {
             mw_desync_tx(c);
             a->off = ret;
             return;
@@ -800,20 +963,22 @@ static __always_inline void mw_tx_first(void *ctx, struct mw_args *a, struct mw_
             a->off = ret;
             return;
         }
-        struct mw_hdr h = {};
-        __builtin_memcpy(&h, c->tx_hdr, MW_HDR);
-        if (have + take >= sizeof(h))
-            h.flags = *(u32 *)&c->tx_hdr[16];
+        struct mw_rhdr r;
+        __builtin_memcpy(&r, c->tx_hdr, MW_RHDR);   /* bytes past have + take: */
+        if (have + take < 20)                       /* not this reply's */
+            r.h.flags = 0;
         c->tx_have = 0;
-        if (!mw_valid(&h, 0)) {
+        if (!mw_valid(&r.h, 0)) {
             mw_desync_tx(c);
             a->off = ret;
             return;
         }
         c->tx_sync = 1;
-        mw_reply(ctx, c, a->fd, &h, c->tx_ts);
+        /* message byte k >= have is at a->buf + k - have */
+        mw_reply(ctx, c, a->fd, &r.h, c->tx_ts,
+                 mw_failed(&r, have + take, a->buf - have, have + avail));
         /* bytes of this reply in this send */
-        u64 rest = (u64)h.len - have;
+        u64 rest = (u64)r.h.len - have;
         u64 n = rest < ret ? rest : ret;
         c->tx_rem = rest - n;
         a->off = n;
@@ -831,7 +996,7 @@ static __always_inline int mw_tx_step(void *ctx, struct mw_args *a, struct mw_co
 {
     u64 ret = a->ret, off = a->off;
     u64 avail = a->cap < ret ? a->cap : ret;
-    struct mw_hdr h;
+    struct mw_rhdr r;
 
     if (ret <= off)
         return 1;
@@ -857,19 +1022,23 @@ static __always_inline int mw_tx_step(void *ctx, struct mw_args *a, struct mw_co
         mw_desync_tx(c);
         return 1;
     }
-    __builtin_memset(&h, 0, sizeof(h));
-    u32 hl = off + sizeof(h) <= avail ? sizeof(h) : MW_HDR;
-    if (bpf_probe_read_user(&h, hl, (void *)(a->buf + off)) != 0)
+    /* the header and, in the same copy, the first element of an OP_MSG body */
+    __builtin_memset(&r, 0, sizeof(r));
+    u64 hl = avail - off;
+    if (hl > MW_RHDR)
+        hl = MW_RHDR;
+    MW_OPAQUE(hl);
+    if (hl > MW_RHDR || bpf_probe_read_user(&r, hl, (void *)(a->buf + off)) != 0)
         return 1;
-    if (!mw_valid(&h, 0)) {
+    if (!mw_valid(&r.h, 0)) {
         mw_desync_tx(c);
         return 1;
     }
     c->tx_sync = 1;
-    mw_reply(ctx, c, a->fd, &h, a->ts);
+    mw_reply(ctx, c, a->fd, &r.h, a->ts, mw_failed(&r, hl, a->buf + off, avail - off));
     u64 left = ret - off;
-    u32 n = (u64)h.len < left ? (u32)h.len : (u32)left;
-    c->tx_rem = h.len - n;
+    u32 n = (u64)r.h.len < left ? (u32)r.h.len : (u32)left;
+    c->tx_rem = r.h.len - n;
     a->off = off + n;
     return a->off >= ret;
 }
@@ -1136,11 +1305,35 @@ TRACEPOINT_PROBE(syscalls, sys_enter_close)
     if ((id >> 32) != MW_TARGET_PID)
         return 0;
     u32 fd = args->fd;
+    tls_fds.delete(&fd);
     struct mw_conn *c = conns.lookup(&fd);
     if (!c)
         return 0;
     if (c->nslots)
         mw_count(C_NOREPLY_LOST, c->nslots);
     conns.delete(&fd);
+    return 0;
+}
+
+/* Syscalls whose messages are not decoded: counted so a server that uses them
+ * is told it is not fully traced (the user-space side adds its io_uring fds). */
+TRACEPOINT_PROBE(syscalls, sys_enter_recvmmsg)
+{
+    if ((bpf_get_current_pid_tgid() >> 32) == MW_TARGET_PID)
+        mw_count(C_MMSG, 1);
+    return 0;
+}
+
+TRACEPOINT_PROBE(syscalls, sys_enter_sendmmsg)
+{
+    if ((bpf_get_current_pid_tgid() >> 32) == MW_TARGET_PID)
+        mw_count(C_MMSG, 1);
+    return 0;
+}
+
+TRACEPOINT_PROBE(syscalls, sys_enter_io_uring_enter)
+{
+    if ((bpf_get_current_pid_tgid() >> 32) == MW_TARGET_PID)
+        mw_count(C_URING, 1);
     return 0;
 }

@@ -20,7 +20,8 @@
 # Hooks (syscall tracepoints only, the target kernel has no kprobes):
 # sys_enter/sys_exit of read, readv, recvfrom, recvmsg (requests) and write,
 # writev, sendto, sendmsg (replies), and sys_enter_close (frees a connection's
-# state). The pid filter runs in the kernel. Checked on FerretDB v1.24.0
+# state); sys_enter_recvmmsg, sendmmsg and io_uring_enter are only counted (a
+# "not traced:" line under the footer says so: probes/README.md). The pid filter runs in the kernel. Checked on FerretDB v1.24.0
 # (read() of 4 KiB buffers, replies with write()): the per-command counts
 # equal the deltas of its ferretdb_client_requests_total exactly. Checked on
 # raw-socket servers in mongod's pattern (recvmsg of the 16-byte header, then
@@ -76,7 +77,10 @@
 #
 # -j prints one JSON object per interval (and at the end): by_command, by_op,
 # by_conn ({"count", "avg_ns", "p50_ns", "p99_ns", "max_ns", "requests",
-# "hist": [{"lo_ns", "hi_ns", "count"}]}; p50/p99 interpolated in the log2
+# "errors", "error_codes", "hist": [{"lo_ns", "hi_ns", "count"}]}; errors: the
+# replies with ok: 0, per code in error_codes (probes/README.md, "Replies that
+# failed"; the text output adds "errors N (59 CommandNotFound: n)" to the
+# count line); p50/p99 interpolated in the log2
 # buckets, exact from the events with --events), requests_by_command,
 # requests_by_op, lost, counts. The kernel counters are cumulative and the
 # intervals their differences: interval reports add up to the run exactly.
@@ -93,6 +97,10 @@
 # throughput), 1.2 us with --events; 2.4 us on FerretDB (8 runs; its Go
 # runtime leaves the caches colder). The runs of the pid filter alone cost
 # about 60-100 ns each on this VM.
+#
+# OP_COMPRESSED requests: the histograms key them [compressed]; with --events
+# their events name the command, decompressed here from the request's first
+# 128 bytes (snappy, zlib; zstd with python3-zstandard when the body fits).
 #
 # Caveats:
 # - readv/writev/recvmsg/sendmsg: only the first iovec is decoded; a header
@@ -149,7 +157,7 @@ GRACE_NS = 50000000             # a slice is read this long after it ends
 
 # indexes of the "counts" array (mongo_wire.h C_*)
 C_REQUESTS, C_REPLIES, C_STREAM, C_NOREPLY, C_UNMATCHED, C_NOREPLY_LOST, \
-    C_MALFORMED, C_DROPPED = range(8)
+    C_MALFORMED, C_DROPPED, C_MMSG, C_URING, C_TLS = range(11)
 
 # Log-linear latency buckets, the rule of mongoprobe.loglinear (mongo_wire.h
 # computes the same index): values below 32 ns are their own bucket; above, 32
@@ -176,11 +184,138 @@ class MwEvent(ct.Structure):
         ("tid", ct.c_uint), ("fd", ct.c_uint),
         ("request_id", ct.c_uint), ("opcode", ct.c_uint),
         ("bytes_in", ct.c_uint), ("bytes_out", ct.c_uint),
-        ("stream", ct.c_uint), ("pad", ct.c_uint),
+        ("stream", ct.c_uint), ("error_code", ct.c_int),
     ]
 
 
 RAW_MAGIC = b"mongoprobe-events-raw 1\n"
+
+MW_PFX = 128                    # mongo_wire.h: bytes of a request kept for its name
+CPFX_SIZE = 16 + MW_PFX         # struct mw_cpfx: an OP_COMPRESSED request's first bytes
+
+
+# ---- compressed requests: the command name from a prefix -------------------
+
+def snappy_prefix(data):
+    """What a raw snappy block's first bytes decode to (as far as they go)."""
+    i = 0
+    while i < len(data) and data[i] & 0x80:     # the uncompressed length (varint)
+        i += 1
+    i += 1
+    out = bytearray()
+    while i < len(data):
+        tag = data[i]
+        kind = tag & 3
+        if kind == 0:                           # literal
+            n = tag >> 2
+            if n < 60:
+                n, i = n + 1, i + 1
+            else:
+                w = n - 59
+                if i + 1 + w > len(data):
+                    break
+                n = int.from_bytes(data[i + 1:i + 1 + w], "little") + 1
+                i += 1 + w
+            out += data[i:i + n]
+            i += n
+            continue
+        if kind == 1:
+            if i + 2 > len(data):
+                break
+            n, off = ((tag >> 2) & 7) + 4, ((tag >> 5) << 8) | data[i + 1]
+            i += 2
+        else:
+            w = 2 if kind == 2 else 4
+            if i + 1 + w > len(data):
+                break
+            n, off = (tag >> 2) + 1, int.from_bytes(data[i + 1:i + 1 + w], "little")
+            i += 1 + w
+        if off == 0 or off > len(out):
+            break
+        for _ in range(n):
+            out.append(out[-off])
+    return bytes(out)
+
+
+def decompress_prefix(compressor, data):
+    """The first bytes of a compressed body (None when this codec cannot be
+    read here: zstd needs the zstandard module, and a whole block)."""
+    try:
+        if compressor == 0:
+            return data
+        if compressor == 1:
+            return snappy_prefix(data)
+        if compressor == 2:
+            import zlib
+            return zlib.decompressobj().decompress(data)
+        if compressor == 3:
+            import zstandard
+            return zstandard.ZstdDecompressor().decompressobj().decompress(data)
+    except Exception:           # a cut stream ends where it ends
+        return None
+    return None
+
+
+def cstring(b, at):
+    end = b.find(b"\0", at)
+    return b[at:end] if end >= 0 else None
+
+
+def compressed_command(pfx, have):
+    """The command name (bytes, at most 24) of an OP_COMPRESSED request from its
+    first bytes, or None. Message: header(16), originalOpcode(4),
+    uncompressedSize(4), compressorId(1), the compressed body."""
+    if have < 26:
+        return None
+    orig = struct.unpack_from("<I", pfx, 16)[0]
+    body = decompress_prefix(pfx[24], bytes(pfx[25:have]))
+    if not body:
+        return None
+    name = None
+    if orig == 2013 and len(body) > 10 and body[4] == 0:
+        name = cstring(body, 10)            # flags(4) kind(1) doclen(4) type(1)
+    elif orig == 2004:
+        ns = cstring(body, 4)
+        if ns is not None:
+            if not ns.endswith(b".$cmd"):
+                return b"find"
+            name = cstring(body, 4 + len(ns) + 1 + 13)
+            if name == b"$query":
+                name = cstring(body, 4 + len(ns) + 1 + 13 + 7 + 5)
+    return name[:24] if name else None
+
+
+class CompressedNames(object):
+    """Names of OP_COMPRESSED requests from their mw_cpfx records, put into
+    their events (the record comes first: one ring buffer, in order)."""
+
+    def __init__(self):
+        self.names = {}
+        self.recovered = self.unread = 0
+
+    def record(self, data):
+        raw = ct.string_at(data, CPFX_SIZE)
+        fd, rid, _length, have = struct.unpack_from("<IIII", raw)
+        name = compressed_command(raw[16:], min(have, MW_PFX))
+        per_fd = self.names.setdefault(fd, {})
+        if len(per_fd) >= 16:               # a sample's unmatched ones
+            per_fd.pop(next(iter(per_fd)))
+        per_fd[rid] = name
+
+    def name(self, data, size):
+        """data, or a copy of it naming its command (the ring buffer is
+        read-only here), and the copy to keep alive while it is used"""
+        ev = as_event(data)
+        if ev.cmd != b"[compressed]":
+            return data, None
+        name = self.names.get(ev.fd, {}).pop(ev.request_id, None)
+        if name is None:
+            self.unread += 1
+            return data, None
+        self.recovered += 1
+        copy = ct.create_string_buffer(ct.string_at(data, size), size)
+        MwEvent.from_buffer(copy).cmd = name
+        return ct.addressof(copy), copy
 
 
 def opname(op):
@@ -286,7 +421,7 @@ def event_dict(ev, clock, pid):
         "request_id": ev.request_id, "opcode": opname(ev.opcode),
         "command": cmdname(ev.cmd), "bytes_in": ev.bytes_in,
         "bytes_out": ev.bytes_out, "latency_ns": ev.latency_ns,
-        "stream": bool(ev.stream),
+        "stream": bool(ev.stream), "error_code": ev.error_code,
     }
 
 
@@ -299,7 +434,13 @@ class Events(object):
         self.lost = 0
         self.callback = callback
 
+        self.compressed = CompressedNames()
+
         def handle(_ctx_or_cpu, data, size):
+            if size == CPFX_SIZE:
+                self.compressed.record(data)
+                return
+            data, _keep = self.compressed.name(data, size)
             self.callback(data, size)
 
         def lost(n):
@@ -333,7 +474,7 @@ def as_event(data):
 def raw_counts(b):
     """The cumulative counters (never cleared: intervals are differences)."""
     t = b["counts"]
-    return [int(t.sum(ct.c_int(i)).value) for i in range(8)]
+    return [int(t.sum(ct.c_int(i)).value) for i in range(C_TLS + 1)]
 
 
 def outstanding(b):
@@ -341,9 +482,30 @@ def outstanding(b):
     return sum(int(c.nslots) for _, c in b["conns"].items())
 
 
-def read_counts(v, extra_dropped=0, pending=0):
-    """The counts and loss counters of raw_counts values (or differences)."""
+def io_uring_fds(pid):
+    """How many io_uring instances the process holds (its fds), 0 if unknown."""
+    n = 0
+    try:
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            try:
+                if os.readlink("/proc/%d/fd/%s" % (pid, fd)) == "anon_inode:[io_uring]":
+                    n += 1
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return n
+
+
+def read_counts(v, extra_dropped=0, pending=0, pid=None):
+    """The counts and loss counters of raw_counts values (or differences); with
+    pid, what the probe cannot decode: recvmmsg/sendmmsg and io_uring_enter
+    calls, and the process's io_uring instances (io_uring with SQPOLL needs no
+    syscall)."""
     return {
+        "untraced": {"mmsg_calls": v[C_MMSG], "io_uring_calls": v[C_URING],
+                     "io_uring_fds": io_uring_fds(pid) if pid else 0,
+                     "tls_connections": v[C_TLS]},
         "counts": {"requests": v[C_REQUESTS], "replies": v[C_REPLIES],
                    "stream_replies": v[C_STREAM], "no_reply": v[C_NOREPLY]},
         "lost": {"unmatched_replies": v[C_UNMATCHED],
@@ -363,6 +525,27 @@ def footer(totals, out=sys.stdout):
           "malformed headers %d, dropped events %d" % (
               l["unmatched_replies"], l["requests_without_reply"],
               l["malformed"], l["dropped"]), file=out)
+    line = untraced_line(totals.get("untraced"))
+    if line:
+        print(line, file=out)
+
+
+def untraced_line(u):
+    """One line when the target moves messages the probe cannot decode
+    (mongoprobe.latency.untraced_line says the same)."""
+    if not u:
+        return ""
+    parts = []
+    if u.get("mmsg_calls") or u.get("io_uring_calls") or u.get("io_uring_fds"):
+        parts.append("%d recvmmsg/sendmmsg calls, %d io_uring_enter calls, %d io_uring "
+                     "instances: the messages they carry are not decoded" % (
+                         u.get("mmsg_calls", 0), u.get("io_uring_calls", 0),
+                         u.get("io_uring_fds", 0)))
+    if u.get("tls_connections"):
+        parts.append("%d connections look like TLS (records 0x16/0x17 0x03) and no TLS "
+                     "library is hooked: their requests are not seen"
+                     % u["tls_connections"])
+    return "not traced: " + "; ".join(parts) if parts else ""
 
 
 def dropped_hint(tool, n, ringbuf):
@@ -428,24 +611,29 @@ def peer_of(pid, fd, table):
 # ---- the kernel's slices ---------------------------------------------------
 
 class Agg(object):
-    """count, sum_ns, max_ns, noreply and {bucket: count} of one key."""
-    __slots__ = ("count", "sum_ns", "max_ns", "noreply", "hist")
+    """count, sum_ns, max_ns, noreply, {bucket: count}, errors (replies with
+    ok: 0) and {error code: count} of one key."""
+    __slots__ = ("count", "sum_ns", "max_ns", "noreply", "hist", "errors", "codes")
 
     def __init__(self):
-        self.count = self.sum_ns = self.max_ns = self.noreply = 0
+        self.count = self.sum_ns = self.max_ns = self.noreply = self.errors = 0
         self.hist = {}
+        self.codes = {}
 
     def add(self, other):
         self.count += other.count
         self.sum_ns += other.sum_ns
         self.max_ns = max(self.max_ns, other.max_ns)
         self.noreply += other.noreply
+        self.errors += other.errors
+        for k, c in other.codes.items():
+            self.codes[k] = self.codes.get(k, 0) + c
         for k, c in other.hist.items():
             self.hist[k] = self.hist.get(k, 0) + c
 
     def row(self):
         return [self.count, self.sum_ns, self.max_ns, self.noreply,
-                sorted(self.hist.items())]
+                sorted(self.hist.items()), self.errors, sorted(self.codes.items())]
 
 
 def take_slices(b, final=False):
@@ -456,6 +644,7 @@ def take_slices(b, final=False):
     out = {}
     for name in ("lat", "lat_spill"):
         take_map(b[name], now, final, out)
+    take_errs(b["errs"], now, final, out)
     return out
 
 
@@ -475,6 +664,7 @@ def take_map(t, now, final, out):
             agg.sum_ns += v.sum_ns
             agg.max_ns = max(agg.max_ns, v.max_ns)
             agg.noreply += v.noreply
+            agg.errors += v.errors
             if v.count:
                 h = array.array("I", bytes(v.hist))
                 for i, c in enumerate(h):
@@ -483,6 +673,21 @@ def take_map(t, now, final, out):
         done.append(k)
     for k in done:
         del t[k]
+
+
+def take_errs(e, now, final, out):
+    """take_slices for the failed replies per error code (their per-command
+    count is in the aggregates)"""
+    done = []
+    for k, n in e.items():
+        if not final and (k.slice + 1) * SLICE_NS + GRACE_NS > now:
+            continue
+        key = ("cmd", (cmdname(k.name.c), opname(int(k.op))))
+        agg = out.setdefault(int(k.slice), {}).setdefault(key, Agg())
+        agg.codes[int(k.code)] = agg.codes.get(int(k.code), 0) + int(n.value)
+        done.append(k)
+    for k in done:
+        del e[k]
 
 
 # ---- reports ---------------------------------------------------------------
@@ -555,6 +760,37 @@ def label(view, key, pid, table):
     return key
 
 
+# The codes of failed commands most often seen (mongod's error_codes.yml; FerretDB
+# answers with the same codes); others are shown by number.
+CODE_NAMES = {
+    1: "InternalError", 2: "BadValue", 4: "NoSuchKey", 9: "FailedToParse",
+    11: "UserNotFound", 13: "Unauthorized", 14: "TypeMismatch",
+    18: "AuthenticationFailed", 20: "IllegalOperation", 26: "NamespaceNotFound",
+    27: "IndexNotFound", 43: "CursorNotFound", 48: "NamespaceExists",
+    50: "MaxTimeMSExpired", 59: "CommandNotFound", 67: "CannotCreateIndex",
+    72: "InvalidOptions", 73: "InvalidNamespace", 85: "IndexOptionsConflict",
+    86: "IndexKeySpecsConflict", 112: "WriteConflict", 115: "CommandNotSupported",
+    166: "CommandNotSupportedOnView", 238: "NotImplemented", 251: "NoSuchTransaction",
+    10107: "NotWritablePrimary", 11000: "DuplicateKey", 11600: "InterruptedAtShutdown",
+    13435: "NotPrimaryNoSecondaryOk",
+}
+
+
+def code_text(code):
+    if code == -1:
+        return "no code"
+    return "%d %s" % (code, CODE_NAMES[code]) if code in CODE_NAMES else str(code)
+
+
+def errors_text(d):
+    """"  errors N (code name: n, ...)" of an Agg with failed replies, else ""."""
+    if not d.errors:
+        return ""
+    codes = ", ".join("%s: %d" % (code_text(c), n) for c, n in
+                      sorted(d.codes.items(), key=lambda kv: -kv[1]))
+    return "  errors %d%s" % (d.errors, " (%s)" % codes if codes else "")
+
+
 def print_text(rep, views, pid, unit, totals):
     table = peers(pid) if "conn" in views else {}
     div = UNIT_DIV[unit]
@@ -567,9 +803,9 @@ def print_text(rep, views, pid, unit, totals):
             print("\n%s = %s" % (HEADERS[view], label(view, key, pid, table)))
             if _print_log2_hist is not None:
                 _print_log2_hist(log2_slots(d.hist, div), unit, None)
-            print("count %d  avg %d %s  max %d %s" % (
+            print("count %d  avg %d %s  max %d %s%s" % (
                 d.count, int(round(d.sum_ns / d.count / div)), UNIT_ABBR[unit],
-                int(round(d.max_ns / div)), UNIT_ABBR[unit]))
+                int(round(d.max_ns / div)), UNIT_ABBR[unit], errors_text(d)))
     print()
     footer(totals)
 
@@ -587,7 +823,9 @@ def json_view(rep, view, pid, lat_by, table):
             p99 = pct_hist(d.hist, 0.99, d.max_ns)
         e = {"count": n, "avg_ns": int(round(d.sum_ns / n)) if n else 0,
              "p50_ns": p50, "p99_ns": p99, "max_ns": d.max_ns,
-             "hist": json_hist(d.hist), "requests": n + d.noreply}
+             "hist": json_hist(d.hist), "requests": n + d.noreply,
+             "errors": d.errors,
+             "error_codes": {str(c): v for c, v in sorted(d.codes.items())}}
         if view == "conn":
             e["fd"] = key
             e["peer"] = peer_of(pid, key, table)
@@ -619,7 +857,8 @@ def slice_line(k, rows, clock, totals):
                  if kind == "cmd"],
         "conn_rows": [[key, *agg.row()] for (kind, key), agg in sorted(rows.items())
                       if kind == "conn"],
-        "counts": totals["counts"], "lost": totals["lost"]},
+        "counts": totals["counts"], "lost": totals["lost"],
+        "untraced": totals["untraced"]},
         separators=(",", ":"))
 
 
@@ -794,7 +1033,7 @@ def main(argv=None):
             state["rep"].add_slice(slices[k])
             if args.slices:
                 print(slice_line(k, slices[k], clock, read_counts(
-                    cur, ev_reader.lost if ev_reader else 0)))
+                    cur, ev_reader.lost if ev_reader else 0, pid=args.pid)))
         if args.slices:
             sys.stdout.flush()
         return cur
@@ -807,15 +1046,15 @@ def main(argv=None):
         lost_ev = ev_reader.lost if ev_reader else 0
         if args.slices:
             if final:
-                tot = read_counts(cur, lost_ev, outstanding(b))
+                tot = read_counts(cur, lost_ev, outstanding(b), args.pid)
                 print(json.dumps({"end": True, "counts": tot["counts"],
-                                  "lost": tot["lost"]}))
+                                  "lost": tot["lost"], "untraced": tot["untraced"]}))
                 sys.stdout.flush()
             return read_counts(cur, lost_ev)
         prev = state["prev"]
         diff = cur if prev is None else [a - p for a, p in zip(cur, prev)]
         totals = read_counts(diff, lost_ev - state["lost_events"],
-                             outstanding(b) if final else 0)
+                             outstanding(b) if final else 0, args.pid)
         if args.json:
             print(json.dumps(json_report(state["rep"], args.pid, totals, lat_by)))
         else:

@@ -167,7 +167,7 @@ def main(argv=None):
     out.flush()
     if gone:
         print("%s: PID %d exited" % (tool, args.pid), file=sys.stderr)
-    totals = mw.read_counts(mw.raw_counts(b), events.lost, mw.outstanding(b))
+    totals = mw.read_counts(mw.raw_counts(b), events.lost, mw.outstanding(b), args.pid)
     if args.json:
         mw.footer(totals, sys.stderr)
     else:

@@ -242,34 +242,43 @@ def test_bcc_tool_buckets_are_the_analyzers():
 
 def test_bcc_tool_adds_up_the_cpus_and_the_slices():
     """The per-CPU values of one kernel key (slice, command, opcode) add up: counts and
-    sums and buckets, the largest max, with the preallocated spill map's entry for the
-    same key (where a request goes when the kernel could not allocate); a slice is read
-    once it is over, then deleted."""
+    sums and buckets and failed replies, the largest max, with the preallocated spill
+    map's entry for the same key (where a request goes when the kernel could not
+    allocate); the failed replies' codes come from their own map; a slice is read once
+    it is over, then deleted."""
     from types import SimpleNamespace as NS
 
     tool = _bcc_tool()
 
-    def val(count, sum_ns, max_ns, noreply, buckets):
+    def val(count, sum_ns, max_ns, noreply, buckets, errors=0):
         h = (tool.ct.c_uint * tool.NB)()
         for b, n in buckets.items():
             h[b] = n
-        return NS(count=count, sum_ns=sum_ns, max_ns=max_ns, noreply=noreply, hist=h)
+        return NS(count=count, sum_ns=sum_ns, max_ns=max_ns, noreply=noreply, hist=h,
+                  errors=errors)
 
     from collections import namedtuple
     Key, Name = namedtuple("Key", "slice name op fd"), namedtuple("Name", "c")   # bcc's
+    EKey = namedtuple("EKey", "slice name op code")
 
     class Table(dict):
         pass
 
     old = Key(10, Name(b"find"), 2013, 0)
     now = Key(2**40, Name(b"find"), 2013, 0)          # a second far in the future
-    t = Table({old: [val(3, 3000, 1500, 0, {400: 3}), val(2, 5000, 2900, 1, {400: 1, 401: 1})],
+    t = Table({old: [val(3, 3000, 1500, 0, {400: 3}, 1),
+                     val(2, 5000, 2900, 1, {400: 1, 401: 1}, 2)],
                now: [val(1, 10, 10, 0, {10: 1})]})
-    spill = Table({old: [val(0, 0, 0, 0, {}), val(1, 4000, 4000, 0, {420: 1})]})
-    got = tool.take_slices({"lat": t, "lat_spill": spill})
+    spill = Table({old: [val(0, 0, 0, 0, {}), val(1, 4000, 4000, 0, {420: 1}, 1)]})
+    e = Table({EKey(10, Name(b"find"), 2013, 59): NS(value=3),
+               EKey(10, Name(b"find"), 2013, -1): NS(value=1),
+               EKey(2**40, Name(b"find"), 2013, 26): NS(value=1)})
+    got = tool.take_slices({"lat": t, "lat_spill": spill, "errs": e})
     assert list(got) == [10]
     a = got[10][("cmd", ("find", "OP_MSG"))]
     assert (a.count, a.sum_ns, a.max_ns, a.noreply, a.hist) == (6, 12000, 4000, 1,
                                                                 {400: 4, 401: 1, 420: 1})
+    assert (a.errors, a.codes) == (4, {59: 3, -1: 1})
     assert list(t) == [now]                     # read once, deleted; the open one stays
     assert list(spill) == []
+    assert list(e) == [EKey(2**40, Name(b"find"), 2013, 26)]

@@ -102,3 +102,75 @@ def test_latency_matches_client_and_ferretdb(engine, ferretdb, tmp_path, request
     assert len(joined) == len(client) == len(app)
     too_slow = joined[joined["latency_ns"] > joined["duration_us"] * 1000]
     assert too_slow.empty, too_slow[["command", "request_id", "latency_ns", "duration_us"]]
+
+
+# commands FerretDB v1.24 refuses, and with which code (its replies: {ok: 0.0, errmsg,
+# code, codeName})
+REFUSED = [({"nosuchcmd": 1}, 59), ({"dropIndexes": "nocoll", "index": "x_1"}, 26),
+           ({"collMod": "nocoll"}, 238), ({"find": 1}, 73)]
+
+
+def failed_responses(before: dict, after: dict) -> dict[tuple[str, str], int]:
+    """FerretDB's own count of failed replies: (command, codeName) -> replies."""
+    d = {}
+    for key, n in after.items():
+        k = n - before.get(key, 0)
+        if k and key[1] != "ok":
+            d[key] = k
+    return d
+
+
+def response_counts(metrics_url: str) -> dict[tuple[str, str], int]:
+    import urllib.request
+
+    from mongoprobe.formats.prometheus import parse_prometheus
+
+    with urllib.request.urlopen(metrics_url, timeout=5) as r:
+        df = parse_prometheus(r.read().decode())
+    rows = df[df["name"] == "ferretdb_client_responses_total"]
+    out: dict = {}
+    for labels, v in zip(rows["labels"], rows["value"]):
+        key = (labels.get("command", ""), labels.get("result", ""))
+        out[key] = out.get(key, 0) + int(v)
+    return out
+
+
+@pytest.mark.parametrize("engine", ["bpftrace", "bcc"])
+def test_failed_replies_match_ferretdb(engine, ferretdb, tmp_path, request):
+    """Commands FerretDB refuses (and endSessions, which it does not know): the probe's
+    failed replies per command and code == FerretDB's own failed responses; successes
+    (ping, the handshake) count none."""
+    import pymongo
+    from pymongo.errors import OperationFailure
+
+    from mongoprobe import errorcodes
+
+    request.getfixturevalue("need_bcc" if engine == "bcc" else "need_bpftrace")
+    events_file = tmp_path / "events.jsonl"
+    before = response_counts(ferretdb.metrics_url)
+    cli = start_cli("latency", "-p", str(ferretdb.pid), "--json", "--engine", engine,
+                    "--events", str(events_file))
+    try:
+        client = pymongo.MongoClient(ferretdb.uri)
+        for i in range(3):
+            for cmd, code in REFUSED:
+                with pytest.raises(OperationFailure) as exc:
+                    client.test.command(cmd)
+                assert exc.value.code == code
+            client.admin.command("ping")
+        client.close()       # endSessions: CommandNotFound
+        time.sleep(0.5)
+    finally:
+        out = stop_cli(cli)
+    truth = failed_responses(before, response_counts(ferretdb.metrics_url))
+    result = json.loads(out.strip().splitlines()[-1])
+    probe = {(cmd, errorcodes.name(int(c)) or c): n for cmd, v in result["by_command"].items()
+             for c, n in v.get("error_codes", {}).items()}
+    assert probe == truth
+    assert {cmd: v["errors"] for cmd, v in result["by_command"].items() if v["errors"]} == \
+        {cmd: 3 for cmd in ("nosuchcmd", "dropIndexes", "collMod", "find")} | {"endSessions": 1}
+    events = wire_events.parse_events_json(events_file.read_text().splitlines())
+    failed = events[events["error_code"] != 0]
+    assert sorted(failed.groupby(["command", "error_code"]).size().items()) == sorted(
+        {("nosuchcmd", 59): 3, ("dropIndexes", 26): 3, ("collMod", 238): 3, ("find", 73): 3,
+         ("endSessions", 59): 1}.items())

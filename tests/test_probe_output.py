@@ -79,7 +79,14 @@ def test_bpftrace_summary_renders_and_round_trips():
         # within the log-linear buckets' bound of the exact nearest-rank value
         p99 = exact[max(int(np.ceil(0.99 * len(exact))), 1) - 1]
         assert abs(g["p99_ns"] - p99) <= loglinear.MAX_ERROR * p99 * 2 + 1, name
+    # FerretDB refuses endSessions (CommandNotFound): each is a failed reply
+    assert {k: (g.errors, g.codes) for k, g in s.by_command.items() if g.errors} == \
+        {"endSessions": (4, {59: 4})}
+    ends = events[events["command"] == "endSessions"]
+    assert len(ends) == 4 and (ends["error_code"] == 59).all()
+    assert (events.loc[events["command"] != "endSessions", "error_code"] == 0).all()
     text = s.render(by="command", unit="us")
+    assert "failed (ok: 0): 4   59 CommandNotFound: 4" in text
     assert "------------- Distribution -------------" in text
     assert text.rstrip().endswith("dropped events 0")
 
@@ -95,6 +102,8 @@ def test_bcc_slices_sample():
     assert set(s.by_command) >= {"insert", "find", "aggregate", "getMore"}
     assert sum(g.count for g in s.by_op.values()) == final["counts"]["replies"]
     assert histogram.total(s.by_command["find"].hist) == s.by_command["find"].count
+    assert {k: (g.errors, g.codes) for k, g in s.by_command.items() if g.errors} == \
+        {"endSessions": (4, {59: 4})}
 
 
 def test_command_words():
@@ -105,5 +114,38 @@ def test_command_words():
 def test_damaged_output_names_the_line():
     with pytest.raises(FormatError, match=r"x:2: expected a bpftrace JSON record"):
         read_bpftrace_latency(['{"type": "printf", "data": "@slice 1\\n"}', "{not json"], "x")
-    with pytest.raises(FormatError, match=r"x:1: expected an event of 10 values"):
+    with pytest.raises(FormatError, match=r"x:1: expected an event of 11 values"):
         read_bpftrace_latency(['{"type": "map", "data": {"@e0": {"1,2": [3, 4]}}}'], "x")
+
+
+@pytest.mark.parametrize("codec", ["noop", "snappy", "zlib", "zstd"])
+def test_bcc_tool_names_compressed_requests_from_their_first_bytes(codec):
+    """mongolatency.py decompresses the command name of an OP_COMPRESSED request from
+    the first 128 bytes the kernel sends (snappy with its own decoder): OP_MSG bodies,
+    OP_QUERY commands (wrapped in $query too); zstd only when the body fits in them."""
+    import importlib.util
+
+    from mongoprobe.wire_encode import encode_op_compressed, encode_op_msg, encode_op_query
+
+    spec = importlib.util.spec_from_file_location("mongolatency", SAMPLES.parents[1] / "probes"
+                                                  / "mongolatency.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    cases = [
+        (encode_op_msg(1, 0, {"find": "c", "filter": {}, "$db": "t"}), b"find"),
+        (encode_op_msg(1, 0, {"createIndexes": "c", "indexes": [{"key": {"x": 1},
+                                                                "name": "x_1"}], "$db": "t"}),
+         b"createIndexes"),
+        (encode_op_msg(1, 0, {"insert": "c", "documents": [{"x": "y" * 2000}], "$db": "t"}),
+         b"insert"),
+        (encode_op_query(1, 0, "admin.$cmd", {"isMaster": 1}), b"isMaster"),
+        (encode_op_query(1, 0, "admin.$cmd", {"$query": {"ping": 1}}), b"ping"),
+        (encode_op_query(1, 0, "t.c", {"x": 1}), b"find"),
+    ]
+    for inner, name in cases:
+        msg = encode_op_compressed(inner, codec)
+        got = tool.compressed_command(msg[:128], min(len(msg), 128))
+        if codec == "zstd" and len(msg) > 128:
+            assert got in (name, None)
+        else:
+            assert got == name, (codec, name)

@@ -358,3 +358,25 @@ def test_events_move_to_parquet_in_batches(tmp_path):
     assert len(kept[0].splitlines()) == sum(
         not ln.startswith(tuple(f'{{"type": "map", "data": {{"@e{i}"' for i in range(3)))
         for ln in lines)
+
+
+def test_failed_replies_in_events_and_phases(recorded):
+    """FerretDB refuses endSessions (CommandNotFound): each is a failed reply in the events,
+    with its code; the phase table counts the failed replies inside each phase, and
+    `phases` shows them."""
+    from mongoprobe import phases
+
+    ev = recorded.run.events
+    failed = ev[ev["error_code"] != 0]
+    ends = ev[ev["command"] == "endSessions"]
+    assert len(ends) and (ends["error_code"] == 59).all()
+    t = phases.phase_table(recorded.run)
+    for r in t.itertuples():
+        inside = failed[(failed["time"] >= r.start) & (failed["time"] < r.end)]
+        want = {cmd: {str(c): int(n) for c, n in g["error_code"].value_counts().items()}
+                for cmd, g in inside.groupby("command")}
+        assert r.failed_replies == want, r.name
+    text = phases.render(t)
+    if len(t) and any(t["failed_replies"]):
+        assert "failed replies (ok: 0), per command and error code" in text
+        assert "59 CommandNotFound" in text

@@ -21,6 +21,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import bson
+
 from mongoprobe.wire import (
     EXHAUST_ALLOWED,
     MORE_TO_COME,
@@ -47,6 +49,11 @@ class Expected:
     replies_by_command: Counter[str] = field(default_factory=Counter)
     stream_replies: int = 0
     no_reply: int = 0
+    # replies with ok: 0 per command, and per (command, code): -1 when the reply has none
+    errors_by_command: Counter[str] = field(default_factory=Counter)
+    error_codes: Counter[tuple[str, int]] = field(default_factory=Counter)
+    # the commands inside OP_COMPRESSED requests
+    compressed_commands: Counter[str] = field(default_factory=Counter)
 
     @property
     def requests(self) -> int:
@@ -59,7 +66,10 @@ class Expected:
     def __add__(self, other: Expected) -> Expected:
         return Expected(self.by_command + other.by_command, self.by_op + other.by_op,
                         self.replies_by_command + other.replies_by_command,
-                        self.stream_replies + other.stream_replies, self.no_reply + other.no_reply)  # fmt: skip
+                        self.stream_replies + other.stream_replies, self.no_reply + other.no_reply,
+                        self.errors_by_command + other.errors_by_command,
+                        self.error_codes + other.error_codes,
+                        self.compressed_commands + other.compressed_commands)  # fmt: skip
 
 
 class Conn:
@@ -100,13 +110,16 @@ class Conn:
         self.expected.replies_by_command[command] += 1
         return rid, encode_op_query(rid, 0, namespace, query)
 
-    def op_compressed_msg(self, body: dict) -> tuple[int, bytes]:
-        """A zlib OP_COMPRESSED wrapping an OP_MSG: the probes see "[compressed]"."""
+    def op_compressed_msg(self, body: dict, compressor: str = "zlib") -> tuple[int, bytes]:
+        """An OP_COMPRESSED wrapping an OP_MSG: the probes' histograms see "[compressed]";
+        its events (bcc) the command inside."""
         rid = self.request_id()
         self.expected.by_command["[compressed]"] += 1
         self.expected.by_op["OP_COMPRESSED"] += 1
         self.expected.replies_by_command["[compressed]"] += 1
-        return rid, encode_op_compressed(encode_op_msg(rid, 0, {**body, "$db": "test"}), "zlib")
+        self.expected.compressed_commands[next(iter(body))] += 1
+        return rid, encode_op_compressed(encode_op_msg(rid, 0, {**body, "$db": "test"}),
+                                         compressor)
 
     def recv_exact(self, n: int) -> bytes:
         buf = bytearray()
@@ -131,6 +144,23 @@ class Conn:
         rid, data = message
         self.sock.sendall(data)
         self.reply(rid, opcode)
+
+    def fail(self, code: int, ok_type: str = "double", errmsg_bytes: int = 20) -> None:
+        """A command the server fails (wireserver's failTest): its reply checked to be
+        {ok: 0, ..., code}, counted as an error of "failTest" with its code."""
+        rid, data = self.op_msg({"failTest": code, "okType": ok_type,
+                                 "errmsgBytes": errmsg_bytes})
+        self.sock.sendall(data)
+        header = self.recv_exact(16)
+        length, _, rto, op = HEADER.unpack(header)
+        body = self.recv_exact(length - 16)
+        if (rto, op) != (rid, OP_MSG):
+            raise AssertionError(f"failTest reply {opcode_name(op)} to {rto}")
+        doc = bson.decode(body[5:])
+        if next(iter(doc)) != "ok" or doc["ok"] or doc.get("code", 0) != code:
+            raise AssertionError(f"failTest {code}: reply {doc}")
+        self.expected.errors_by_command["failTest"] += 1
+        self.expected.error_codes["failTest", code or -1] += 1
 
 
 # --- scenarios: what one connection does -----------------------------------------------
@@ -169,8 +199,26 @@ def op_query(c: Conn) -> None:
 
 
 def compressed(c: Conn) -> None:
-    """A zlib OP_COMPRESSED wrapping an OP_MSG find, answered compressed."""
+    """OP_COMPRESSED requests wrapping OP_MSGs, one per codec (zlib, snappy, zstd),
+    answered compressed."""
     c.call(c.op_compressed_msg({"find": "coll", "filter": {}}), OP_COMPRESSED)
+    c.call(c.op_compressed_msg({"insert": "coll", "documents": [{"x": 1}]}, "snappy"),
+           OP_COMPRESSED)
+    c.call(c.op_compressed_msg({"createIndexes": "coll", "indexes": []}, "zstd"),
+           OP_COMPRESSED)
+
+
+def failures(c: Conn) -> None:
+    """Commands that fail as mongod fails them ({ok: 0, errmsg, code, codeName}), ok as
+    each BSON number type; a long errmsg; one with no errmsg, one with no code; between
+    them, successes (ping's reply also starts with ok, 1)."""
+    c.fail(59)
+    c.call(c.op_msg({"ping": 1}))
+    c.fail(26, "int")
+    c.fail(11000, "long", errmsg_bytes=600)
+    c.fail(13, "bool", errmsg_bytes=-1)
+    c.call(c.op_msg({"find": "coll"}))
+    c.fail(0)
 
 
 def exhaust(c: Conn) -> None:
@@ -188,6 +236,7 @@ def exhaust(c: Conn) -> None:
 SCENARIOS: dict[str, Callable[[Conn], None]] = {
     "plain": plain, "pipelined": pipelined, "fire_and_forget": fire_and_forget,
     "op_query": op_query, "compressed": compressed, "exhaust": exhaust,
+    "failures": failures,
 }  # fmt: skip
 
 

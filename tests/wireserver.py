@@ -16,11 +16,14 @@ server answers every request with `{"ok": 1}` and lets the test pick the syscall
              (the sendto syscall).
 
 Replies: OP_MSG `{"ok": 1}` with a per-connection requestID counter (1, 2, ...) and
-responseTo the request's requestID. An OP_MSG with moreToCome gets no reply. An OP_MSG
+responseTo the request's requestID. A command `{"failTest": CODE, "okType": T,
+"errmsgBytes": N}` fails as mongod and FerretDB fail a command: `{"ok": 0, "errmsg":
+N bytes, "code": CODE, "codeName": ...}`, ok being a double, int, long or bool (T), no
+errmsg when N < 0, no code (nor codeName) when CODE is 0. An OP_MSG with moreToCome gets no reply. An OP_MSG
 with exhaustAllowed whose body is `{"exhaustTest": N, ...}` gets N replies, all but the
 last with moreToCome, each answering the previous reply's requestID (the first answers
 the request). OP_QUERY gets OP_REPLY; OP_COMPRESSED (zlib) gets a zlib OP_COMPRESSED
-reply. Every third request of a connection also writes a log line with write() and
+reply (snappy and zstd alike, answered with the same codec). Every third request of a connection also writes a log line with write() and
 reads the log back with read(): non-protocol traffic of the same pid, which the probes
 must ignore.
 
@@ -38,7 +41,6 @@ import socket
 import struct
 import sys
 import threading
-import zlib
 
 import bson
 
@@ -49,6 +51,7 @@ from mongoprobe.wire import (
     OP_MSG,
     OP_QUERY,
 )
+from mongoprobe.wire import COMPRESSORS, _decompress
 from mongoprobe.wire_encode import encode_op_compressed, encode_op_msg, encode_op_reply
 
 MODES = ("mongod", "readwrite", "vector", "split", "sendto")
@@ -162,13 +165,12 @@ class Connection:
             return [encode_op_reply(self.reply_id(), request_id, [{"ok": 1}])]
         if opcode == OP_COMPRESSED:
             original_opcode, size, compressor = struct.unpack_from("<iiB", message, 16)
-            if compressor != 2:
-                raise ValueError(f"compressorId {compressor} (only zlib here)")
-            inner = zlib.decompress(message[25:])
-            if len(inner) != size:
-                raise ValueError(f"uncompressedSize {size}, got {len(inner)}")
+            codec = COMPRESSORS.get(compressor)
+            inner = _decompress(codec, message[25:], size) if codec else None
+            if inner is None or len(inner) != size:
+                raise ValueError(f"compressorId {compressor}: cannot decompress {size} bytes")
             plain = HEADER.pack(16 + size, request_id, 0, original_opcode) + inner
-            return [encode_op_compressed(reply, "zlib") for reply in self.replies(plain)]
+            return [encode_op_compressed(reply, codec) for reply in self.replies(plain)]
         raise ValueError(f"unsupported opcode {opcode}")
 
     def _op_msg_replies(self, request_id: int, payload: bytes) -> list[bytes]:
@@ -178,6 +180,8 @@ class Connection:
         if payload[4] != 0:
             raise ValueError("OP_MSG without a body section first")
         body = bson.decode(payload[5 : 5 + struct.unpack_from("<i", payload, 5)[0]])
+        if "failTest" in body:
+            return [encode_op_msg(self.reply_id(), request_id, failure(body))]
         count = body.get("exhaustTest") if flags & EXHAUST_ALLOWED else None
         if not isinstance(count, int) or count < 1:
             return [encode_op_msg(self.reply_id(), request_id, {"ok": 1})]
@@ -188,6 +192,20 @@ class Connection:
             replies.append(encode_op_msg(rid, response_to, {"ok": 1}, flags=more))
             response_to = rid
         return replies
+
+
+OK_ZERO = {"double": 0.0, "int": 0, "long": bson.Int64(0), "bool": False}
+
+
+def failure(body: dict) -> dict:
+    """The reply to a failTest command (the module docstring)."""
+    reply: dict = {"ok": OK_ZERO[body.get("okType", "double")]}
+    if body.get("errmsgBytes", 20) >= 0:
+        reply["errmsg"] = "e" * body.get("errmsgBytes", 20)
+    if body["failTest"]:
+        reply["code"] = int(body["failTest"])
+        reply["codeName"] = "TestFailure"
+    return reply
 
 
 class Log:

@@ -17,7 +17,13 @@ the live ``latency`` command, ``record``'s run, phases, the report, notebooks.
 ``totals`` (one row per interval, command and opcode): ``time``, ``length_s``,
 ``command``, ``opcode`` as above; ``count`` int64 requests answered, ``sum_ns`` int64
 their summed latency (so averages are exact), ``max_ns`` int64 the slowest, ``noreply``
-int64 complete requests that expected no reply (moreToCome, legacy writes).
+int64 complete requests that expected no reply (moreToCome, legacy writes), ``errors``
+int64 of the answered ones, those whose reply failed (``ok: 0``; the probes read it from
+OP_MSG replies: ``probes/README.md``).
+
+``errors`` (one row per interval, command, opcode and error code of failed replies):
+``time``, ``length_s``, ``command``, ``opcode``, ``code`` int64 (-1: none readable;
+names in ``mongoprobe.errorcodes``), ``count`` int64. Empty when nothing failed.
 
 ``conn_hist`` and ``conn_totals``: the same per connection (``fd`` int64 instead of
 ``command`` and ``opcode``) when the probe was asked for them, else empty.
@@ -52,7 +58,10 @@ from .formats.wire_slices import COUNT_KEYS, LOST_KEYS
 HIST_COLUMNS = {"time": "float64", "length_s": "float64", "command": str, "opcode": str,
                 "bucket": "int64", "count": "int64"}
 TOTAL_COLUMNS = {"time": "float64", "length_s": "float64", "command": str, "opcode": str,
-                 "count": "int64", "sum_ns": "int64", "max_ns": "int64", "noreply": "int64"}
+                 "count": "int64", "sum_ns": "int64", "max_ns": "int64", "noreply": "int64",
+                 "errors": "int64"}
+ERROR_COLUMNS = {"time": "float64", "length_s": "float64", "command": str, "opcode": str,
+                 "code": "int64", "count": "int64"}
 CONN_HIST_COLUMNS = {"time": "float64", "length_s": "float64", "fd": "int64",
                      "bucket": "int64", "count": "int64"}
 CONN_TOTAL_COLUMNS = {"time": "float64", "length_s": "float64", "fd": "int64",
@@ -83,6 +92,10 @@ class Latencies:
     # False when events are a sample (1 in N): then counts and percentiles come from
     # the histograms, not the events
     events_complete: bool = True
+    errors: pd.DataFrame = field(default_factory=lambda: _empty(ERROR_COLUMNS))
+    # what the probe saw but could not decode: {"mmsg_calls", "io_uring_calls",
+    # "io_uring_fds"} (``latency.untraced_line``); empty when the source does not say
+    untraced: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if isinstance(self.source, pd.DataFrame):
@@ -103,12 +116,14 @@ class Latencies:
         """The probes' slices (``formats.wire_slices.Slice``, CLOCK_MONOTONIC) on the wall
         clock (``offset_ns``: wall minus monotonic); ``events`` a wire_events table or
         an ``event_store.EventSource``."""
-        tot, hists, ctot, chists, ctr = [], [], [], [], []
+        tot, hists, ctot, chists, ctr, err = [], [], [], [], [], []
         for s in slices:
             t, length = (s.start_ns + offset_ns) / 1e9, s.length_ns / 1e9
             for (cmd, op), a in s.rows.items():
-                tot.append((t, length, cmd, op, a.count, a.sum_ns, a.max_ns, a.noreply))
+                tot.append((t, length, cmd, op, a.count, a.sum_ns, a.max_ns, a.noreply,
+                            a.errors))
                 hists.append(a.hist)
+                err.extend((t, length, cmd, op, c, n) for c, n in a.codes.items())
             for fd, a in s.conn_rows.items():
                 ctot.append((t, length, fd, a.count, a.sum_ns, a.max_ns, a.noreply))
                 chists.append(a.hist)
@@ -120,7 +135,7 @@ class Latencies:
                    _rows(ctr, COUNTER_COLUMNS),
                    dict(counts or (last.counts if last else dict.fromkeys(COUNT_KEYS, 0))),
                    dict(lost or (last.lost if last else dict.fromkeys(LOST_KEYS, 0))),
-                   events_complete)
+                   events_complete, _rows(err, ERROR_COLUMNS))
 
     @classmethod
     def from_events(cls, events: pd.DataFrame, interval_s: float = 1.0) -> "Latencies":
@@ -130,27 +145,34 @@ class Latencies:
         ev = events[events["time"].notna()]
         t = np.floor(ev["time"].to_numpy(dtype=float) / interval_s) * interval_s
         ns = ev["latency_ns"].to_numpy(dtype=np.int64)
+        code = (ev["error_code"].to_numpy(dtype=np.int64) if "error_code" in ev.columns
+                else np.zeros(len(ev), dtype=np.int64))
         df = pd.DataFrame({"time": t, "command": ev["command"].to_numpy(),
                            "opcode": ev["opcode"].to_numpy(), "bucket": loglinear.index(ns),
-                           "ns": ns})
+                           "ns": ns, "failed": code != 0, "code": code})
         if "fd" in ev.columns:
             df["fd"] = ev["fd"].to_numpy(dtype=np.int64)
 
         def tables(keys: list[str], hcols: dict, tcols: dict):
             hist = (df.groupby(keys + ["bucket"], sort=True).size().rename("count")
                     .reset_index().assign(length_s=interval_s))
-            tot = (df.groupby(keys, sort=True)["ns"].agg(["size", "sum", "max"]).reset_index()
-                   .rename(columns={"size": "count", "sum": "sum_ns", "max": "max_ns"})
-                   .assign(length_s=interval_s, noreply=0))
+            tot = (df.groupby(keys, sort=True).agg(count=("ns", "size"), sum_ns=("ns", "sum"),
+                                                   max_ns=("ns", "max"),
+                                                   errors=("failed", "sum"))
+                   .reset_index().assign(length_s=interval_s, noreply=0))
             return _typed(hist, hcols), _typed(tot, tcols)
 
-        hist, tot = tables(["time", "command", "opcode"], HIST_COLUMNS, TOTAL_COLUMNS)
+        keys = ["time", "command", "opcode"]
+        hist, tot = tables(keys, HIST_COLUMNS, TOTAL_COLUMNS)
         chist, ctot = (tables(["time", "fd"], CONN_HIST_COLUMNS, CONN_TOTAL_COLUMNS)
                        if "fd" in df.columns else
                        (_empty(CONN_HIST_COLUMNS), _empty(CONN_TOTAL_COLUMNS)))
+        err = (df[df["failed"]].groupby(keys + ["code"], sort=True).size().rename("count")
+               .reset_index().assign(length_s=interval_s))
         n = len(ev)
         return cls(hist, tot, events, chist, ctot,
-                   counts={"requests": n, "replies": n, "stream_replies": 0, "no_reply": 0})
+                   counts={"requests": n, "replies": n, "stream_replies": 0, "no_reply": 0},
+                   errors=_typed(err, ERROR_COLUMNS))
 
     @property
     def exact(self) -> bool:
@@ -225,6 +247,33 @@ class Latencies:
                              **{f"p{q}": min(loglinear.percentile(h, q), mx)
                                 for q in (50, 95, 99)},
                              "max": mx}
+        return out
+
+    def failures(self, start: float | None = None, end: float | None = None
+                 ) -> dict[str, dict[int, int]]:
+        """{command: {error code: replies}} of the replies with ``ok: 0`` in [start, end)
+        (all of them when both are None); exact from events, else from the intervals
+        inside the window. Commands with no failure are left out."""
+        out: dict[str, dict[int, int]] = {}
+        events = None
+        if self.exact:
+            try:
+                events = self.events
+            except event_store.TooManyEvents:
+                # an hour of events: the probe's per-second counts of failed replies
+                # (whole seconds inside the window) instead
+                events = None
+        if events is not None and "error_code" in events.columns:
+            ev = events[events["error_code"] != 0]
+            if start is not None:
+                ev = ev[(ev["time"] >= start) & (ev["time"] < end)]
+            rows = ev.groupby(["command", "error_code"]).size().items()
+        else:
+            e = self.errors if start is None else self._inside(self.errors, start, end)
+            rows = e.groupby(["command", "code"])["count"].sum().items()
+        for (cmd, code), n in rows:
+            if n:
+                out.setdefault(str(cmd), {})[int(code)] = int(n)
         return out
 
     def histogram(self, command: str, start: float, end: float) -> dict[int, int]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from . import errorcodes
 from . import histogram
 from . import loglinear
 from .formats.wire_slices import COUNT_KEYS, LOST_KEYS
@@ -39,6 +40,9 @@ class Group:
     values: np.ndarray | None = None   # every latency, when events were recorded
     # DTrace quantize: percentiles are reported as the upper bound of their log2 bucket
     bucket_bounds: bool = False
+    # replies with ok: 0, and per error code (None: the source does not check replies)
+    errors: int | None = None
+    codes: dict[int, int] | None = None
 
     @property
     def count(self) -> int:
@@ -50,8 +54,21 @@ class Group:
         vals = None if self.values is None or other.values is None else \
             np.concatenate([self.values, other.values])
         mx = None if self.max_ns is None or other.max_ns is None else max(self.max_ns, other.max_ns)
+        codes = None
+        if self.codes is not None and other.codes is not None:
+            codes = dict(self.codes)
+            for c, n in other.codes.items():
+                codes[c] = codes.get(c, 0) + n
         return Group(histogram.merge(self.hist, other.hist), add(self.total_ns, other.total_ns),
-                     mx, vals, self.bucket_bounds or other.bucket_bounds)
+                     mx, vals, self.bucket_bounds or other.bucket_bounds,
+                     add(self.errors, other.errors), codes)
+
+    def error_json(self) -> dict:
+        """{"errors": N, "error_codes": {"59": n, ...}} when the source checks replies."""
+        if self.errors is None:
+            return {}
+        return {"errors": int(self.errors),
+                "error_codes": {str(c): int(n) for c, n in sorted((self.codes or {}).items())}}
 
     def to_json(self) -> dict:
         if self.values is not None and len(self.values):
@@ -59,7 +76,7 @@ class Group:
             return {"count": int(len(v)), "avg_ns": float(v.mean()),
                     "p50_ns": float(np.percentile(v, 50)), "p99_ns": float(np.percentile(v, 99)),
                     "max_ns": int(v.max()), "hist": histogram.to_json_buckets(self.hist),
-                    "exact": True}
+                    "exact": True, **self.error_json()}
         d = histogram.summary(self.hist, self.total_ns)
         if self.bucket_bounds and d["count"]:
             d["p50_ns"] = _bucket_bound(self.hist, 50)
@@ -71,6 +88,7 @@ class Group:
             d["p50_ns"] = min(d["p50_ns"], d["max_ns"])
             d["p99_ns"] = min(d["p99_ns"], d["max_ns"])
         d["exact"] = False
+        d.update(self.error_json())
         return d
 
 
@@ -84,6 +102,7 @@ class LatencySummary:
     lost: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LOST_KEYS, 0))
     engine: str = ""
     pid: int | None = None
+    untraced: dict[str, int] = field(default_factory=dict)
 
     def merge(self, other: "LatencySummary") -> "LatencySummary":
         """Combine two intervals: histograms add; counters are cumulative, so take other's."""
@@ -98,13 +117,20 @@ class LatencySummary:
                               other.pid or self.pid)
 
     def to_json(self) -> dict:
+        codes = {c for g in self.by_command.values() for c in (g.codes or {})}
+        names = {str(c): errorcodes.name(c) for c in sorted(codes) if errorcodes.name(c)}
         return {
+            # the codes of failed replies, named (only when there are some)
+            **({"error_names": names} if names else {}),
             "by_command": {k: g.to_json() for k, g in sorted(self.by_command.items())},
             "by_op": {k: g.to_json() for k, g in sorted(self.by_op.items())},
             "by_conn": {k: g.to_json() for k, g in sorted(self.by_conn.items())},
             "requests_by_command": dict(sorted(self.requests_by_command.items())),
             "counts": {k: int(v) for k, v in self.counts.items()},
             "lost": {k: int(v) for k, v in self.lost.items()},
+            # syscalls that carry messages the probe cannot decode (when it says)
+            **({"untraced": {k: int(v) for k, v in self.untraced.items()}}
+               if self.untraced else {}),
             "engine": self.engine,
             "pid": self.pid,
         }
@@ -115,7 +141,8 @@ class LatencySummary:
 
     def loss_lines(self) -> str:
         """The counts and loss lines :meth:`render` ends with."""
-        return footer(self.counts, self.lost)
+        line = untraced_line(self.untraced)
+        return footer(self.counts, self.lost) + (f"\n{line}" if line else "")
 
     def render(self, by: str = "command", unit: str = "ns", labels: dict | None = None) -> str:
         """Quantize histograms for one grouping, then the counts and loss lines.
@@ -137,9 +164,14 @@ class LatencySummary:
             label = f" ({labels[key]})" if labels and key in labels else ""
             out.append(f"{self.label(by, key)}{label}   count {d['count']}   "
                        f"avg {avg} {unit}   max {mx} {unit}")
+            if g.errors:
+                out.append(f"  failed (ok: 0): {g.errors}   {errorcodes.summary(g.codes or {})}")
             out.append(histogram.render_quantize(h, title="", unit=unit).rstrip("\n"))
             out.append("")
         out.append(self.loss_lines())
+        if by == "command" and "[compressed]" in groups:
+            out.append("([compressed]: OP_COMPRESSED requests as the in-kernel histograms "
+                       "key them; --events with --engine bcc names their commands)")
         if any(g.bucket_bounds for g in groups.values()):
             out.append("(DTrace quantize: log2 buckets; a percentile is known only to its "
                        "bucket: --json gives its upper bound)")
@@ -166,6 +198,24 @@ def footer(counts: dict, lost: dict) -> str:
             f"lost: unmatched replies {lost['unmatched_replies']}, requests without reply "
             f"{lost['requests_without_reply']}, malformed headers {lost['malformed']}, "
             f"dropped events {lost['dropped']}")
+
+
+def untraced_line(u: dict | None) -> str:
+    """One line when the target moved messages the probe cannot decode (recvmmsg,
+    sendmmsg, io_uring; TLS connections with no TLS library hooked: probes/README.md),
+    else "" (probes/mongolatency.py says the same)."""
+    if not u:
+        return ""
+    parts = []
+    if u.get("mmsg_calls") or u.get("io_uring_calls") or u.get("io_uring_fds"):
+        parts.append(f"{u.get('mmsg_calls', 0)} recvmmsg/sendmmsg calls, "
+                     f"{u.get('io_uring_calls', 0)} io_uring_enter calls, "
+                     f"{u.get('io_uring_fds', 0)} io_uring instances: the messages they "
+                     "carry are not decoded")
+    if u.get("tls_connections"):
+        parts.append(f"{u['tls_connections']} connections look like TLS (records 0x16/0x17 "
+                     "0x03) and no TLS library is hooked: their requests are not seen")
+    return "not traced: " + "; ".join(parts) if parts else ""
 
 
 def _rescale(h: pd.DataFrame, scale: int) -> pd.DataFrame:
@@ -210,6 +260,8 @@ def from_latencies(lat, engine: str = "", pid: int | None = None,
         ev = lat.events if whole else lat.events[(lat.events["time"] >= start)
                                                  & (lat.events["time"] < end)]
 
+    err = lat.errors if whole else lat._inside(lat.errors, start, end)
+
     def groups(t: pd.DataFrame, h: pd.DataFrame, col: str, label=str) -> dict:
         out = {}
         # one pass each (thousands of connections: no scan per key)
@@ -217,16 +269,30 @@ def from_latencies(lat, engine: str = "", pid: int | None = None,
         v_of = (ev.groupby(col, sort=False).indices
                 if ev is not None and col in ev.columns else None)
         lat_ns = ev["latency_ns"].to_numpy(dtype="int64") if v_of is not None else None
+        codes_ev = (ev["error_code"].to_numpy(dtype="int64")
+                    if v_of is not None and "error_code" in ev.columns else None)
         for key, part in t.groupby(col, sort=True):
             if not part["count"].sum():
                 continue
             hk = h.iloc[h_of.get(key, [])]
             values = None
+            errors = codes = None
+            if "errors" in part.columns:       # (not per connection)
+                ek = err[err[col] == key]
+                errors = int(part["errors"].sum())
+                codes = {int(c): int(n) for c, n in ek.groupby("code")["count"].sum().items()}
             if v_of is not None:
-                values = lat_ns[v_of.get(key, [])]
+                idx = v_of.get(key, [])
+                values = lat_ns[idx]
+                if errors is not None and codes_ev is not None:
+                    failed = codes_ev[idx]
+                    failed = failed[failed != 0]
+                    errors = int(len(failed))
+                    c, n = np.unique(failed, return_counts=True)
+                    codes = {int(k): int(v) for k, v in zip(c, n)}
             out[label(key)] = Group(_loglinear_hist(hk["bucket"], hk["count"]),
                                     int(part["sum_ns"].sum()), int(part["max_ns"].max()),
-                                    values)
+                                    values, errors=errors, codes=codes)
         return out
 
     s = summary if summary is not None else LatencySummary()
@@ -238,6 +304,7 @@ def from_latencies(lat, engine: str = "", pid: int | None = None,
     s.requests_by_command = {str(k): int(v) for k, v in req.items() if v}
     if whole:
         s.counts, s.lost = dict(lat.counts), dict(lat.lost)
+        s.untraced = dict(getattr(lat, "untraced", {}) or {})
     else:
         # a window's requests are those its seconds answered (or due no reply); the
         # probe prints its counters with each second it hands over, so the losses of
@@ -258,7 +325,18 @@ def from_events(events: pd.DataFrame, engine: str = "", pid: int | None = None) 
     if "time" not in events.columns or events["time"].isna().any():
         # no wall clock (a D script without its clock line): the whole run needs none
         events = events.assign(time=events.get("elapsed_s", 0.0))
-    return from_latencies(Latencies.from_events(events), engine=engine, pid=pid)
+    s = from_latencies(Latencies.from_events(events), engine=engine, pid=pid)
+    if engine == "dtrace":
+        unchecked(s)        # the D scripts do not read replies
+    return s
+
+
+def unchecked(s: LatencySummary) -> LatencySummary:
+    """``s`` from a source that does not look at replies (the D scripts, a capture):
+    failed replies unknown, not zero."""
+    for g in (*s.by_command.values(), *s.by_op.values(), *s.by_conn.values()):
+        g.errors = g.codes = None
+    return s
 
 
 def from_dtrace_quantize(hists: pd.DataFrame, totals: pd.DataFrame, dropped: int = 0,

@@ -38,6 +38,10 @@ nearest-rank percentiles, exact from events), in µs:
                               else the probe's whole seconds inside it (an edge second
                               holds the traffic of the phase before or after)
     server_exact              True when they come from every request's event
+    failed_replies            {command: {code: replies}} of the replies with ``ok: 0``
+                              (code as a string, "-1": none readable;
+                              ``mongoprobe.errorcodes`` names them); commands with no
+                              failure left out, empty when the probe does not read replies
 Latency, client side (what the tool reports), in µs:
     client_latency_us         {OP: {"count", "avg", "p50", "p95", "p99", "max"}}: None
                               where the tool gives none; ``client_how`` {OP: how}
@@ -68,14 +72,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import latencies, loadtools, normalize, traffic
+from . import errorcodes, latencies, loadtools, normalize, traffic
 
 NUMERIC = ["seconds", "server_s", "ops_avg", "ops_p95", "ips_avg", "ips_p95", "qps_avg",
            "qps_p95",
            "r_s", "rmb_s", "wmb_s", "cs", "us", "sy", "us_sy", "r_per_op", "rkb_per_op",
            "wkb_per_op", "cs_per_op", "cpu_per_op", "mcpu_per_op", "cpu_us_per_op",
            "rss_mb", "db_mb"]
-DICTS = ["rates", "rates_p95", "rate_units", "latency_us", "server_rates",
+DICTS = ["rates", "rates_p95", "rate_units", "latency_us", "server_rates", "failed_replies",
          "client_latency_us", "client_how", "client_ms", "client_vs_server", "network_us",
          "categories"]
 STATS = ("count", "avg", "p50", "p95", "p99", "max")
@@ -295,6 +299,9 @@ def compute(inp: Inputs, cats: dict | None = None,
         r["latency_us"], r["server_rates"] = _server(inp.latency, start, end)
         r["server_s"] = inp.latency.seconds(start, end) if inp.latency else math.nan
         r["server_exact"] = bool(inp.latency is not None and inp.latency.exact)
+        r["failed_replies"] = ({} if inp.latency is None else
+                               {cmd: {str(c): n for c, n in sorted(codes.items())}
+                                for cmd, codes in inp.latency.failures(start, end).items()})
         cl = tool.client[tool.client["phase"] == p.name]
         r["client_latency_us"], r["client_how"], r["client_ms"] = _client(cl)
         r["client_vs_server"] = _versus(r["client_latency_us"], r["latency_us"],
@@ -506,6 +513,14 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
         for cmd, d in sorted(r.latency_us.items(), key=lambda kv: -kv[1]["count"]):
             lines.append(f"{r.name[:w]:{w}s} {cmd[:20]:20s} {d['count']:7d} "
                          f"{d['p50']:7.0f} {d['p95']:7.0f} {d['p99']:7.0f} {d['max']:9.0f}")
+    failed = [(r.name, cmd, codes) for r in t.itertuples()
+              for cmd, codes in sorted(r.failed_replies.items())]
+    if failed:
+        lines += ["", "failed replies (ok: 0), per command and error code",
+                  f"{'phase':{w}s} {'command':20s} {'failed':>7s}  codes"]
+        for name, cmd, codes in failed:
+            lines.append(f"{name[:w]:{w}s} {cmd[:20]:20s} {sum(codes.values()):7d}  "
+                         + errorcodes.summary({int(c): n for c, n in codes.items()}))
     vs = [(r.name, op, r.client_how.get(op), d) for r in t.itertuples()
           for op, d in r.client_vs_server.items()]
     if vs:

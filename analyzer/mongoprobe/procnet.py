@@ -59,6 +59,22 @@ def socket_peers(pid: int) -> dict[int, tuple[tuple[str, int], tuple[str, int]]]
     return out
 
 
+def io_uring_instances(pid: int) -> int:
+    """How many io_uring instances the process holds (its ``anon_inode:[io_uring]``
+    fds; with SQPOLL one moves messages without any syscall), 0 when unreadable."""
+    n = 0
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return 0
+    for fd in fds:
+        try:
+            n += os.readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:[io_uring]"
+        except OSError:
+            pass
+    return n
+
+
 def fd_path(pid: int, fd: int) -> str:
     """What a pid's file descriptor is open on, while it is (``-1``: a mapping)."""
     if fd < 0:

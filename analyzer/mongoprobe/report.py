@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import heatmap, plots, traffic
+from . import errorcodes, heatmap, plots, traffic
 from . import phases as phases_mod
 
 CSS = """
@@ -193,6 +193,13 @@ def build(run, diff: tuple[str, str] | None = None, phases: pd.DataFrame | None 
                      + _table(pd.DataFrame(lat_rows), {k: ".0f" for k in (
                          "avg µs", "p50 µs", "p95 µs", "p99 µs", "max µs")},
                               left={"phase", "command"}))
+    fail_rows = [{"phase": r.name, "command": c, "failed": sum(codes.values()),
+                  "codes": errorcodes.summary({int(k): n for k, n in codes.items()})}
+                 for r in t.itertuples() for c, codes in sorted(r.failed_replies.items())]
+    if fail_rows:
+        parts.append("<h3>Failed replies (ok: 0) per command (probe)</h3>"
+                     + _table(pd.DataFrame(fail_rows), {"failed": "d"},
+                              left={"phase", "command", "codes"}))
     net = [{"phase": r.name, **r.network_us} for r in t.itertuples() if r.network_us]
     if net:
         parts.append("<h3>Network-side vs server-side latency (capture joined with probe, µs)"

@@ -17,7 +17,7 @@ from typing import Iterator
 
 import pandas as pd
 
-from . import probes
+from . import probes, procnet
 from .formats import wire_events
 from .formats.bpftrace_latency import BpftraceLatency
 from .formats.wire_slices import BccSlices, Slice, read_raw_events
@@ -94,8 +94,15 @@ class WireProbe:
         # events stand for every request only when none was lost
         complete = (self.events_every == 1 and ev is not None
                     and len(ev) == (counts or {}).get("replies"))
-        return Latencies.from_slices(self.slices_seen, self.offset_ns, events, counts, lost,
-                                     events_complete=complete)
+        lat = Latencies.from_slices(self.slices_seen, self.offset_ns, events, counts, lost,
+                                    events_complete=complete)
+        untraced = (self.reader.untraced if self.engine == "bpftrace"
+                    else (self.reader.final or {}).get("untraced", {}))
+        lat.untraced = {"mmsg_calls": int(untraced.get("mmsg_calls", 0)),
+                        "io_uring_calls": int(untraced.get("io_uring_calls", 0)),
+                        "io_uring_fds": procnet.io_uring_instances(self.pid),
+                        "tls_connections": int(untraced.get("tls_connections", 0))}
+        return lat
 
     def close(self) -> None:
         if self._tmp and os.path.isdir(self._tmp):

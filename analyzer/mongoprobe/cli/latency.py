@@ -48,6 +48,9 @@ def _started(probe, args: argparse.Namespace) -> None:
 def _print_summary(summary, args: argparse.Namespace, interval: bool = False) -> None:
     if args.json:
         print(json.dumps(summary.to_json()), flush=True)
+        from ..latency import untraced_line
+        if untraced_line(summary.untraced):      # said in one line, as in the text
+            print(untraced_line(summary.untraced), file=sys.stderr)
         return
     if interval:
         print(time.strftime("%H:%M:%S"))
@@ -230,6 +233,8 @@ def cmd_snoop(args: argparse.Namespace) -> int:
         shown = len(wp.reader.events)
     lat = _finished(wp)
     print(latency.footer(lat.counts, lat.lost), file=sys.stderr if args.json else sys.stdout)
+    if latency.untraced_line(lat.untraced):
+        print(latency.untraced_line(lat.untraced), file=sys.stderr)
     return 0
 
 

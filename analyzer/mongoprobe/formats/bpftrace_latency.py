@@ -9,9 +9,10 @@ What the probe prints, one JSON object per line (bpftrace's JSON mode)::
     {"type": "stats", "data": {"@s1": {"W0,W1,W2,OP": {"count", "average", "total"}}}}
     {"type": "map",   "data": {"@m1": {"W0,W1,W2,OP": MAX_NS}}}
     {"type": "map",   "data": {"@n1": {"W0,W1,W2,OP": N}}}     requests with no reply due
+    {"type": "map",   "data": {"@x1": {"W0,W1,W2,OP,CODE": N}}}   failed replies (ok: 0)
     {"type": "map",   "data": {"@hc1": {"FD,BUCKET": N}}}, @sc1, @mc1   (FLAGS bit 1)
     {"type": "map",   "data": {"@e1": {"TS,TID": [LAT, FD, REQID, OP, W0, W1, W2, IN,
-                                 OUT, MTC]}}}     the second's events (EVENTS_EVERY)
+                                 OUT, MTC, ERR]}}}     the second's events (EVENTS_EVERY)
     {"type": "map",   "data": {"@requests": N}}  ... the counters, cumulative
     {"type": "printf", "data": "@end\\n"}                      the last slices were printed
 
@@ -38,7 +39,10 @@ COUNTERS = {"@requests": "requests", "@no_reply": "no_reply", "@events_kept": "e
             "@stream_replies": "stream_replies",
             "@lost_unmatched_replies": "unmatched_replies",
             "@lost_requests_without_reply": "requests_without_reply",
-            "@lost_malformed": "malformed", "@lost_dropped": "dropped"}
+            "@lost_malformed": "malformed", "@lost_dropped": "dropped",
+            # syscalls whose messages the probe does not decode (detection only)
+            "@untraced_mmsg": "mmsg_calls", "@untraced_io_uring": "io_uring_calls",
+            "@untraced_tls": "tls_connections"}
 
 
 def _ints(key: str) -> list[int]:
@@ -114,7 +118,7 @@ class BpftraceLatency:
             if self._cur is None:
                 continue
             cur = self._cur
-            if kind in ("h", "s", "m", "n"):
+            if kind in ("h", "s", "m", "n", "x"):
                 self._command_map(kind, value)
                 continue
             for key, v in value.items():
@@ -131,12 +135,12 @@ class BpftraceLatency:
                     agg.max_ns = max(agg.max_ns, int(v))
 
     def _command_map(self, kind: str, value: dict) -> None:
-        """One of the slice's per-command maps (@h, @s, @m, @n): keys are
-        ``W0,W1,W2,OP`` (and ``,BUCKET`` for @h). An hour at 50k requests/s prints
+        """One of the slice's per-command maps (@h, @s, @m, @n, @x): keys are
+        ``W0,W1,W2,OP`` (and ``,BUCKET`` for @h, ``,CODE`` for @x: failed replies). An hour at 50k requests/s prints
         millions of these entries: names are decoded once per key prefix."""
         rows, names = self._cur.rows, self._names
         for key, v in value.items():
-            if kind == "h":
+            if kind in ("h", "x"):
                 key, _, b = key.rpartition(",")
             name = names.get(key)
             if name is None:
@@ -153,17 +157,23 @@ class BpftraceLatency:
                 agg.sum_ns += int(v["total"])
             elif kind == "m":
                 agg.max_ns = max(agg.max_ns, int(v))
+            elif kind == "x":
+                code = int(b)
+                agg.errors += int(v)
+                agg.codes[code] = agg.codes.get(code, 0) + int(v)
             else:
                 agg.noreply += int(v)
 
     def _events(self, entries: dict) -> None:
         for key, v in entries.items():
             ts, tid = _ints(key)
-            if len(v) != 10:
-                raise FormatError(self.source, self.lineno, "an event of 10 values", str(v))
-            lat, fd, rid, op, w0, w1, w2, bin_, bout, mtc = (int(x) for x in v)
+            # (an 11th value, the error code, since the probe reads failed replies)
+            if len(v) not in (10, 11):
+                raise FormatError(self.source, self.lineno, "an event of 11 values", str(v))
+            lat, fd, rid, op, w0, w1, w2, bin_, bout, mtc, *err = (int(x) for x in v)
             self.events.append((ts, lat, tid, fd, rid, opcode_name(op),
-                                name_of_words(w0, w1, w2), bin_, bout, bool(mtc)))
+                                name_of_words(w0, w1, w2), bin_, bout, bool(mtc),
+                                err[0] if err else 0))
 
     def _finish(self) -> list[Slice]:
         s, self._cur = self._cur, None
@@ -180,6 +190,13 @@ class BpftraceLatency:
         r = self.raw
         return {"requests": r["requests"], "replies": self.replies,
                 "stream_replies": r["stream_replies"], "no_reply": r["no_reply"]}
+
+    @property
+    def untraced(self) -> dict[str, int]:
+        """recvmmsg/sendmmsg and io_uring_enter calls of the target (not decoded)."""
+        return {"mmsg_calls": self.raw["mmsg_calls"],
+                "io_uring_calls": self.raw["io_uring_calls"],
+                "tls_connections": self.raw["tls_connections"]}
 
     @property
     def lost(self) -> dict[str, int]:

@@ -27,6 +27,10 @@ Columns (one row per request, at its first reply):
     bytes_out   int64    length of the first reply
     latency_ns  int64    server-side latency
     stream      bool     the reply had moreToCome (an exhaust stream followed)
+    error_code  int64    0: the reply did not fail; else it had ok: 0, and this is its
+                         code (-1: none readable; ``mongoprobe.errorcodes``). 0 also
+                         where the source does not check replies (the D scripts,
+                         events recorded before the probes did)
 """
 
 from __future__ import annotations
@@ -40,8 +44,9 @@ import pandas as pd
 from .errors import FormatError
 
 COLUMNS = ["time", "elapsed_s", "pid", "tid", "fd", "request_id", "opcode", "command",
-           "bytes_in", "bytes_out", "latency_ns", "stream"]
-_INT = ["pid", "tid", "fd", "request_id", "bytes_in", "bytes_out", "latency_ns"]
+           "bytes_in", "bytes_out", "latency_ns", "stream", "error_code"]
+_INT = ["pid", "tid", "fd", "request_id", "bytes_in", "bytes_out", "latency_ns",
+        "error_code"]
 
 _SNOOP = re.compile(
     r"^(\d+)\.(\d{6})\s+(\d+)\s+(\d+)\s+(-?\d+)\s+(-?\d+)\s+(\S+)\s+(\S*?)\s+(\d+)\s+(\d+)"
@@ -53,6 +58,9 @@ def empty() -> pd.DataFrame:
 
 
 def typed(df: pd.DataFrame) -> pd.DataFrame:
+    if "error_code" not in df.columns:
+        df["error_code"] = 0                # a source that does not check replies
+    df["error_code"] = df["error_code"].fillna(0)
     for c in _INT:
         df[c] = df[c].astype("int64")
     for c in ("time", "elapsed_s"):
@@ -99,7 +107,8 @@ def from_mono(ev: pd.DataFrame, offset_ns: int, pid: int) -> pd.DataFrame:
         "elapsed_s": float("nan"), "pid": pid, "tid": ev["tid"], "fd": ev["fd"],
         "request_id": ev["request_id"], "opcode": ev["opcode"], "command": ev["command"],
         "bytes_in": ev["bytes_in"], "bytes_out": ev["bytes_out"],
-        "latency_ns": ev["latency_ns"], "stream": ev["stream"]})
+        "latency_ns": ev["latency_ns"], "stream": ev["stream"],
+        "error_code": ev["error_code"] if "error_code" in ev.columns else 0})
     return typed(df) if len(df) else empty()
 
 

@@ -36,10 +36,12 @@ OPCODES = {1: "OP_REPLY", 2001: "OP_UPDATE", 2002: "OP_INSERT", 2004: "OP_QUERY"
            2012: "OP_COMPRESSED", 2013: "OP_MSG"}
 
 # one request: the probe's own event; ``mono_ns`` is the send that carried its first
-# reply, on CLOCK_MONOTONIC
+# reply, on CLOCK_MONOTONIC; ``error_code`` 0 when the reply did not fail, else its
+# code (-1: failed, no code readable; ``mongoprobe.errorcodes``)
 EVENT_COLUMNS = {"mono_ns": "int64", "latency_ns": "int64", "tid": "int64", "fd": "int64",
                  "request_id": "int64", "opcode": "str", "command": "str",
-                 "bytes_in": "int64", "bytes_out": "int64", "stream": "bool"}
+                 "bytes_in": "int64", "bytes_out": "int64", "stream": "bool",
+                 "error_code": "int64"}
 
 
 def opcode_name(op: int) -> str:
@@ -62,6 +64,8 @@ class Agg:
     max_ns: int = 0
     noreply: int = 0               # complete requests that expect no reply
     hist: dict[int, int] = field(default_factory=dict)   # log-linear bucket -> requests
+    errors: int = 0                # of the answered ones, replies with ok: 0
+    codes: dict[int, int] = field(default_factory=dict)  # their error code -> replies
 
 
 @dataclass
@@ -86,9 +90,11 @@ def events_frame(rows: list[tuple]) -> pd.DataFrame:
 
 
 def _agg(row: list) -> Agg:
-    count, sum_ns, max_ns, noreply, hist = row
+    # count, sum_ns, max_ns, noreply, hist[, errors, codes]
+    count, sum_ns, max_ns, noreply, hist, *err = row
     return Agg(int(count), int(sum_ns), int(max_ns), int(noreply),
-               {int(b): int(n) for b, n in hist})
+               {int(b): int(n) for b, n in hist}, int(err[0]) if err else 0,
+               {int(c): int(n) for c, n in err[1]} if len(err) > 1 else {})
 
 
 class BccSlices:
@@ -111,7 +117,8 @@ class BccSlices:
         except json.JSONDecodeError as e:
             raise FormatError(self.source, self.lineno, "a JSON slice line", line) from None
         if d.get("end"):
-            self.final = {"counts": d["counts"], "lost": d["lost"]}
+            self.final = {"counts": d["counts"], "lost": d["lost"],
+                          "untraced": d.get("untraced", {})}
             return None
         s = Slice(int(d["start_ns"]), int(d["length_ns"]),
                   counts={k: int(d["counts"][k]) for k in COUNT_KEYS},
@@ -138,7 +145,7 @@ RAW_MAGIC = b"mongoprobe-events-raw 1\n"
 RAW_DTYPE = np.dtype([("ts", "<u8"), ("latency_ns", "<u8"), ("cmd", "S24"), ("tid", "<u4"),
                       ("fd", "<u4"), ("request_id", "<u4"), ("opcode", "<u4"),
                       ("bytes_in", "<u4"), ("bytes_out", "<u4"), ("stream", "<u4"),
-                      ("pad", "<u4")])
+                      ("error_code", "<i4")])
 
 
 def read_raw_events(fh: IO[bytes], source: str = "events") -> tuple[dict, pd.DataFrame]:
@@ -159,5 +166,5 @@ def read_raw_events(fh: IO[bytes], source: str = "events") -> tuple[dict, pd.Dat
         "opcode": [opcode_name(o) for o in a["opcode"]],
         "command": [c.split(b"\0", 1)[0].decode("utf-8", "replace") for c in a["cmd"]],
         "bytes_in": a["bytes_in"].astype("int64"), "bytes_out": a["bytes_out"].astype("int64"),
-        "stream": a["stream"].astype(bool)})
+        "stream": a["stream"].astype(bool), "error_code": a["error_code"].astype("int64")})
     return header, df.astype(EVENT_COLUMNS)

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from .. import wire
-from ..latency import LatencySummary, from_latencies
+from ..latency import LatencySummary, from_latencies, unchecked
 from . import tshark_fields
 from .tshark_fields import Decode
 
@@ -264,8 +264,10 @@ class _Events:
                             "command": pd.Series(dtype=object),
                             "opcode": pd.Series(dtype=object),
                             "fd": pd.Series(dtype=np.int64)}))
-        return from_latencies(Latencies.from_events(ev), engine="tshark", summary=s,
-                              conn_label=lambda fd: conn_key([fd], [self.ports[int(fd)]])[0])
+        # (a capture's replies are not checked for ok: 0 yet: failures unknown)
+        return unchecked(from_latencies(
+            Latencies.from_events(ev), engine="tshark", summary=s,
+            conn_label=lambda fd: conn_key([fd], [self.ports[int(fd)]])[0]))
 
 
 def conn_key(stream, client_port) -> list[str]:
