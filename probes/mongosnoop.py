@@ -99,6 +99,10 @@ def parse_args(argv=None):
         help="one JSON object per request")
     parser.add_argument("-d", "--duration", type=mw.positive_float, metavar="SECONDS",
         help="total duration of the trace, in seconds")
+    parser.add_argument("--max-connections", type=mw.positive_int,
+        default=mw.MAX_CONNECTIONS, metavar="N",
+        help="connections traced at once: sizes the kernel maps (default %d)"
+             % mw.MAX_CONNECTIONS)
     parser.add_argument("--ebpf", action="store_true",
         help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -108,10 +112,10 @@ def main(argv=None):
     tool = "mongosnoop"
     args = parse_args(argv)
     if args.ebpf:
-        print(mw.bpf_text(args.pid, events=True))
+        print(mw.bpf_text(args.pid, events=True, max_conns=args.max_connections))
         return 0
     mw.check_target(tool, args.pid)
-    b, ringbuf = mw.load(tool, args.pid, events=True)
+    b, ringbuf = mw.load(tool, args.pid, events=True, max_conns=args.max_connections)
     clock = mw.WallClock()
     t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
     out = sys.stdout
@@ -128,6 +132,7 @@ def main(argv=None):
 
     events = mw.Events(b, ringbuf, on_event)
     mw.on_sigterm()
+    print(mw.sizing_line(tool, args.max_connections, False), file=sys.stderr)
     # In JSON mode the banner goes to stderr: stdout stays data.
     print("Tracing MongoDB wire protocol of PID %d (%s syscalls)... "
           "Hit Ctrl-C to end." % (args.pid, mw.SYSCALLS),
@@ -173,7 +178,8 @@ def main(argv=None):
     else:
         print()
         mw.footer(totals)
-    mw.dropped_hint(tool, totals["lost"]["dropped"], ringbuf)
+    mw.dropped_hint(tool, totals["lost"]["dropped"] - sum(totals["full"].values()), ringbuf)
+    mw.full_hint(tool, mw.raw_counts(b), args.max_connections)
     return 0
 
 
