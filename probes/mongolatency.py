@@ -152,7 +152,7 @@ C_REQUESTS, C_REPLIES, C_STREAM, C_NOREPLY, C_UNMATCHED, C_NOREPLY_LOST, \
     C_MALFORMED, C_DROPPED, C_FULL_CONNS, C_FULL_LAT = range(10)
 C_MAX = 10
 # the maps whose filling C_FULL_* count (they are part of C_DROPPED too)
-FULL_MAPS = ((C_FULL_CONNS, "conns", "connections not traced"),
+FULL_MAPS = ((C_FULL_CONNS, "conns", "requests on connections not traced"),
              (C_FULL_LAT, "lat_spill", "latencies not aggregated"))
 MAX_CONNECTIONS = 10000         # --max-connections default
 AGGS = 4096                     # aggregates (slice, command, opcode) at once
@@ -521,7 +521,8 @@ def take_map(t, now, final, out):
         else:
             key = ("cmd", (cmdname(k.name.c), opname(int(k.op))))
         agg = out.setdefault(int(k.slice), {}).setdefault(key, Agg())
-        for v in ([per_cpu] if hasattr(per_cpu, "count") else per_cpu):
+        # per-CPU values (lat, lat_spill), or one (lat_conn)
+        for v in (per_cpu if isinstance(per_cpu, (list, ct.Array)) else [per_cpu]):
             agg.count += v.count
             agg.sum_ns += v.sum_ns
             agg.max_ns = max(agg.max_ns, v.max_ns)

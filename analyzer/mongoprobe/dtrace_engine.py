@@ -23,6 +23,25 @@ from . import probes
 WIRE_OPTIONS = {"mongo_time.d": ("dynvarsize=16m",),
                 "mongo_snoop.d": ("dynvarsize=16m", "bufsize=8m")}
 
+# What one connection may take: its dynamic variables (about 20 scalars and a name,
+# plus 4 request slots of 5 with a name each; 16m held 3,000 connections with every
+# slot used) and, in mongo_time.d, its aggregations (a quantize, a sum and a max:
+# 3,000 connections overflowed the default aggsize).
+DYNVAR_PER_CONN = 4096
+AGG_PER_CONN = 2048
+
+
+def wire_options(script: str, max_connections: int = probes.MAX_CONNECTIONS) -> tuple[str, ...]:
+    """The -x options of a wire script sized for ``max_connections`` (never below
+    WIRE_OPTIONS' sizes)."""
+    mb = 1 << 20
+    dyn = max(16 * mb, max_connections * DYNVAR_PER_CONN)
+    opts = [f"dynvarsize={-(-dyn // mb)}m"]
+    if script == "mongo_time.d":
+        opts.append(f"aggsize={-(-max(4 * mb, max_connections * AGG_PER_CONN) // mb)}m")
+    return tuple(opts) + tuple(o for o in WIRE_OPTIONS[script]
+                               if not o.startswith("dynvarsize="))
+
 
 @dataclass
 class DtraceRun:

@@ -379,7 +379,9 @@ class Recorder:
         every = (a.events_sample or 1) if a.events else 0
         m["latency_events_every"] = every
         ctx = collectors.Context(pid=pid, run_dir=self.run_dir, interval=a.interval,
-                                 port=t.get("port"), events_every=every)
+                                 port=t.get("port"), events_every=every,
+                                 max_connections=getattr(a, "max_connections", None)
+                                 or collectors.MAX_CONNECTIONS)
         _say(f"starting {', '.join(a.probes)} on pid {pid} ...")
         cols = collectors.start_all(a.probes, ctx)
         for c in cols:

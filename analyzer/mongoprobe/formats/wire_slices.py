@@ -99,6 +99,7 @@ class BccSlices:
     def __init__(self, source: str = "mongolatency.py --slices") -> None:
         self.source = source
         self.final: dict | None = None
+        self.full: dict[str, int] = {}      # map -> refusals (part of dropped)
         self.lineno = 0
 
     def feed(self, line: str) -> Slice | None:
@@ -112,6 +113,7 @@ class BccSlices:
             raise FormatError(self.source, self.lineno, "a JSON slice line", line) from None
         if d.get("end"):
             self.final = {"counts": d["counts"], "lost": d["lost"]}
+            self.full = {k: int(v) for k, v in d.get("full", {}).items()}
             return None
         s = Slice(int(d["start_ns"]), int(d["length_ns"]),
                   counts={k: int(d["counts"][k]) for k in COUNT_KEYS},
