@@ -315,8 +315,9 @@ class Stopper:
     ``stop`` is called once, from a thread or the signal handler; ``reason`` says why.
     """
 
-    def __init__(self, stop, alive, duration: float | None, pid: int):
+    def __init__(self, stop, alive, duration: float | None, pid: int, again: float = 5.0):
         self.stop, self.alive, self.duration, self.pid = stop, alive, duration, pid
+        self.again = again          # s between asks while the child has not exited
         self.reason: str | None = None
         self.fired_at: float | None = None
         self._lock = threading.RLock()   # a second Ctrl-C runs inside the first
@@ -349,7 +350,7 @@ class Stopper:
         # Once asked, the child prints and exits; ask again now and then in case the
         # signal was lost (seen once with bpftrace 0.17: it kept tracing).
         while self.reason is not None and self.alive():
-            time.sleep(5)
+            time.sleep(self.again)
             if self.alive():
                 self.stop()
 

@@ -66,6 +66,7 @@ class BpftraceLatency:
         self.lost_events = 0                 # bpftrace's own perf-buffer losses
         self.events: list[tuple] = []
         self.full: dict[str, int] = dict.fromkeys(("@s", "@c", "@h", "@hc"), 0)
+        self._short: list[tuple[int, int, int]] = []   # (second, @h, @hc) deficits
         self.ended = False
         self._cur: Slice | None = None
 
@@ -99,8 +100,15 @@ class BpftraceLatency:
             self._cur = Slice(int(text.split()[1]) * SLICE_NS, SLICE_NS)
             return done
         if text.startswith("@end"):
-            # the last second is printed while it may still be written
+            # END prints up to 3 seconds while the probes still write (the last
+            # ones, within the 2-second grace): their deficits are not losses
             done = self._finish(whole=False)
+            if self._short:
+                last = self._short[-1][0]
+                for k, h, hc in self._short:
+                    if k >= last - 2:
+                        self.full["@h"] -= h
+                        self.full["@hc"] -= hc
             self.ended = True
             return done
         if text.startswith("# clock "):
@@ -158,9 +166,11 @@ class BpftraceLatency:
         if whole:
             # a second nothing writes any more: its histograms hold every latency
             # its stats counted, unless the histogram map was full
-            for key, rows in (("@h", s.rows), ("@hc", s.conn_rows)):
-                self.full[key] += sum(max(a.count - sum(a.hist.values()), 0)
-                                      for a in rows.values())
+            h, hc = (sum(max(a.count - sum(a.hist.values()), 0) for a in rows.values())
+                     for rows in (s.rows, s.conn_rows))
+            self._short.append((s.start_ns // SLICE_NS, h, hc))
+            self.full["@h"] += h
+            self.full["@hc"] += hc
         s.counts, s.lost = self.counts, self.lost
         return [s]
 
