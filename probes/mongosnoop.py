@@ -4,7 +4,7 @@
 # mongosnoop    Trace MongoDB wire-protocol requests: one line per request.
 #               For Linux, uses BCC, eBPF.
 #
-# USAGE: mongosnoop.py -p PID [-h] [-j] [-d SECONDS]
+# USAGE: mongosnoop.py -p PID [-h] [-j] [-d SECONDS] [--max-connections N]
 #
 # One line per request of a MongoDB-protocol server, written when its first
 # reply is sent: time, pid, tid (of the thread that sent the reply), fd,
@@ -60,7 +60,9 @@
 # ("[compressed]"); at most 8 messages per receive or send and 4 outstanding
 # requests per connection. Lines are wider than 80 columns (10 fields).
 # Requests with moreToCome (no reply) and further replies of an exhaust stream
-# get no line: they are counted in the footer.
+# get no line: they are counted in the footer. --max-connections N (default
+# 10,000) sizes the connection map as in mongolatency.py (7.4 MB of kernel
+# memory, printed at start; a full map is named at the end with the fix).
 #
 # Copyright 2025 mongoprobe authors.
 # Licensed under the Apache License, Version 2.0 (the "License")

@@ -251,6 +251,13 @@ class Collector:
                                       "kept running")
                 return
         self.info.update(status="running", ready=_now())
+        if spec.env_sized:
+            # what the sized maps take (--max-connections), as the kernel accounts it
+            try:
+                self.info.update(max_connections=ctx.max_connections,
+                                 map_bytes=_probes.map_memory(self.proc.pid)[0])
+            except OSError:
+                pass
 
     def _pump(self, stream, fh, is_stdout: bool) -> None:
         ready = self.spec.ready

@@ -390,6 +390,10 @@ class Recorder:
             if st == "running":
                 self.note(f"{c.name}: running" + (f" ({c.info['note']})" if c.info["note"]
                                                   else ""), quiet=True)
+                if c.info.get("map_bytes") is not None:
+                    self.note(f"{c.name}: maps sized for {c.info['max_connections']} "
+                              "connections (--max-connections): "
+                              f"{c.info['map_bytes'] / 2**20:.1f} MB of kernel memory")
             else:
                 self.note(f"{c.name}: {st}: {c.info['note'] or c.info['error']}")
         self.save()
