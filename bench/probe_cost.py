@@ -2,7 +2,8 @@
 """probe_cost.py - what a latency probe costs the server it traces, measured exactly.
 
 USAGE: .venv/bin/python bench/probe_cost.py [--reps N] [--seconds S] [--threads N]
-           [--connections N,N...] [--engines bpftrace,bcc,tshark] [--modes hist,events,capture]
+           [--connections N,N...] [--engines bpftrace,bcc,tshark]
+           [--modes hist,events,capture]
            [--targets java,ferretdb] [--no-pin] [--quick] [--json]
 
 For each target, an N-connection find_one-by-_id load (the Java driver,
@@ -42,11 +43,12 @@ probe itself counted over both windows against those the client served (`seen`,
 1.00 when the probe saw every request).
 
 Prints medians over repetitions (ratios: median of per-pair ratios, min-max), then
-per program where the BPF time goes. `--connections 8,5000` runs everything once per
-client connection count (the probes' maps sized as by default, for 10,000) and adds
-the BPF ns per request side by side, with the ratio of the last count's to the
-first's: thousands of connections' state must not make a request dearer. Goals (issue 10): BPF µs per request <= 2.0
+per program where the BPF time goes. Goals (issue 10): BPF µs per request <= 2.0
 (bpftrace hist), 1.0 (bcc hist), 4.0 (bpftrace events), 2.0 (bcc events).
+`--connections 8,5000` runs everything once per client connection count (the probes'
+maps sized as by default, for 10,000 connections) and adds the BPF ns per request
+side by side, with the ratio of the last count's to the first's: thousands of
+connections' state must not make a request dearer.
 
 Needs root, bpftrace (bcc for its rows), bpftool, Java and the bench jar built by
 scripts/setup.sh. The server is pinned to CPU 0 and the load to CPU 1 (--no-pin

@@ -25,7 +25,8 @@ from .latencies import Latencies
 
 # the maps that fill, per engine, and what refilling them lost (the fix is always
 # --max-connections)
-FULL_WHAT = {"conns": "requests on connections not traced", "lat_spill": "latencies not aggregated",
+FULL_WHAT = {"conns": "requests on connections not traced",
+             "lat_spill": "latencies not aggregated",
              "@s": "request slots refused (their requests lost)",
              "@c": "connections refused (their requests lost)",
              "@h": "latencies missing from their histogram",

@@ -148,6 +148,18 @@ def _run_dtrace(script: str, args: argparse.Namespace, on_line=None):
                              f"{script})... Hit Ctrl-C to end.")
 
 
+def _dtrace_full_hint(run, script: str, args: argparse.Namespace) -> None:
+    """The wire scripts' per-connection buffers are sized by --max-connections: when
+    DTrace dropped dynamic variables or aggregation entries, say the fix once."""
+    drops = run.drops
+    if not len(drops):
+        return
+    full = drops[drops["kind"].isin(["dynamic variable", "aggregation"])]
+    for kind, n in full.groupby("kind")["count"].sum().items():
+        print(f"{script}: {kind} space full: {int(n)} dropped: raise --max-connections "
+              f"(now {args.max_connections})", file=sys.stderr)
+
+
 def _latency_dtrace(args: argparse.Namespace) -> int:
     """dtrace/mongo_time.d (or mongo_snoop.d for --events): one summary at the end."""
     from .. import dtrace_engine, latency
@@ -169,6 +181,7 @@ def _latency_dtrace(args: argparse.Namespace) -> int:
         summary = dtrace_engine.latency_summary(run, args.pid)
     _print_summary(summary, args)
     print(run.loss_line(), file=sys.stderr)
+    _dtrace_full_hint(run, "mongo_snoop.d" if args.events else "mongo_time.d", args)
     return 0
 
 
@@ -197,6 +210,7 @@ def _snoop_dtrace(args: argparse.Namespace) -> int:
     lost["dropped"] = run.dropped
     print(latency.footer(counts, lost), file=sys.stderr if args.json else sys.stdout)
     print(run.loss_line(), file=sys.stderr)
+    _dtrace_full_hint(run, "mongo_snoop.d", args)
     return 0
 
 
