@@ -134,6 +134,7 @@ import ctypes as ct
 import json
 import math
 import os
+import re
 import signal
 import socket
 import struct
@@ -517,6 +518,9 @@ def take_slices(b, final=False):
     return out
 
 
+NONZERO = re.compile(b"[^\x00]")
+
+
 def take_map(t, now, final, out):
     """take_slices for one of the two aggregate maps, into out"""
     done = []
@@ -535,10 +539,12 @@ def take_map(t, now, final, out):
             agg.max_ns = max(agg.max_ns, v.max_ns)
             agg.noreply += v.noreply
             if v.count:
-                h = array.array("I", bytes(v.hist))
-                for i, c in enumerate(h):
-                    if c:
-                        agg.hist[i] = agg.hist.get(i, 0) + c
+                raw = bytes(v.hist)
+                h = array.array("I", raw)
+                # the few buckets in use, found at C speed (10,000 connections'
+                # values a second, 1024 buckets each, are too many for a loop)
+                for i in sorted(set(m.start() // 4 for m in NONZERO.finditer(raw))):
+                    agg.hist[i] = agg.hist.get(i, 0) + h[i]
         done.append(k)
     for k in done:
         del t[k]
@@ -912,7 +918,14 @@ def main(argv=None):
             if now >= next_slice:
                 next_slice = now + 0.25
                 if args.slices:
+                    # a Ctrl-C in the middle would lose the slices read so far
+                    # (their kernel entries deleted): it waits for the read
+                    signal.signal(signal.SIGINT, deferred)
+                    signal.signal(signal.SIGTERM, deferred)
                     poll_slices(False)
+                    on_sigterm()
+                    if stop["now"]:
+                        raise KeyboardInterrupt
             if now - last_check >= 1.0:
                 last_check = now
                 if not alive(args.pid):
