@@ -2,7 +2,8 @@
 """probe_cost.py - what a latency probe costs the server it traces, measured exactly.
 
 USAGE: .venv/bin/python bench/probe_cost.py [--reps N] [--seconds S] [--threads N]
-           [--engines bpftrace,bcc,tshark] [--modes hist,events,capture]
+           [--connections N,N...] [--engines bpftrace,bcc,tshark]
+           [--modes hist,events,capture]
            [--targets java,ferretdb] [--no-pin] [--quick] [--json]
 
 For each target, an N-connection find_one-by-_id load (the Java driver,
@@ -44,6 +45,10 @@ probe itself counted over both windows against those the client served (`seen`,
 Prints medians over repetitions (ratios: median of per-pair ratios, min-max), then
 per program where the BPF time goes. Goals (issue 10): BPF µs per request <= 2.0
 (bpftrace hist), 1.0 (bcc hist), 4.0 (bpftrace events), 2.0 (bcc events).
+`--connections 8,5000` runs everything once per client connection count (the probes'
+maps sized as by default, for 10,000 connections) and adds the BPF ns per request
+side by side, with the ratio of the last count's to the first's: thousands of
+connections' state must not make a request dearer.
 
 Needs root, bpftrace (bcc for its rows), bpftool, Java and the bench jar built by
 scripts/setup.sh. The server is pinned to CPU 0 and the load to CPU 1 (--no-pin
@@ -684,14 +689,16 @@ def summarize(target: str, res: RowResult) -> dict:
 
 def render(report: dict) -> str:
     c = report["config"]
-    out = [f"probe cost: find_one by _id, {c['threads']} connections (Java driver), "
-           f"{c['reps']} x {c['seconds']:g} s",
+    counts = c.get("connections") or [c["threads"]]
+    out = [f"probe cost: find_one by _id, {'/'.join(map(str, counts))} connections "
+           f"(Java driver), {c['reps']} x {c['seconds']:g} s",
            "ns/req: BPF run time per request served (bpf_stats); runs: programs run",
            "per request; cpu us: the probe's own processes per request; seen: requests",
            "the probe counted / served; ratio: ops/s with / without the probe",
            "",
            f"{'target':9s}{'probe':16s}{'ns/req':>7s}{'goal':>6s}{'runs':>7s}"
            f"{'cpu us':>8s}{'seen':>6s}  ratio (min-max)"]
+    shown = None
     for r in report["rows"]:
         b = r["bpf"]
         th = r["throughput"]
@@ -704,12 +711,27 @@ def render(report: dict) -> str:
             cols = f"{'-':>7s}{'-':>6s}{'-':>7s}{'-':>8s}{'-':>6s}"
         ratio = (f"{th['ratio_median']:.3f} ({th['ratio_min']:.2f}-{th['ratio_max']:.2f})"
                  if th else "-")
+        if len(counts) > 1 and r.get("connections") != shown:
+            shown = r.get("connections")
+            out.append(f"-- {shown} connections")
         out.append(f"{r['target']:9s}{r['engine'] + ' ' + r['mode']:16s}{cols}  {ratio}")
         for e in dict.fromkeys(r["errors"]):
             out.append(f"  failed {r['errors'].count(e)} of {c['reps']}: {e}"[:79])
     none = ", ".join(f"{t} {v:,.0f}" for t, v in report["none_ops_per_s"].items()
                      if v is not None)
     out.append(f"no probe, ops/s (median): {none}")
+    if len(counts) > 1:
+        out += ["", "BPF ns per request by client connections (ratio: "
+                    f"{counts[-1]} / {counts[0]})",
+                f"  {'target':9s}{'probe':16s}"
+                + "".join(f"{n:>8d}" for n in counts) + f"{'ratio':>8s}"]
+        for key in dict.fromkeys((r["target"], r["engine"], r["mode"]) for r in report["rows"]):
+            ns = {r["connections"]: r["bpf"]["ns_per_request"] for r in report["rows"]
+                  if (r["target"], r["engine"], r["mode"]) == key and r["bpf"]}
+            cells = "".join(f"{ns[n]:8.0f}" if n in ns else f"{'-':>8s}" for n in counts)
+            ratio = (f"{ns[counts[-1]] / ns[counts[0]]:8.2f}"
+                     if counts[0] in ns and counts[-1] in ns else f"{'-':>8s}")
+            out.append(f"  {key[0]:9s}{key[1] + ' ' + key[2]:16s}{cells}{ratio}")
     for r in report["rows"]:
         if not r["bpf"]:
             continue
@@ -758,6 +780,10 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=3, help="repetitions (pairs) per row")
     ap.add_argument("--seconds", type=float, default=5.0, help="length of each window")
     ap.add_argument("--threads", type=int, default=8, help="client connections")
+    ap.add_argument("--connections", type=lambda s: [int(x) for x in s.split(",") if x],
+                    metavar="N,N...",
+                    help="run once per client connection count (overrides --threads) "
+                         "and compare the BPF ns per request")
     ap.add_argument("--warmup", type=float, default=40.0,
                     help="at most SEC of warm-up per target, until the rate settles")
     ap.add_argument("--engines", type=csv(ENGINES),
@@ -775,7 +801,9 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.quick:
         a.reps, a.seconds, a.warmup = 1, 1.5, min(a.warmup, 4.0)
-    if a.reps < 1 or a.seconds <= 0 or a.threads < 1 or a.warmup < 0:
+    counts = a.connections or [a.threads]
+    a.threads = counts[0]
+    if a.reps < 1 or a.seconds <= 0 or min(counts) < 1 or a.warmup < 0:
         ap.error("--reps, --seconds and --threads must be positive, --warmup not negative")
 
     def log(msg: str) -> None:
@@ -804,16 +832,22 @@ def main(argv=None) -> int:
 
     stats = BpfStats()
     report = {"config": {"reps": a.reps, "seconds": a.seconds, "threads": a.threads,
+                         "connections": counts,
                          "pinned": not a.no_pin, "kernel": os.uname().release,
                          "stats_via": stats.via},
               "rows": [], "none_ops_per_s": {}}
     try:
         with tempfile.TemporaryDirectory(prefix="probe_cost.") as tmp:
-            for name in a.targets:
-                results = run_target(name, rows, a, stats, tmp, log)
-                report["rows"] += [summarize(name, r) for r in results]
-                nones = [p["none_ops_per_s"] for r in results for p in r.pairs]
-                report["none_ops_per_s"][name] = statistics.median(nones) if nones else None
+            for n in counts:
+                a.threads = n
+                for name in a.targets:
+                    results = run_target(name, rows, a, stats, tmp, log)
+                    report["rows"] += [dict(summarize(name, r), connections=n)
+                                       for r in results]
+                    nones = [p["none_ops_per_s"] for r in results for p in r.pairs]
+                    key = name if len(counts) == 1 else f"{name} x{n}"
+                    report["none_ops_per_s"][key] = statistics.median(nones) if nones else None
+            a.threads = counts[0]
     except BenchError as e:
         log(f"probe_cost: {e}")
         return 1

@@ -4,7 +4,7 @@
  *		connection.
  *		For illumos/SmartOS, FreeBSD, macOS and Linux (Oracle DTrace), uses DTrace.
  *
- * USAGE: dtrace -s mongo_time.d -p PID [-x dynvarsize=64m]
+ * USAGE: dtrace -s mongo_time.d -p PID [-x dynvarsize=64m] [-x aggsize=80m]
  *        (runs until Ctrl-C or SIGTERM, prints at END; mongoprobe latency
  *        --engine dtrace runs it and renders the same tables as the Linux tools)
  *
@@ -118,7 +118,11 @@
 /*
  * No dynvarsize/bufsize pragma: a pragma overrides the command line's -x (checked
  * on Oracle DTrace: -x dynvarsize=64 did not shrink a pragma's 16m), so the sizes
- * are left to -x; mongoprobe passes dynvarsize=16m (and bufsize=8m for snoop).
+ * are left to -x. mongoprobe's --max-connections N (default 10,000) passes
+ * dynvarsize = max(16m, 4 KB x N) (a connection's state, its 4 request slots
+ * included) and, for mongo_time.d, aggsize = max(4m, 8 KB x N) (its per-connection
+ * quantize, sum and max; 2 KB each lost updates at 10,000 connections); bufsize=8m
+ * for snoop. At 10,000 connections: -x dynvarsize=40m -x aggsize=80m, exact.
  */
 
 inline int OP_REPLY = 1;

@@ -50,6 +50,9 @@
  *                   (with MW_EVENTS: an OP_COMPRESSED request's first MW_PFX bytes
  *                   also go out, as a struct mw_cpfx record, for user space to
  *                   decompress its command name from)
+ *   MW_CONNS        connections traced at once (--max-connections; default 10000)
+ *   MW_AGGS         aggregates (slice, command, opcode) at once (default 4096);
+ *                   with MW_BY_CONN, lat_conn holds 3 per connection
  *
  * Copyright 2025 mongoprobe authors. Licensed under the Apache License 2.0.
  */
@@ -69,7 +72,12 @@
 #define MW_SLOTS    4           /* outstanding requests kept per connection */
 #define MW_MAXMSG   8           /* headers decoded per syscall */
 #define MW_PFX      128         /* slow path: first bytes of a request kept for its name */
-#define MW_CONNS    16384
+#ifndef MW_CONNS
+#define MW_CONNS    10000       /* connections traced at once (preallocated) */
+#endif
+#ifndef MW_AGGS
+#define MW_AGGS     4096        /* aggregates at once (allocated as they come) */
+#endif
 #define MW_SPILL    64          /* preallocated aggregates for when lat cannot allocate */
 #define MW_SUB_BITS 5           /* log-linear: 32 sub-buckets per power of two */
 #define MW_NB       1024        /* buckets 0..1023: up to 2^36 ns, then the last */
@@ -103,7 +111,10 @@
 #define C_MMSG       8          /* recvmmsg/sendmmsg calls: not decoded (detection only) */
 #define C_URING      9          /* io_uring_enter calls: not decoded (detection only) */
 #define C_TLS        10         /* connections whose first bytes are TLS records */
-#define C_MAX        11
+#define C_FULL_CONNS 11         /* of C_DROPPED: conns full (a connection not traced) */
+#define C_FULL_LAT   12         /* of C_DROPPED: lat and lat_spill full (a request
+                                   counted, its latency not aggregated) */
+#define C_MAX        13
 
 union mw_name {
     char c[MW_NAME];
@@ -228,8 +239,8 @@ BPF_TASK_STORAGE(inflight, struct mw_args);
 BPF_PERCPU_ARRAY(counts, u64, C_MAX);
 BPF_PERCPU_ARRAY(zero_conn, struct mw_conn, 1);   /* never written: init value */
 BPF_PERCPU_ARRAY(zero_val, struct mw_val, 1);     /* never written: init value */
-BPF_F_TABLE("percpu_hash", struct mw_key, struct mw_val, lat, 4096, BPF_F_NO_PREALLOC);
-/* lat allocates its entries as they come (preallocating 4096 histograms per CPU
+BPF_F_TABLE("percpu_hash", struct mw_key, struct mw_val, lat, MW_AGGS, BPF_F_NO_PREALLOC);
+/* lat allocates its entries as they come (preallocating MW_AGGS histograms per CPU
  * would take megabytes), from a per-CPU cache the kernel refills after the
  * program returns; it holds only ~3 per-CPU values, so a burst of new keys (a
  * new second) can find it empty. Such a request goes here, preallocated: the
@@ -252,6 +263,16 @@ struct mw_cpfx {
     u32 have;                   /* bytes of pfx received (contiguous from 0) */
     char pfx[MW_PFX];
 };
+#endif
+
+#ifdef MW_BY_CONN
+/* The per-connection aggregates: one value for all CPUs (a connection's replies
+ * seldom race; the counts are atomic adds), allocated as they come, 3 slices of
+ * MW_CONNS at most. Per-CPU values here would take 4 KiB per CPU per connection
+ * each second from the kernel's per-CPU allocator, whose atomic reserve a new
+ * second's burst of thousands of new keys empties (a third of the requests of
+ * 5,000 connections lost their aggregate when they were per-CPU). */
+BPF_F_TABLE("hash", struct mw_key, struct mw_val, lat_conn, 3 * MW_CONNS, BPF_F_NO_PREALLOC);
 #endif
 
 #ifdef MW_EVENTS
@@ -613,8 +634,10 @@ static __always_inline struct mw_val *mw_val_of(struct mw_key *k)
     if (v)
         return v;
     v = lat_spill.lookup_or_try_init(k, z);
-    if (!v)
+    if (!v) {
         mw_count(C_DROPPED, 1);
+        mw_count(C_FULL_LAT, 1);
+    }
     return v;
 }
 
@@ -660,7 +683,27 @@ static __always_inline void mw_account(union mw_name *name, u32 op, u32 fd, u64 
     }
 #ifdef MW_BY_CONN
     struct mw_key ck = {.slice = ts / MW_SLICE_NS, .fd = fd};
-    mw_add(mw_val_of(&ck), timed, lat, b, err);
+    struct mw_val *cv = lat_conn.lookup(&ck);
+    if (!cv) {
+        u32 z0 = 0;
+        struct mw_val *z = zero_val.lookup(&z0);
+        if (z)
+            cv = lat_conn.lookup_or_try_init(&ck, z);
+    }
+    if (!cv) {
+        mw_add(mw_val_of(&ck), timed, lat, b, err);  /* lat, or its spill */
+    } else if (!timed) {
+        __sync_fetch_and_add(&cv->noreply, 1);
+    } else {
+        __sync_fetch_and_add(&cv->count, 1);
+        __sync_fetch_and_add(&cv->sum_ns, lat);
+        if (lat > cv->max_ns)
+            cv->max_ns = lat;                       /* a rare race keeps the lower */
+        if (b < MW_NB)
+            __sync_fetch_and_add(&cv->hist[b], 1);
+        if (err)
+            __sync_fetch_and_add(&cv->errors, 1);
+    }
 #endif
 }
 
@@ -818,6 +861,7 @@ static __always_inline int mw_rx_step(struct mw_args *a, struct mw_conn *c)
         c = conns.lookup_or_try_init(&fd, z);
         if (!c) {
             mw_count(C_DROPPED, 1);
+            mw_count(C_FULL_CONNS, 1);
             return 1;
         }
         c->tx_sync = 1;

@@ -5,7 +5,8 @@
 #               For Linux, uses BCC, eBPF.
 #
 # USAGE: mongolatency.py -p PID [-h] [-O] [-C] [-c] [-m|-u] [-j] [-T]
-#                        [--events FILE] [-d SECONDS] [interval [count]]
+#                        [--events FILE] [-d SECONDS] [--max-connections N]
+#                        [interval [count]]
 #
 # Server-side latency of each request of a MongoDB-protocol server (mongod,
 # mongos, FerretDB, ...): from the return of the receive syscall that completed
@@ -121,6 +122,12 @@
 #   started are picked up at their next receive that starts with a header.
 # - -c keys connections by (pid, fd): a reused fd adds to the same row; the
 #   peer address is resolved from /proc when printing ("(closed)" if gone).
+# - --max-connections N (default 10,000) sizes the maps: conns (N connections,
+#   preallocated: 7.4 MB of kernel memory at the default on 2 CPUs, printed at
+#   start); with -c, lat_conn (3N per-connection aggregates of 4 KB, allocated
+#   as used: up to 79 MB while 10,000 connections are busy). A connection
+#   beyond N is not traced: its requests count as dropped, and the end says
+#   "map conns full: ... raise --max-connections" once.
 #
 # Copyright 2025 mongoprobe authors.
 # Licensed under the Apache License, Version 2.0 (the "License")
@@ -135,6 +142,7 @@ import ctypes as ct
 import json
 import math
 import os
+import re
 import signal
 import socket
 import struct
@@ -157,7 +165,13 @@ GRACE_NS = 50000000             # a slice is read this long after it ends
 
 # indexes of the "counts" array (mongo_wire.h C_*)
 C_REQUESTS, C_REPLIES, C_STREAM, C_NOREPLY, C_UNMATCHED, C_NOREPLY_LOST, \
-    C_MALFORMED, C_DROPPED, C_MMSG, C_URING, C_TLS = range(11)
+    C_MALFORMED, C_DROPPED, C_MMSG, C_URING, C_TLS, C_FULL_CONNS, C_FULL_LAT = range(13)
+C_MAX = 13
+# the maps whose filling C_FULL_* count (they are part of C_DROPPED too)
+FULL_MAPS = ((C_FULL_CONNS, "conns", "requests on connections not traced"),
+             (C_FULL_LAT, "lat_spill", "latencies not aggregated"))
+MAX_CONNECTIONS = 10000         # --max-connections default
+AGGS = 4096                     # aggregates (slice, command, opcode) at once
 
 # Log-linear latency buckets, the rule of mongoprobe.loglinear (mongo_wire.h
 # computes the same index): values below 32 ns are their own bucket; above, 32
@@ -357,9 +371,12 @@ def alive(pid):
         return False
 
 
-def bpf_text(pid, by_conn=False, events=False, ringbuf=True, sample=1):
+def bpf_text(pid, by_conn=False, events=False, ringbuf=True, sample=1,
+             max_conns=MAX_CONNECTIONS):
     """The program of mongo_wire.h with this run's switches."""
-    defs = ["#define MW_TARGET_PID %d" % pid, "#define MW_SLICE_NS %dULL" % SLICE_NS]
+    defs = ["#define MW_TARGET_PID %d" % pid, "#define MW_SLICE_NS %dULL" % SLICE_NS,
+            "#define MW_CONNS %d" % max_conns,
+                    "#define MW_AGGS %d" % AGGS]
     if by_conn:
         defs.append("#define MW_BY_CONN 1")
     if events:
@@ -372,14 +389,14 @@ def bpf_text(pid, by_conn=False, events=False, ringbuf=True, sample=1):
         return "\n".join(defs) + "\n" + f.read()
 
 
-def load(tool, pid, by_conn=False, events=False, sample=1):
+def load(tool, pid, by_conn=False, events=False, sample=1, max_conns=MAX_CONNECTIONS):
     """Compile, load and attach; returns (bpf, ringbuf_used)."""
     from bcc import BPF
     attempts = [True, False] if events else [False]
     err = None
     for ringbuf in attempts:
         try:
-            b = BPF(text=bpf_text(pid, by_conn, events, ringbuf, sample))
+            b = BPF(text=bpf_text(pid, by_conn, events, ringbuf, sample, max_conns))
         except Exception as e:      # ringbuf unsupported: retry with perf
             err = e
             if ringbuf:
@@ -474,7 +491,43 @@ def as_event(data):
 def raw_counts(b):
     """The cumulative counters (never cleared: intervals are differences)."""
     t = b["counts"]
-    return [int(t.sum(ct.c_int(i)).value) for i in range(C_TLS + 1)]
+    return [int(t.sum(ct.c_int(i)).value) for i in range(C_MAX)]
+
+
+def map_memory():
+    """Bytes of kernel memory of this process's BPF maps as the kernel accounts
+    them (fdinfo's memlock): the preallocated maps in full."""
+    total, seen = 0, set()
+    for fd in os.listdir("/proc/self/fdinfo"):
+        try:
+            with open("/proc/self/fdinfo/%s" % fd) as f:
+                info = dict(ln.split(":", 1) for ln in f.read().splitlines() if ":" in ln)
+        except (OSError, ValueError):
+            continue
+        if "map_type" in info and "memlock" in info and info.get("map_id") not in seen:
+            seen.add(info.get("map_id"))
+            total += int(info["memlock"])
+    return total
+
+
+def sizing_line(tool, max_conns, by_conn):
+    """What the maps were sized for and what that costs, said once at start."""
+    grow = ""
+    if by_conn:
+        # struct mw_val: 4 counters and 1024 u32 buckets; 2 seconds alive
+        grow = "; per-connection aggregates add up to %.0f MB as used" % (
+            2 * max_conns * (32 + 4 * NB) / 1048576.0)
+    return "%s: maps sized for %d connections (--max-connections): %.1f MB of " \
+        "kernel memory%s" % (tool, max_conns, map_memory() / 1048576.0, grow)
+
+
+def full_hint(tool, v, max_conns, out=sys.stderr):
+    """bcc-style, once at the end: which map filled, and the fix."""
+    for idx, name, what in FULL_MAPS:
+        if v[idx]:
+            print("%s: map %s full: %d %s (counted as dropped): raise "
+                  "--max-connections (now %d)" % (tool, name, v[idx], what, max_conns),
+                  file=out)
 
 
 def outstanding(b):
@@ -512,6 +565,8 @@ def read_counts(v, extra_dropped=0, pending=0, pid=None):
                  "requests_without_reply": v[C_NOREPLY_LOST] + pending,
                  "malformed": v[C_MALFORMED],
                  "dropped": v[C_DROPPED] + extra_dropped},
+        # the part of "dropped" that full maps caused, per map
+        "full": dict((name, v[idx]) for idx, name, _ in FULL_MAPS),
     }
 
 
@@ -642,10 +697,17 @@ def take_slices(b, final=False):
     (a slice is read once, after its writers are done: nothing is lost)."""
     now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
     out = {}
-    for name in ("lat", "lat_spill"):
-        take_map(b[name], now, final, out)
+    for name in ("lat", "lat_spill", "lat_conn"):
+        try:
+            t = b[name]
+        except KeyError:        # lat_conn: only with -c
+            continue
+        take_map(t, now, final, out)
     take_errs(b["errs"], now, final, out)
     return out
+
+
+NONZERO = re.compile(b"[^\x00]")
 
 
 def take_map(t, now, final, out):
@@ -659,17 +721,20 @@ def take_map(t, now, final, out):
         else:
             key = ("cmd", (cmdname(k.name.c), opname(int(k.op))))
         agg = out.setdefault(int(k.slice), {}).setdefault(key, Agg())
-        for v in per_cpu:
+        # per-CPU values (lat, lat_spill), or one (lat_conn)
+        for v in (per_cpu if isinstance(per_cpu, (list, ct.Array)) else [per_cpu]):
             agg.count += v.count
             agg.sum_ns += v.sum_ns
             agg.max_ns = max(agg.max_ns, v.max_ns)
             agg.noreply += v.noreply
             agg.errors += v.errors
             if v.count:
-                h = array.array("I", bytes(v.hist))
-                for i, c in enumerate(h):
-                    if c:
-                        agg.hist[i] = agg.hist.get(i, 0) + c
+                raw = bytes(v.hist)
+                h = array.array("I", raw)
+                # the few buckets in use, found at C speed (10,000 connections'
+                # values a second, 1024 buckets each, are too many for a loop)
+                for i in sorted(set(m.start() // 4 for m in NONZERO.finditer(raw))):
+                    agg.hist[i] = agg.hist.get(i, 0) + h[i]
         done.append(k)
     for k in done:
         del t[k]
@@ -938,6 +1003,10 @@ def parse_args(argv=None):
              "still count every request")
     parser.add_argument("-d", "--duration", type=positive_float, metavar="SECONDS",
         help="total duration of the trace, in seconds")
+    parser.add_argument("--max-connections", type=positive_int,
+        default=MAX_CONNECTIONS, metavar="N",
+        help="connections traced at once: sizes the kernel maps (default %d)"
+             % MAX_CONNECTIONS)
     parser.add_argument("interval", nargs="?", type=positive_int,
         help="output interval, in seconds")
     parser.add_argument("count", nargs="?", type=positive_int,
@@ -970,7 +1039,7 @@ def main(argv=None):
     sample = args.events_sample
 
     if args.ebpf:
-        print(bpf_text(args.pid, by_conn, events, True, sample))
+        print(bpf_text(args.pid, by_conn, events, True, sample, args.max_connections))
         return 0
 
     check_target(tool, args.pid)
@@ -979,7 +1048,7 @@ def main(argv=None):
             if events else None
     except OSError as e:
         die(tool, "cannot write %s: %s" % (args.events, e.strerror))
-    b, ringbuf = load(tool, args.pid, by_conn, events, sample)
+    b, ringbuf = load(tool, args.pid, by_conn, events, sample, args.max_connections)
     clock = WallClock()
 
     # exact latencies per (view, key) of this interval, from unsampled events
@@ -1009,6 +1078,7 @@ def main(argv=None):
     # The banner goes to stderr in machine modes so stdout stays data, and
     # readers still learn that the programs are attached.
     machine = args.json or args.slices
+    print(sizing_line(tool, args.max_connections, by_conn), file=sys.stderr)
     print("Tracing MongoDB wire protocol of PID %d (%s syscalls)... "
           "Hit Ctrl-C to end." % (args.pid, SYSCALLS),
           file=sys.stderr if machine else sys.stdout)
@@ -1048,7 +1118,8 @@ def main(argv=None):
             if final:
                 tot = read_counts(cur, lost_ev, outstanding(b), args.pid)
                 print(json.dumps({"end": True, "counts": tot["counts"],
-                                  "lost": tot["lost"], "untraced": tot["untraced"]}))
+                                  "lost": tot["lost"], "untraced": tot["untraced"],
+                                  "full": tot["full"]}))
                 sys.stdout.flush()
             return read_counts(cur, lost_ev)
         prev = state["prev"]
@@ -1087,7 +1158,14 @@ def main(argv=None):
             if now >= next_slice:
                 next_slice = now + 0.25
                 if args.slices:
+                    # a Ctrl-C in the middle would lose the slices read so far
+                    # (their kernel entries deleted): it waits for the read
+                    signal.signal(signal.SIGINT, deferred)
+                    signal.signal(signal.SIGTERM, deferred)
                     poll_slices(False)
+                    on_sigterm()
+                    if stop["now"]:
+                        raise KeyboardInterrupt
             if now - last_check >= 1.0:
                 last_check = now
                 if not alive(args.pid):
@@ -1125,6 +1203,7 @@ def main(argv=None):
     if evfile:
         evfile.close()
     dropped_hint(tool, ev_reader.lost if ev_reader else 0, ringbuf)
+    full_hint(tool, raw_counts(b), args.max_connections)
     return 0
 
 

@@ -4,7 +4,7 @@
 # mongosnoop    Trace MongoDB wire-protocol requests: one line per request.
 #               For Linux, uses BCC, eBPF.
 #
-# USAGE: mongosnoop.py -p PID [-h] [-j] [-d SECONDS]
+# USAGE: mongosnoop.py -p PID [-h] [-j] [-d SECONDS] [--max-connections N]
 #
 # One line per request of a MongoDB-protocol server, written when its first
 # reply is sent: time, pid, tid (of the thread that sent the reply), fd,
@@ -60,7 +60,9 @@
 # ("[compressed]"); at most 8 messages per receive or send and 4 outstanding
 # requests per connection. Lines are wider than 80 columns (10 fields).
 # Requests with moreToCome (no reply) and further replies of an exhaust stream
-# get no line: they are counted in the footer.
+# get no line: they are counted in the footer. --max-connections N (default
+# 10,000) sizes the connection map as in mongolatency.py (7.4 MB of kernel
+# memory, printed at start; a full map is named at the end with the fix).
 #
 # Copyright 2025 mongoprobe authors.
 # Licensed under the Apache License, Version 2.0 (the "License")
@@ -99,6 +101,10 @@ def parse_args(argv=None):
         help="one JSON object per request")
     parser.add_argument("-d", "--duration", type=mw.positive_float, metavar="SECONDS",
         help="total duration of the trace, in seconds")
+    parser.add_argument("--max-connections", type=mw.positive_int,
+        default=mw.MAX_CONNECTIONS, metavar="N",
+        help="connections traced at once: sizes the kernel maps (default %d)"
+             % mw.MAX_CONNECTIONS)
     parser.add_argument("--ebpf", action="store_true",
         help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -108,10 +114,10 @@ def main(argv=None):
     tool = "mongosnoop"
     args = parse_args(argv)
     if args.ebpf:
-        print(mw.bpf_text(args.pid, events=True))
+        print(mw.bpf_text(args.pid, events=True, max_conns=args.max_connections))
         return 0
     mw.check_target(tool, args.pid)
-    b, ringbuf = mw.load(tool, args.pid, events=True)
+    b, ringbuf = mw.load(tool, args.pid, events=True, max_conns=args.max_connections)
     clock = mw.WallClock()
     t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
     out = sys.stdout
@@ -128,6 +134,7 @@ def main(argv=None):
 
     events = mw.Events(b, ringbuf, on_event)
     mw.on_sigterm()
+    print(mw.sizing_line(tool, args.max_connections, False), file=sys.stderr)
     # In JSON mode the banner goes to stderr: stdout stays data.
     print("Tracing MongoDB wire protocol of PID %d (%s syscalls)... "
           "Hit Ctrl-C to end." % (args.pid, mw.SYSCALLS),
@@ -173,7 +180,8 @@ def main(argv=None):
     else:
         print()
         mw.footer(totals)
-    mw.dropped_hint(tool, totals["lost"]["dropped"], ringbuf)
+    mw.dropped_hint(tool, totals["lost"]["dropped"] - sum(totals["full"].values()), ringbuf)
+    mw.full_hint(tool, mw.raw_counts(b), args.max_connections)
     return 0
 
 

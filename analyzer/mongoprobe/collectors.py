@@ -56,6 +56,7 @@ from typing import Callable
 from . import probes as _probes
 
 DEFAULT = ["latency"]
+MAX_CONNECTIONS = _probes.MAX_CONNECTIONS
 READY = re.compile(r"Hit Ctrl-C|Tracing |Sampling |Profiling |Counting ")
 
 
@@ -68,6 +69,7 @@ class Context:
     interval: float = 1.0
     port: int | None = None
     events_every: int = 0       # the latency probe's events: 0 none, N one in N
+    max_connections: int = _probes.MAX_CONNECTIONS   # sizes the latency probe's maps
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,7 @@ class Spec:
     ready: re.Pattern | None = READY           # None: ready at the first line
     env: dict = field(default_factory=dict)
     env_default: dict = field(default_factory=dict)   # unless the user set them
+    env_sized: Callable[[Context], dict] | None = None   # env_default from the context
     script: str | None = None                  # a probes/ file it needs
     tool: str | None = None                    # an executable it needs
     attach_timeout: float = 120.0
@@ -93,12 +96,15 @@ class Spec:
 STACK_KEYS = {"BPFTRACE_MAP_KEYS_MAX": "65536"}
 
 
-# mongo_latency.bt keeps a map entry per thread and connection of the target
-LATENCY_KEYS = {"BPFTRACE_MAP_KEYS_MAX": "65536"}
+def _latency_keys(ctx: Context) -> dict:
+    """mongo_latency.bt keeps map entries per thread and connection of the target
+    (4 per connection): sized by --max-connections."""
+    return _probes.bpftrace_keys(ctx.max_connections)
 
 
 def _bt(name: str, script: str, fmt: str, *extra: Callable[[Context], object],
-        env_default: dict | None = None) -> Spec:
+        env_default: dict | None = None,
+        env_sized: Callable[[Context], dict] | None = None) -> Spec:
     json_mode = fmt == "bpftrace-json"
     out = f"{name}.bt.json" if json_mode else f"{name}.bt.txt"
 
@@ -108,7 +114,7 @@ def _bt(name: str, script: str, fmt: str, *extra: Callable[[Context], object],
                 + [str(f(ctx)) for f in extra])
 
     return Spec(name, "probe", out, argv, fmt, READY, dict(_probes.BPFTRACE_ENV),
-                dict(env_default or {}), script=script, tool="bpftrace")
+                dict(env_default or {}), env_sized, script=script, tool="bpftrace")
 
 
 def _interval_int(ctx: Context) -> int:
@@ -117,7 +123,7 @@ def _interval_int(ctx: Context) -> int:
 
 SPECS: dict[str, Spec] = {s.name: s for s in [
     _bt("latency", "mongo_latency.bt", "bpftrace-json", lambda c: 0,
-        lambda c: c.events_every, env_default=LATENCY_KEYS),
+        lambda c: c.events_every, env_sized=_latency_keys),
     _bt("profile", "profile.bt", "bpftrace-text", env_default=STACK_KEYS),
     _bt("offcpu", "offcpu.bt", "bpftrace-text", env_default=STACK_KEYS),
     _bt("flush", "flush.bt", "bpftrace-text"),
@@ -222,7 +228,9 @@ class Collector:
         self.info["started"] = _now()
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, bufsize=1, env={**spec.env_default, **os.environ, **spec.env},
+            text=True, bufsize=1,
+            env={**spec.env_default, **(spec.env_sized(ctx) if spec.env_sized else {}),
+                 **os.environ, **spec.env},
             start_new_session=True)
         self.info["pid"] = self.proc.pid
         threading.Thread(target=self._pump, args=(self.proc.stdout, out, True),
@@ -243,6 +251,13 @@ class Collector:
                                       "kept running")
                 return
         self.info.update(status="running", ready=_now())
+        if spec.env_sized:
+            # what the sized maps take (--max-connections), as the kernel accounts it
+            try:
+                self.info.update(max_connections=ctx.max_connections,
+                                 map_bytes=_probes.map_memory(self.proc.pid)[0])
+            except OSError:
+                pass
 
     def _pump(self, stream, fh, is_stdout: bool) -> None:
         ready = self.spec.ready

@@ -23,6 +23,26 @@ from . import probes
 WIRE_OPTIONS = {"mongo_time.d": ("dynvarsize=16m",),
                 "mongo_snoop.d": ("dynvarsize=16m", "bufsize=8m")}
 
+# What one connection may take: its dynamic variables (about 20 scalars and a name,
+# plus 4 request slots of 5 with a name each; 16m held 3,000 connections with every
+# slot used) and, in mongo_time.d, its aggregations (a quantize, a sum and a max, each
+# entry as large as the largest, a quantize kept twice: about 2 KB; 3,000 connections
+# overflowed the default aggsize, 10,000 lost 18,434 of 30,000 updates at 2 KB each).
+DYNVAR_PER_CONN = 4096
+AGG_PER_CONN = 8192
+
+
+def wire_options(script: str, max_connections: int = probes.MAX_CONNECTIONS) -> tuple[str, ...]:
+    """The -x options of a wire script sized for ``max_connections`` (never below
+    WIRE_OPTIONS' sizes)."""
+    mb = 1 << 20
+    dyn = max(16 * mb, max_connections * DYNVAR_PER_CONN)
+    opts = [f"dynvarsize={-(-dyn // mb)}m"]
+    if script == "mongo_time.d":
+        opts.append(f"aggsize={-(-max(4 * mb, max_connections * AGG_PER_CONN) // mb)}m")
+    return tuple(opts) + tuple(o for o in WIRE_OPTIONS[script]
+                               if not o.startswith("dynvarsize="))
+
 
 @dataclass
 class DtraceRun:
@@ -50,7 +70,10 @@ def run(script: str, pid: int, args: tuple = (), duration: float | None = None,
     from .formats.dtrace_drops import parse_dtrace_drops
 
     probe = probes.dtrace(script, pid, *args, options=options)
-    stopper = probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None, duration, pid)
+    # dtrace takes a second SIGTERM as "quit now": its END output, which takes seconds
+    # for thousands of connections' aggregations, would be lost (seen at 10,000)
+    stopper = probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None, duration, pid,
+                             again=60.0)
     if banner:
         print(banner, file=sys.stderr, flush=True)
     lines = []

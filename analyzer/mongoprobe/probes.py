@@ -32,6 +32,52 @@ BCC_PYTHON = "/usr/bin/python3"   # Debian's interpreter, the one python3-bpfcc 
 DTRACE_COMMIT = "8a1264bf"
 
 
+# Connections the wire probes are sized for (--max-connections): every per-connection
+# map of every engine is derived from it (bcc: MW_CONNS; bpftrace: the map-key limit,
+# 4 request slots a connection; DTrace: dynvarsize and aggsize).
+MAX_CONNECTIONS = 10000
+
+
+def bpftrace_keys(max_connections: int) -> dict:
+    """The environment that sizes mongo_latency.bt / mongo_snoop.bt for
+    ``max_connections``: bpftrace 0.17 has one key limit for every map (all
+    preallocated), and the largest per-connection map (@s, the request slots) holds 4
+    keys a connection; never below bpftrace's own default of 4096. (A second's events
+    and the target's threads share that limit.)"""
+    return {"BPFTRACE_MAP_KEYS_MAX": str(max(4096, 4 * max_connections))}
+
+
+def map_memory(pid: int) -> tuple[int, int]:
+    """(bytes, maps): the kernel memory of the BPF maps process ``pid`` holds, as the
+    kernel accounts it (``memlock`` in /proc/PID/fdinfo; preallocated maps in full,
+    BPF_F_NO_PREALLOC ones at their accounting base)."""
+    total = n = 0
+    seen: set[str] = set()
+    fddir = Path(f"/proc/{pid}/fdinfo")
+    for fd in os.listdir(fddir):
+        try:
+            info = (fddir / fd).read_text()
+        except OSError:
+            continue
+        fields = dict(ln.split(":", 1) for ln in info.splitlines() if ":" in ln)
+        if "map_type" not in fields or "memlock" not in fields:
+            continue
+        mid = fields.get("map_id", fd).strip()
+        if mid in seen:
+            continue
+        seen.add(mid)
+        total += int(fields["memlock"])
+        n += 1
+    return total, n
+
+
+def human_bytes(n: int) -> str:
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
 class ProbeError(RuntimeError):
     """A probe could not start or died: the message says why, in one line."""
 
@@ -269,8 +315,9 @@ class Stopper:
     ``stop`` is called once, from a thread or the signal handler; ``reason`` says why.
     """
 
-    def __init__(self, stop, alive, duration: float | None, pid: int):
+    def __init__(self, stop, alive, duration: float | None, pid: int, again: float = 5.0):
         self.stop, self.alive, self.duration, self.pid = stop, alive, duration, pid
+        self.again = again          # s between asks while the child has not exited
         self.reason: str | None = None
         self.fired_at: float | None = None
         self._lock = threading.RLock()   # a second Ctrl-C runs inside the first
@@ -303,7 +350,7 @@ class Stopper:
         # Once asked, the child prints and exits; ask again now and then in case the
         # signal was lost (seen once with bpftrace 0.17: it kept tracing).
         while self.reason is not None and self.alive():
-            time.sleep(5)
+            time.sleep(self.again)
             if self.alive():
                 self.stop()
 

@@ -379,7 +379,9 @@ class Recorder:
         every = (a.events_sample or 1) if a.events else 0
         m["latency_events_every"] = every
         ctx = collectors.Context(pid=pid, run_dir=self.run_dir, interval=a.interval,
-                                 port=t.get("port"), events_every=every)
+                                 port=t.get("port"), events_every=every,
+                                 max_connections=getattr(a, "max_connections", None)
+                                 or collectors.MAX_CONNECTIONS)
         _say(f"starting {', '.join(a.probes)} on pid {pid} ...")
         cols = collectors.start_all(a.probes, ctx)
         for c in cols:
@@ -388,6 +390,10 @@ class Recorder:
             if st == "running":
                 self.note(f"{c.name}: running" + (f" ({c.info['note']})" if c.info["note"]
                                                   else ""), quiet=True)
+                if c.info.get("map_bytes") is not None:
+                    self.note(f"{c.name}: maps sized for {c.info['max_connections']} "
+                              "connections (--max-connections): "
+                              f"{c.info['map_bytes'] / 2**20:.1f} MB of kernel memory")
             else:
                 self.note(f"{c.name}: {st}: {c.info['note'] or c.info['error']}")
         self.save()

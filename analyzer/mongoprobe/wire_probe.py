@@ -23,9 +23,14 @@ from .formats.bpftrace_latency import BpftraceLatency
 from .formats.wire_slices import BccSlices, Slice, read_raw_events
 from .latencies import Latencies
 
-# more threads or connections than bpftrace's default of 4096 map keys (mongod keeps a
-# thread per connection)
-BPFTRACE_KEYS = {"BPFTRACE_MAP_KEYS_MAX": "65536"}
+# the maps that fill, per engine, and what refilling them lost (the fix is always
+# --max-connections)
+FULL_WHAT = {"conns": "requests on connections not traced",
+             "lat_spill": "latencies not aggregated",
+             "@s": "request slots refused (their requests lost)",
+             "@c": "connections refused (their requests lost)",
+             "@h": "latencies missing from their histogram",
+             "@hc": "latencies missing from their connection's histogram"}
 
 
 class WireProbe:
@@ -33,13 +38,16 @@ class WireProbe:
     (after ``probe.stop()``) gives the whole run."""
 
     def __init__(self, engine: str, pid: int, by_conn: bool = False, events_every: int = 0,
-                 attach_timeout: float = 120.0):
+                 attach_timeout: float = 120.0,
+                 max_connections: int = probes.MAX_CONNECTIONS):
         self.engine, self.pid, self.events_every = engine, pid, events_every
+        self.max_connections = max_connections
         self.offset_ns = probes.wall_offset_ns()
         self._tmp: str | None = None
         if engine == "bcc":
             self.reader = BccSlices()
-            argv = ["-p", pid, "--slices"] + (["-c"] if by_conn else [])
+            argv = (["-p", pid, "--slices", "--max-connections", max_connections]
+                    + (["-c"] if by_conn else []))
             if events_every:
                 self._tmp = tempfile.mkdtemp(prefix="mongoprobe-events-")
                 argv += ["--events", str(Path(self._tmp) / "events.raw"),
@@ -48,11 +56,30 @@ class WireProbe:
         elif engine == "bpftrace":
             self.reader = BpftraceLatency()
             self.probe = probes.bpftrace("mongo_latency.bt", pid, 1 if by_conn else 0,
-                                         events_every, env=BPFTRACE_KEYS,
+                                         events_every,
+                                         env=probes.bpftrace_keys(max_connections),
                                          attach_timeout=attach_timeout)
         else:
             raise probes.ProbeError(f"the wire probe has no engine {engine!r}")
         self.slices_seen: list[Slice] = []
+        try:
+            self.map_bytes = probes.map_memory(self.probe.proc.pid)[0]
+        except OSError:
+            self.map_bytes = None
+
+    def sizing(self) -> str:
+        """One line: what the maps are sized for, and their kernel memory."""
+        mem = "?" if self.map_bytes is None else probes.human_bytes(self.map_bytes)
+        return (f"{self.probe.name}: maps sized for {self.max_connections} connections "
+                f"(--max-connections): {mem} of kernel memory")
+
+    def full_hints(self) -> list[str]:
+        """bcc-style, for the end of the run: each map that filled, what it lost and
+        the fix; none when nothing filled."""
+        full = self.reader.full
+        return [f"{self.probe.name}: map {name} full: {n} {FULL_WHAT.get(name, 'refused')}: "
+                f"raise --max-connections (now {self.max_connections})"
+                for name, n in full.items() if n]
 
     def lines(self) -> Iterator[tuple[str, list[Slice]]]:
         """Each output line with the slices it completed."""

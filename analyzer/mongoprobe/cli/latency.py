@@ -16,6 +16,15 @@ import time
 
 from .common import RAW, CommandError, check_trace, run_dtrace
 
+MAX_CONNECTIONS = 10000     # probes.MAX_CONNECTIONS (not imported: --help stays fast)
+
+
+def _positive(s: str) -> int:
+    n = int(s)
+    if n <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return n
+
 LATENCY_EXAMPLES = """examples:
   mongoprobe latency -p 4127              # histograms per command until Ctrl-C
   mongoprobe latency -p 4127 -i 5 -d 60   # every 5 s for a minute
@@ -37,10 +46,12 @@ def _check_trace(args: argparse.Namespace) -> None:
     check_trace(args.engine, args.pid)
 
 
-def _started(probe, args: argparse.Namespace) -> None:
+def _started(probe, args: argparse.Namespace, sizing: str | None = None) -> None:
     """The probe is attached: say so (stderr, so stdout stays data) and arm the stops."""
     from .. import probes
     probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None, args.duration, args.pid)
+    if sizing:
+        print(sizing, file=sys.stderr, flush=True)
     print(f"Tracing MongoDB requests of PID {args.pid} ({args.engine})... "
           "Hit Ctrl-C to end.", file=sys.stderr, flush=True)
 
@@ -74,10 +85,11 @@ def _wire_probe(args: argparse.Namespace, events_every: int):
     from .. import probes, wire_probe
     try:
         wp = wire_probe.WireProbe(args.engine, args.pid, by_conn=args.by == "conn",
-                                  events_every=events_every)
+                                  events_every=events_every,
+                                  max_connections=args.max_connections)
     except probes.ProbeError as e:
         raise CommandError(str(e)) from None
-    _started(wp.probe, args)
+    _started(wp.probe, args, wp.sizing())
     return wp
 
 
@@ -89,6 +101,8 @@ def _finished(wp):
     try:
         return wp.finish()
     finally:
+        for hint in wp.full_hints():
+            print(hint, file=sys.stderr)
         wp.close()
 
 
@@ -127,11 +141,26 @@ def cmd_latency(args: argparse.Namespace) -> int:
 
 def _run_dtrace(script: str, args: argparse.Namespace, on_line=None):
     from .. import dtrace_engine
+    options = dtrace_engine.wire_options(script, args.max_connections)
     return run_dtrace(script, args.pid, args.duration,
                       lambda lines: any(ln.startswith("requests: ") for ln in lines),
-                      on_line=on_line, options=dtrace_engine.WIRE_OPTIONS[script],
-                      banner=f"Tracing MongoDB requests of PID {args.pid} (dtrace "
+                      on_line=on_line, options=options,
+                      banner=f"{script}: sized for {args.max_connections} connections "
+                             f"(--max-connections): -x {' -x '.join(options)}\n"
+                             f"Tracing MongoDB requests of PID {args.pid} (dtrace "
                              f"{script})... Hit Ctrl-C to end.")
+
+
+def _dtrace_full_hint(run, script: str, args: argparse.Namespace) -> None:
+    """The wire scripts' per-connection buffers are sized by --max-connections: when
+    DTrace dropped dynamic variables or aggregation entries, say the fix once."""
+    drops = run.drops
+    if not len(drops):
+        return
+    full = drops[drops["kind"].isin(["dynamic variable", "aggregation"])]
+    for kind, n in full.groupby("kind")["count"].sum().items():
+        print(f"{script}: {kind} space full: {int(n)} dropped: raise --max-connections "
+              f"(now {args.max_connections})", file=sys.stderr)
 
 
 def _latency_dtrace(args: argparse.Namespace) -> int:
@@ -155,6 +184,7 @@ def _latency_dtrace(args: argparse.Namespace) -> int:
         summary = dtrace_engine.latency_summary(run, args.pid)
     _print_summary(summary, args)
     print(run.loss_line(), file=sys.stderr)
+    _dtrace_full_hint(run, "mongo_snoop.d" if args.events else "mongo_time.d", args)
     return 0
 
 
@@ -183,6 +213,7 @@ def _snoop_dtrace(args: argparse.Namespace) -> int:
     lost["dropped"] = run.dropped
     print(latency.footer(counts, lost), file=sys.stderr if args.json else sys.stdout)
     print(run.loss_line(), file=sys.stderr)
+    _dtrace_full_hint(run, "mongo_snoop.d", args)
     return 0
 
 
@@ -202,7 +233,8 @@ def cmd_snoop(args: argparse.Namespace) -> int:
         return _snoop_dtrace(args)
     if args.engine == "bcc":
         try:
-            probe = probes.bcc("mongosnoop.py", "-p", args.pid, *(["-j"] if args.json else []))
+            probe = probes.bcc("mongosnoop.py", "-p", args.pid, "--max-connections",
+                               args.max_connections, *(["-j"] if args.json else []))
         except probes.ProbeError as e:
             raise CommandError(str(e)) from None
         _started(probe, args)
@@ -246,6 +278,11 @@ def _tracing(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--engine", choices=["bpftrace", "bcc", "dtrace"], default="bpftrace",
                     help="dtrace: dtrace/*.d (illumos, FreeBSD, macOS, Linux with "
                          "dtrace-utils)")
+    sp.add_argument("--max-connections", type=_positive, metavar="N",
+                    default=MAX_CONNECTIONS,
+                    help="connections traced at once: sizes the probe's maps (bcc: "
+                         "conns; bpftrace: BPFTRACE_MAP_KEYS_MAX = 4 N; dtrace: "
+                         f"dynvarsize, aggsize); default {MAX_CONNECTIONS}")
 
 
 def register(sub) -> None:

@@ -100,6 +100,9 @@ def _record_arguments(p: argparse.ArgumentParser) -> None:
                         "phases then give exact percentiles")
     p.add_argument("--events-sample", type=int, metavar="N",
                    help="with --events: keep one request in N, at random")
+    p.add_argument("--max-connections", type=int, metavar="N", default=10000,
+                   help="connections the latency probe traces at once (sizes its maps: "
+                        "BPFTRACE_MAP_KEYS_MAX = 4 N); default 10000")
     p.add_argument("-i", "--interval", type=float, default=1.0,
                    help="seconds between collector samples (1)")
     p.add_argument("--uri", help="with -p: the server's URI, given to COMMAND as "

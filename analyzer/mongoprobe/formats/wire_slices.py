@@ -105,6 +105,7 @@ class BccSlices:
     def __init__(self, source: str = "mongolatency.py --slices") -> None:
         self.source = source
         self.final: dict | None = None
+        self.full: dict[str, int] = {}      # map -> refusals (part of dropped)
         self.lineno = 0
 
     def feed(self, line: str) -> Slice | None:
@@ -119,6 +120,7 @@ class BccSlices:
         if d.get("end"):
             self.final = {"counts": d["counts"], "lost": d["lost"],
                           "untraced": d.get("untraced", {})}
+            self.full = {k: int(v) for k, v in d.get("full", {}).items()}
             return None
         s = Slice(int(d["start_ns"]), int(d["length_ns"]),
                   counts={k: int(d["counts"][k]) for k in COUNT_KEYS},
