@@ -28,9 +28,7 @@ from .latencies import Latencies
 FULL_WHAT = {"conns": "requests on connections not traced",
              "lat_spill": "latencies not aggregated",
              "@s": "request slots refused (their requests lost)",
-             "@c": "connections refused (their requests lost)",
-             "@h": "latencies missing from their histogram",
-             "@hc": "latencies missing from their connection's histogram"}
+             "@c": "connections refused (their requests lost)"}
 
 
 class WireProbe:

@@ -24,8 +24,7 @@ those that are not printed were lost to a full map (counted as dropped).
 ``full`` names the maps that filled (bpftrace 0.17 gives every map the same
 BPFTRACE_MAP_KEYS_MAX keys): ``@s`` and ``@c``, request slots and connections the
 probe's maps refused (the requests so lost are already unmatched replies and requests
-without reply), and ``@h``/``@hc``, latencies a complete second's stats counted but
-its full histogram map did not (added to dropped).
+without reply).
 
 The counters map to ``latency --json``'s: ``replies`` is the count of timed requests
 over every slice read; at ``@end`` the requests neither answered, nor due no reply, nor
@@ -69,8 +68,7 @@ class BpftraceLatency:
         self.replies = 0
         self.lost_events = 0                 # bpftrace's own perf-buffer losses
         self.events: list[tuple] = []
-        self.full: dict[str, int] = dict.fromkeys(("@s", "@c", "@h", "@hc"), 0)
-        self._short: list[tuple[int, int, int]] = []   # (second, @h, @hc) deficits
+        self.full: dict[str, int] = dict.fromkeys(("@s", "@c"), 0)
         self.ended = False
         self._cur: Slice | None = None
         self._names: dict[str, tuple[str, str]] = {}   # "W0,W1,W2,OP" -> (command, op)
@@ -97,7 +95,7 @@ class BpftraceLatency:
 
     def close(self) -> list[Slice]:
         """The slice being read, if any (a probe cut before ``@end``)."""
-        return self._finish(whole=False)
+        return self._finish()
 
     def _printf(self, text: str) -> list[Slice]:
         if text.startswith("@slice "):
@@ -105,15 +103,7 @@ class BpftraceLatency:
             self._cur = Slice(int(text.split()[1]) * SLICE_NS, SLICE_NS)
             return done
         if text.startswith("@end"):
-            # END prints up to 3 seconds while the probes still write (the last
-            # ones, within the 2-second grace): their deficits are not losses
-            done = self._finish(whole=False)
-            if self._short:
-                last = self._short[-1][0]
-                for k, h, hc in self._short:
-                    if k >= last - 2:
-                        self.full["@h"] -= h
-                        self.full["@hc"] -= hc
+            done = self._finish()
             self.ended = True
             return done
         if text.startswith("# clock "):
@@ -195,19 +185,11 @@ class BpftraceLatency:
                                 name_of_words(w0, w1, w2), bin_, bout, bool(mtc),
                                 err[0] if err else 0))
 
-    def _finish(self, whole: bool = True) -> list[Slice]:
+    def _finish(self) -> list[Slice]:
         s, self._cur = self._cur, None
         if s is None:
             return []
         self.replies += sum(a.count for a in s.rows.values())
-        if whole:
-            # a second nothing writes any more: its histograms hold every latency
-            # its stats counted, unless the histogram map was full
-            h, hc = (sum(max(a.count - sum(a.hist.values()), 0) for a in rows.values())
-                     for rows in (s.rows, s.conn_rows))
-            self._short.append((s.start_ns // SLICE_NS, h, hc))
-            self.full["@h"] += h
-            self.full["@hc"] += hc
         s.counts, s.lost = self.counts, self.lost
         return [s]
 
@@ -243,8 +225,7 @@ class BpftraceLatency:
         return {"unmatched_replies": r["unmatched_replies"],
                 "requests_without_reply": r["requests_without_reply"] + waiting,
                 "malformed": r["malformed"],
-                "dropped": r["dropped"] + self.lost_events + lost_events
-                + self.full["@h"] + self.full["@hc"]}
+                "dropped": r["dropped"] + self.lost_events + lost_events}
 
 
 def read_bpftrace_latency(lines: Iterable[str], source: str = "mongo_latency.bt"):
