@@ -368,7 +368,6 @@ def _convert_stacks(raw: Path, out: Path, fmt: str, args: argparse.Namespace) ->
 
 
 def cmd_flush(args: argparse.Namespace) -> int:
-    from .. import procnet, views
     from ..formats.flush_output import parse_flush
 
     check_trace(args.engine, args.pid)
@@ -388,23 +387,29 @@ def cmd_flush(args: argparse.Namespace) -> int:
     if rc not in (0, None) and res.calls.empty and stopper.reason is None:
         raise CommandError(f"bpftrace failed: {probe.error_summary()}")
     lost = _stack_errors(probe)
+    _print_flush(res, args, {"stacks": lost})
+    _err(f"lost: {lost} stacks (stack-map collisions)")
+    return 0
+
+
+def _print_flush(res, args: argparse.Namespace, lost: dict) -> None:
+    """flush's result, either engine's: JSON (fds with their paths) or the tables."""
+    from .. import procnet, views
+
     if args.json:
         j = res.to_json()
         j["pid"] = args.pid
         for f in j["fds"]:
             f["path"] = procnet.fd_path(args.pid, int(f["fd"]))
-        j["lost"] = {"stacks": lost}
+        j["lost"] = lost
         print(json.dumps(j))
     else:
         print(views.render_flush(res, args.pid), end="")
-    _err(f"lost: {lost} stacks (stack-map collisions)")
-    return 0
 
 
 def _flush_dtrace(args: argparse.Namespace) -> int:
     """dtrace/flush.d: msync (memcntl MC_SYNC on illumos), fsync, fdatasync, and on Linux
     sync_file_range and syncfs; flush_output reads it as it reads flush.bt's."""
-    from .. import procnet, views
     from ..formats.flush_output import parse_flush
 
     run = _run_dtrace("flush.d", args, banner=f"Tracing flushes of PID {args.pid} (dtrace "
@@ -413,15 +418,7 @@ def _flush_dtrace(args: argparse.Namespace) -> int:
         res = parse_flush([ln.rstrip("\n") for ln in run.lines], "flush.d")
     except ValueError as e:
         raise CommandError(f"flush.d output unreadable: {e}")
-    if args.json:
-        j = res.to_json()
-        j["pid"] = args.pid
-        for f in j["fds"]:
-            f["path"] = procnet.fd_path(args.pid, int(f["fd"]))
-        j["lost"] = {"dropped": run.dropped}
-        print(json.dumps(j))
-    else:
-        print(views.render_flush(res, args.pid), end="")
+    _print_flush(res, args, {"dropped": run.dropped})
     _err(f"lost: {run.loss_line()}")
     return 0
 
