@@ -1,10 +1,27 @@
-"""Shared fixtures: the embedded FerretDB target and the kernel-tracing skip reasons."""
+"""Shared fixtures: the embedded FerretDB target and the kernel-tracing skip reasons; the
+test programs in C built on demand."""
 
 from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
 from mongoprobe import probes, target
+
+
+def build_c(tmp_path_factory, name: str, *flags: str) -> Path:
+    """tests/NAME.c compiled with FLAGS into a temporary folder (skips without a C
+    compiler)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip(f"no C compiler (cc/gcc) to build tests/{name}.c")
+    exe = tmp_path_factory.mktemp(name) / name
+    subprocess.run([cc, *flags, "-o", str(exe), str(Path(__file__).parent / f"{name}.c")],
+                   check=True)
+    return exe
 
 
 def _needs(reason: str | None) -> None:

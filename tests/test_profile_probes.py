@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import build_c
 
 from mongoprobe import flamegraph, mixedload, probes
 from mongoprobe.formats import bpftrace_stacks, flush_output, syscount_output, threads_output
@@ -67,14 +68,8 @@ def finish_cli(proc: subprocess.Popen, interrupt: bool = False, timeout: float =
 
 @pytest.fixture(scope="module")
 def flushloop(tmp_path_factory) -> Path:
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        pytest.skip("no C compiler (cc/gcc) to build tests/flushloop.c")
-    exe = tmp_path_factory.mktemp("flushloop") / "flushloop"
     # Frame pointers, so the probes' user stacks reach main().
-    subprocess.run([cc, "-O0", "-fno-omit-frame-pointer", "-pthread", "-o", str(exe),
-                    str(ROOT / "tests" / "flushloop.c")], check=True)
-    return exe
+    return build_c(tmp_path_factory, "flushloop", "-O0", "-fno-omit-frame-pointer", "-pthread")
 
 
 class Loop:

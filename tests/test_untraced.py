@@ -8,7 +8,6 @@ Needs root, a mounted tracefs, bpftrace or bcc, and a C compiler (skips with the
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,19 +15,14 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import build_c
 
-ROOT = Path(__file__).resolve().parents[1]
 CALLS = 5
 
 
 @pytest.fixture(scope="module")
 def untraced_exe(tmp_path_factory) -> Path:
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        pytest.skip("no C compiler (cc/gcc) to build tests/untraced.c")
-    exe = tmp_path_factory.mktemp("untraced") / "untraced"
-    subprocess.run([cc, "-O2", "-o", str(exe), str(ROOT / "tests" / "untraced.c")], check=True)
-    return exe
+    return build_c(tmp_path_factory, "untraced", "-O2")
 
 
 @pytest.mark.parametrize("engine", ["bpftrace", "bcc"])
