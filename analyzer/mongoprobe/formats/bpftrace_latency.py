@@ -6,16 +6,22 @@ What the probe prints, one JSON object per line (bpftrace's JSON mode)::
     {"type": "printf", "data": "# clock monotonic_ns=N elapsed_ns=N\\n"}
     {"type": "printf", "data": "@slice 7661\\n"}            a second is over; its maps:
     {"type": "map",   "data": {"@h1": {"W0,W1,W2,OP,BUCKET": N, ...}}}   histogram
-    {"type": "stats", "data": {"@s1": {"W0,W1,W2,OP": {"count", "average", "total"}}}}
-    {"type": "map",   "data": {"@m1": {"W0,W1,W2,OP": MAX_NS}}}
+    {"type": "map",   "data": {"@s1": {"CPU,W0,W1,W2,OP": [SUM_NS, MAX_NS]}}}
     {"type": "map",   "data": {"@n1": {"W0,W1,W2,OP": N}}}     requests with no reply due
     {"type": "map",   "data": {"@x1": {"W0,W1,W2,OP,CODE": N}}}   failed replies (ok: 0)
-    {"type": "map",   "data": {"@hc1": {"FD,BUCKET": N}}}, @sc1, @mc1   (FLAGS bit 1)
+    {"type": "map",   "data": {"@hc1": {"FD,BUCKET": N}}}, @sc1 {"CPU,FD": [SUM, MAX]}
+                                                                 (FLAGS bit 1)
     {"type": "map",   "data": {"@e1": {"TS,TID": [LAT, FD, REQID, OP, W0, W1, W2, IN,
                                  OUT, MTC, ERR]}}}     the second's events (EVENTS_EVERY)
-    {"type": "map",   "data": {"@requests": N}}  ... the counters, cumulative
+    {"type": "map",   "data": {"@no_reply": N}}  ... the counters, cumulative
     {"type": "map",   "data": {"@full_s": N}}, @full_c   what full maps refused
+    {"type": "map",   "data": {"@c": {"FD": [REM, POS, HEAD, TAIL, TXR, FLAGS]}}}
+                                      at the end: the connections still open
     {"type": "printf", "data": "@end\\n"}                      the last slices were printed
+
+A command's count in a slice is its histogram's total. Outputs of earlier versions
+of the probe (``@s`` as bpftrace ``stats()`` keyed without the CPU, ``@m`` the max,
+a ``@requests`` counter) read the same.
 
 The suffix (0, 1, 2) is the slice modulo 3 (the probe rotates three map sets); a map
 with no entries is not printed. A command name is three little-endian words
@@ -27,8 +33,12 @@ probe's maps refused (the requests so lost are already unmatched replies and req
 without reply).
 
 The counters map to ``latency --json``'s: ``replies`` is the count of timed requests
-over every slice read; at ``@end`` the requests neither answered, nor due no reply, nor
-already lost are still waiting and count as requests without reply.
+over every slice read. The probe counts requests without a per-request counter: each
+connection's head counts its requests due a reply, added to ``@closed_requests`` when
+it closes and printed with ``@c`` at the end, where head - tail are the requests still
+waiting (they count as requests without reply). So ``requests`` is exact at ``@end``
+(before, it is the requests answered, due no reply or lost so far), and timed requests
+that never reached a printed slice show as dropped.
 """
 
 from __future__ import annotations
@@ -40,7 +50,8 @@ from .errors import FormatError
 from .wire_slices import Agg, Slice, events_frame, name_of_words, opcode_name
 
 SLICE_NS = 1_000_000_000
-COUNTERS = {"@requests": "requests", "@no_reply": "no_reply", "@events_kept": "events_kept",
+COUNTERS = {"@requests": "requests", "@closed_requests": "closed_requests",
+            "@no_reply": "no_reply", "@events_kept": "events_kept",
             "@stream_replies": "stream_replies",
             "@lost_unmatched_replies": "unmatched_replies",
             "@lost_requests_without_reply": "requests_without_reply",
@@ -70,6 +81,9 @@ class BpftraceLatency:
         self.events: list[tuple] = []
         self.full: dict[str, int] = dict.fromkeys(("@s", "@c"), 0)
         self.ended = False
+        self.old_counter = False             # an earlier probe's @requests counter
+        self.open_heads = 0                  # at @end: requests due on open connections
+        self.open_waiting = 0                # ... and still waiting
         self._cur: Slice | None = None
         self._names: dict[str, tuple[str, str]] = {}   # "W0,W1,W2,OP" -> (command, op)
 
@@ -115,6 +129,14 @@ class BpftraceLatency:
         for name, value in data.items():
             if name in COUNTERS:
                 self.raw[COUNTERS[name]] = int(value)
+                self.old_counter |= name == "@requests"
+                continue
+            if name == "@c":
+                for v in value.values():
+                    head, tail, flags = int(v[2]), int(v[3]), int(v[5])
+                    if flags & 1:
+                        self.open_heads += head
+                        self.open_waiting += max(head - tail, 0)
                 continue
             if name in FULL:
                 self.full[FULL[name]] = int(value)
@@ -133,14 +155,14 @@ class BpftraceLatency:
                 continue
             for key, v in value.items():
                 k = _ints(key)
-                agg = cur.conn_rows.get(k[0])
+                fd = k[1] if kind == "sc" and isinstance(v, list) else k[0]   # CPU,FD
+                agg = cur.conn_rows.get(fd)
                 if agg is None:
-                    agg = cur.conn_rows[k[0]] = Agg()
+                    agg = cur.conn_rows[fd] = Agg()
                 if kind == "hc":
                     agg.hist[k[-1]] = agg.hist.get(k[-1], 0) + int(v)
                 elif kind == "sc":
-                    agg.count += int(v["count"])
-                    agg.sum_ns += int(v["total"])
+                    _add_sum_max(agg, v)
                 elif kind == "mc":
                     agg.max_ns = max(agg.max_ns, int(v))
 
@@ -152,6 +174,8 @@ class BpftraceLatency:
         for key, v in value.items():
             if kind in ("h", "x"):
                 key, _, b = key.rpartition(",")
+            elif kind == "s" and isinstance(v, list):
+                key = key.partition(",")[2]          # the CPU first
             name = names.get(key)
             if name is None:
                 w0, w1, w2, op = _ints(key)
@@ -163,8 +187,7 @@ class BpftraceLatency:
                 b = int(b)
                 agg.hist[b] = agg.hist.get(b, 0) + int(v)
             elif kind == "s":
-                agg.count += int(v["count"])
-                agg.sum_ns += int(v["total"])
+                _add_sum_max(agg, v)
             elif kind == "m":
                 agg.max_ns = max(agg.max_ns, int(v))
             elif kind == "x":
@@ -189,6 +212,9 @@ class BpftraceLatency:
         s, self._cur = self._cur, None
         if s is None:
             return []
+        # a timed request is counted in its histogram, and only there
+        for a in (*s.rows.values(), *s.conn_rows.values()):
+            a.count = sum(a.hist.values())
         self.replies += sum(a.count for a in s.rows.values())
         s.counts, s.lost = self.counts, self.lost
         return [s]
@@ -198,7 +224,7 @@ class BpftraceLatency:
     @property
     def counts(self) -> dict[str, int]:
         r = self.raw
-        return {"requests": r["requests"], "replies": self.replies,
+        return {"requests": self._requests(), "replies": self.replies,
                 "stream_replies": r["stream_replies"], "no_reply": r["no_reply"]}
 
     @property
@@ -216,16 +242,44 @@ class BpftraceLatency:
         """The loss counters, the events read being ``events_seen`` (they may have
         been read elsewhere: a recorded run keeps them in Parquet)."""
         r = self.raw
-        waiting = 0
+        waiting = unprinted = 0
         if self.ended:
-            waiting = max(r["requests"] - self.replies - r["no_reply"]
-                          - r["requests_without_reply"], 0)
+            # due a reply, not lost, not waiting: timed, so in a slice, unless
+            # the slice never got printed
+            answered = (self._requests() - r["no_reply"] - r["requests_without_reply"]
+                        - self._waiting())
+            waiting = self._waiting()
+            unprinted = max(answered - self.replies, 0) if not self.old_counter else 0
         # events the probe kept that its maps could not hold
         lost_events = max(r["events_kept"] - events_seen, 0) if self.ended else 0
         return {"unmatched_replies": r["unmatched_replies"],
                 "requests_without_reply": r["requests_without_reply"] + waiting,
                 "malformed": r["malformed"],
-                "dropped": r["dropped"] + self.lost_events + lost_events}
+                "dropped": r["dropped"] + self.lost_events + lost_events + unprinted}
+
+    def _requests(self) -> int:
+        r = self.raw
+        if self.old_counter:
+            return r["requests"]
+        if self.ended:
+            return r["closed_requests"] + self.open_heads + r["no_reply"]
+        return self.replies + r["no_reply"] + r["requests_without_reply"]
+
+    def _waiting(self) -> int:
+        r = self.raw
+        if self.old_counter:
+            return max(r["requests"] - self.replies - r["no_reply"]
+                       - r["requests_without_reply"], 0)
+        return self.open_waiting
+
+
+def _add_sum_max(agg: Agg, v) -> None:
+    """One (sum, max) tuple of a CPU, or an earlier probe's stats() value."""
+    if isinstance(v, list):
+        agg.sum_ns += int(v[0])
+        agg.max_ns = max(agg.max_ns, int(v[1]))
+    else:
+        agg.sum_ns += int(v["total"])
 
 
 def read_bpftrace_latency(lines: Iterable[str], source: str = "mongo_latency.bt"):
