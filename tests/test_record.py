@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import pytest
 
 import mongoprobe
-from mongoprobe import probes, rundir, target
+from mongoprobe import phases, probes, rundir, target
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "load" / "run-ferretdb"
 SPEC = "2i.1q:2s,1i@50.2q:2s,0i.2q:2s"
@@ -164,6 +164,11 @@ def test_a_collector_killed_mid_run_is_recorded_and_the_run_completes(recorded):
     r = subprocess.run([sys.executable, "-m", "mongoprobe", "phases", str(recorded.path)],
                        capture_output=True, text=True, timeout=120)
     assert "lost: collector vmstat died at " in r.stdout
+    # record itself ends with the same losses, after the line saying where the run is
+    tail = recorded.stderr[recorded.stderr.index("mongoprobe record: run recorded in"):]
+    said = [s.removeprefix("mongoprobe record: ") for s in tail.splitlines()[1:]]
+    assert said == phases.lost_line(lost).splitlines()
+    assert said[0].startswith("lost: unmatched replies ")
 
 
 def test_long_lines_of_the_command_are_shown_cut_and_kept_whole(recorded):
