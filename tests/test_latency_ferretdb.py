@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 
-import pandas as pd
 import pytest
 
 from mongoprobe import mixedload, procnet, target

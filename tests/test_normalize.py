@@ -20,7 +20,6 @@ import pytest
 from mongoprobe import normalize as nz
 from mongoprobe.formats.insert_benchmark import parse_insert_benchmark, wide_tables
 from mongoprobe.formats.iostat import parse_iostat
-from mongoprobe.formats.phase_markers import parse_phase_markers
 from mongoprobe.formats.vmstat import parse_vmstat
 from mongoprobe.formats.ycsb import parse_ycsb
 

@@ -77,7 +77,6 @@ from .errors import FormatError
 from .perf_script import fix_rust_symbol, tidy_generic
 
 NAME = "bpftrace"
-WHAT = "bpftrace stack maps, text or -f json (@[..., kstack, ustack] = count())"
 
 Sample = tuple  # (time, pid, tid, comm, frames, count, weight)
 

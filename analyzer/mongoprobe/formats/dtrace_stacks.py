@@ -68,7 +68,6 @@ from .errors import FormatError
 from .perf_script import fix_rust_symbol
 
 NAME = "dtrace"
-WHAT = "DTrace aggregated stack()/ustack() output"
 
 Sample = tuple  # (time, pid, tid, comm, frames, count, weight)
 

@@ -60,7 +60,6 @@ from typing import IO, Iterator
 from .errors import FormatError
 
 NAME = "perf"
-WHAT = "perf script output (perf record -g)"
 
 Sample = tuple  # (time, pid, tid, comm, frames, count, weight)
 
