@@ -65,7 +65,7 @@ import re
 from typing import IO, Iterator
 
 from .errors import FormatError
-from .perf_script import fix_rust_symbol
+from .symbols import fix_rust_symbol
 
 NAME = "dtrace"
 

@@ -78,7 +78,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import FormatError
-from .mpstat import clock_seconds, epoch, parse_banner, parse_date, to_float
+from .sysstat import clock_seconds, epoch, parse_banner, parse_date, to_float
 from .source import read_input
 
 _TIME_LOCAL = re.compile(r"^(\d\d/\d\d/\d\d(?:\d\d)?) (\d\d:\d\d:\d\d(?: [AP]M)?)$")
