@@ -43,8 +43,8 @@ class Cells:
     values), so events that do not fit in memory are drawn from batches of them.
     ``stat``: count (events) | sum | max | mean of the values per cell (a CPU heat
     map sums its rows' sample counts; ``--stat count`` of latency counts requests,
-    not their milliseconds); ``t0``: the origin
-    (column 0 is the second from ``t0``); earlier times are left out."""
+    not their milliseconds). ``t0``: the origin (column 0 is the second from it);
+    earlier times are left out."""
 
     def __init__(self, t0: float, rows: int = ROWS, stat: str = "count") -> None:
         if stat not in ("count", "sum", "max", "mean"):
