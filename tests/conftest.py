@@ -45,6 +45,15 @@ def need_dtrace() -> None:
 
 
 @pytest.fixture(scope="session")
+def tracing_and_target() -> None:
+    """Skips unless this machine can trace and setup built the embedded target: what
+    every test recording a run on it needs."""
+    _needs(probes.why_cannot_trace())
+    if not target.ferretdb_binary().exists():
+        pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
+
+
+@pytest.fixture(scope="session")
 def ferretdb(tmp_path_factory):
     """A private FerretDB for the test session: TargetInfo (pid, uri, metrics_url)."""
     if not target.ferretdb_binary().exists():

@@ -13,8 +13,6 @@ import sys
 import numpy as np
 import pytest
 
-from mongoprobe import probes, target
-
 SPEC = "2i.1q:3s,0i.2q:3s,2i.0q:3s"
 
 
@@ -24,12 +22,7 @@ def mp(*args, timeout=300):
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    why = probes.why_cannot_trace()
-    if why:
-        pytest.skip(why)
-    if not target.ferretdb_binary().exists():
-        pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
+def run(tmp_path_factory, tracing_and_target):
     path = tmp_path_factory.mktemp("e2e") / "RUN"
     r = mp("record", "--target", "embedded", "-o", str(path),
            "--probes", "latency,profile,vmstat,iostat,pcap", "--events", "--",

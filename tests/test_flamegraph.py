@@ -200,12 +200,16 @@ def test_cpu_heatmap_png(tmp_path) -> None:
 
 def test_heatmap_grid_counts_every_sample() -> None:
     df = stacks.load(PERF, bucket=None)
-    t0, m = heatmap.grid(df["time"], df["count"])
+    t0, m = heatmap.grid(df["time"], df["count"], stat="sum")
     assert m.shape == (heatmap.ROWS, int(df["second"].max()) - int(df["second"].min()) + 1)
     assert int(m.sum()) == 894 and t0 == int(df["second"].min())
     # bpftrace with millisecond keys spreads over the second's offsets too
     bt = stacks.load(SAMPLES / "bpftrace-ferretdb-ms.txt", bucket=None)
-    _t0, mb = heatmap.grid(bt["time"], bt["count"])
+    _t0, mb = heatmap.grid(bt["time"], bt["count"], stat="sum")
+    # count: the events in a cell, whatever their values; sum: their values
+    _t0, nb = heatmap.grid([0.1, 0.105, 1.5], [5.0, 7.0, 1.0], stat="count")
+    _t0, sb = heatmap.grid([0.1, 0.105, 1.5], [5.0, 7.0, 1.0], stat="sum")
+    assert (nb[5, 0], nb[25, 1], sb[5, 0], nb.sum()) == (2, 1, 12, 3)
     assert (mb.sum(axis=1) > 0).sum() > 40 and int(mb.sum()) == int(bt["count"].sum())
 
 
@@ -221,6 +225,37 @@ def test_latency_heatmap_png_from_real_events(tmp_path) -> None:
     r = mp("heatmap", str(SNOOP), "--what", "latency", "--stat", "count", "-o", str(out2))
     assert r.returncode == 0, r.stderr
     assert heatmap.png_size(out2) == heatmap.SIZE_PX
+
+
+def test_latency_heatmap_of_a_run_from_batches_beyond_memory(tmp_path, monkeypatch) -> None:
+    """A run's events are drawn batch by batch from its Parquet file: the same cells
+    as from the whole table, also when the events are too many to hold as one table
+    (the sample run's 2,316 with the limit at 10 and batches of 500)."""
+    import numpy as np
+
+    import mongoprobe
+    from mongoprobe import cli, event_store
+
+    run_dir = ROOT / "samples" / "load" / "run-ferretdb"
+    run = mongoprobe.load_run(run_dir)
+    whole, t0 = run.events, run.manifest["start"]
+    monkeypatch.setattr(event_store, "IN_MEMORY_MAX", 10)
+    monkeypatch.setattr(event_store, "BATCH", 500)
+    src = event_store.ParquetEvents(run_dir / "latency.events.parquet")
+    with pytest.raises(event_store.TooManyEvents):
+        src.frame()
+    for stat in ("max", "mean", "count"):
+        _t0, want = heatmap.grid(whole["time"], whole["latency_ns"] / 1e6, stat=stat, t0=t0)
+        cells, batches = heatmap.Cells(t0, stat=stat), 0
+        for t, _code, ns in src.batches():
+            cells.feed(t, ns / 1e6)
+            batches += 1
+        assert batches == 5
+        np.testing.assert_allclose(cells.matrix(), want, rtol=1e-12, equal_nan=True)
+    assert int(want.sum()) == len(whole)                # count: every event drawn once
+    out = tmp_path / "lat.png"
+    assert cli.main(["heatmap", str(run_dir), "--what", "latency", "-o", str(out)]) == 0
+    assert heatmap.png_size(out) == heatmap.SIZE_PX
 
 
 def test_latency_heatmap_of_events_jsonl(tmp_path) -> None:

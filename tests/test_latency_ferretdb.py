@@ -9,13 +9,11 @@ command monitoring and FerretDB's /debug/metrics.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 
-import pandas as pd
 import pytest
 
 from mongoprobe import mixedload, procnet, target
@@ -56,9 +54,6 @@ def metrics_delta(before: dict, after: dict) -> dict[str, int]:
 @pytest.mark.parametrize("engine", ["bpftrace", "bcc"])
 def test_latency_matches_client_and_ferretdb(engine, ferretdb, tmp_path, request):
     request.getfixturevalue("need_bcc" if engine == "bcc" else "need_bpftrace")
-    if engine == "bcc" and not os.path.exists(
-            os.path.join(os.path.dirname(__file__), "..", "probes", "mongolatency.py")):
-        pytest.skip("probes/mongolatency.py is not in this checkout")
     events_file = tmp_path / "events.jsonl"
     before = target.request_counts(ferretdb.metrics_url)
     cli = start_cli("latency", "-p", str(ferretdb.pid), "--json", "--engine", engine,

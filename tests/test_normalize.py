@@ -20,7 +20,6 @@ import pytest
 from mongoprobe import normalize as nz
 from mongoprobe.formats.insert_benchmark import parse_insert_benchmark, wide_tables
 from mongoprobe.formats.iostat import parse_iostat
-from mongoprobe.formats.phase_markers import parse_phase_markers
 from mongoprobe.formats.vmstat import parse_vmstat
 from mongoprobe.formats.ycsb import parse_ycsb
 
@@ -220,3 +219,37 @@ def test_phase_table_of_a_recorded_run() -> None:
         assert r.cs_per_op == pytest.approx(m["cs"] / r.ops_avg)
         assert r.cpu_us_per_op == pytest.approx(
             (m["us"] + m["sy"]) / 100 * run.manifest["host"]["cpus"] * 1e6 / r.ops_avg)
+
+
+def test_phase_tables_keep_their_columns_whatever_the_values() -> None:
+    """A value wider than its column (20086.7 cs/o, 524288 CPU us/o, a p99 past 10 s)
+    is shortened, never wrapped onto a line of its own; a missing one is a ``-`` where
+    the number would end; command names keep 20 characters."""
+    import mongoprobe
+    from mongoprobe import phases
+
+    run = mongoprobe.load_run(ROOT / "samples/load/run-ferretdb")
+    t = phases.phase_table(run)
+    t.loc[0, "cs_per_op"], t.loc[0, "cpu_us_per_op"] = 20086.7, 524288.0
+    t.loc[1, "r_per_op"] = math.nan
+    lat = dict(t.loc[0, "latency_us"])
+    lat["listCollectionsLong1"] = {"count": 12_345_678, "p50": 1.0, "p95": 2.0,
+                                   "p99": 12_000_000.0, "max": 1_234_567_890.0}
+    t.at[0, "latency_us"] = lat
+    rates = dict(t.loc[0, "server_rates"])
+    rates["createIndexes"] = 0.5
+    t.at[0, "server_rates"] = rates
+    text = phases.render(t, phases.tool_json(run), run.lost)
+    lines = text.splitlines()
+    assert max(map(len, lines)) < 80
+    sys_head = next(i for i, s in enumerate(lines) if s.split()[:2] == ["phase", "r/s"])
+    rows = lines[sys_head + 1: sys_head + 1 + len(t)]
+    assert [len(s) for s in rows] == [len(lines[sys_head])] * len(t)
+    assert rows[0].split()[-3:] == ["20087", rows[0].split()[-2], "524288"]
+    # the dash ends where the r/o numbers end
+    assert rows[1].split()[4] == "-"
+    assert rows[1].index(" - ") + 2 == lines[sys_head].index("r/o") + 3
+    row = next(s for s in lines if "listCollectionsLong1" in s)
+    assert row.split()[1:] == ["listCollectionsLong1", "12.3M", "1", "2", "12M", "1.23G"]
+    assert len(row) == len(next(s for s in lines if s.split()[:2] == ["phase", "command"]))
+    assert any(s.split()[1:4] == ["-", "-", "-"] and "createIndexes" in s for s in lines)

@@ -2,14 +2,13 @@
 
 from pathlib import Path
 
-import pytest
+import nbclient     # test dependencies (setup.cfg [test]): missing is a failure, not a skip
+import nbformat
 
 NB = Path(__file__).resolve().parents[1] / "samples" / "notebooks" / "postmortem.ipynb"
 
 
 def test_postmortem_notebook_executes():
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
     nb = nbformat.read(NB, as_version=4)
     nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
                             resources={"metadata": {"path": str(NB.parent)}}).execute()

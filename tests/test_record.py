@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import pytest
 
 import mongoprobe
-from mongoprobe import probes, rundir, target
+from mongoprobe import phases, rundir, target
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "load" / "run-ferretdb"
 SPEC = "2i.1q:2s,1i@50.2q:2s,0i.2q:2s"
@@ -33,14 +33,6 @@ LOAD_COMMANDS = ("insert", "find", "drop", "createIndexes", "endSessions")
 def mp(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "mongoprobe", *args], capture_output=True,
                           text=True, timeout=timeout)
-
-
-def _need_tracing_and_target() -> None:
-    why = probes.why_cannot_trace()
-    if why:
-        pytest.skip(why)
-    if not target.ferretdb_binary().exists():
-        pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
 
 
 def _wait_for(pred, timeout: float, what: str):
@@ -71,8 +63,7 @@ def _load_text(run: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory):
-    _need_tracing_and_target()
+def recorded(tmp_path_factory, tracing_and_target):
     run = tmp_path_factory.mktemp("record") / "RUN"
     t0 = time.time()
     proc = subprocess.Popen(
@@ -164,6 +155,11 @@ def test_a_collector_killed_mid_run_is_recorded_and_the_run_completes(recorded):
     r = subprocess.run([sys.executable, "-m", "mongoprobe", "phases", str(recorded.path)],
                        capture_output=True, text=True, timeout=120)
     assert "lost: collector vmstat died at " in r.stdout
+    # record itself ends with the same losses, after the line saying where the run is
+    tail = recorded.stderr[recorded.stderr.index("mongoprobe record: run recorded in"):]
+    said = [s.removeprefix("mongoprobe record: ") for s in tail.splitlines()[1:]]
+    assert said == phases.lost_line(lost).splitlines()
+    assert said[0].startswith("lost: unmatched replies ")
 
 
 def test_long_lines_of_the_command_are_shown_cut_and_kept_whole(recorded):
@@ -231,8 +227,7 @@ def test_load_run_tables(recorded):
 # --- the target exits mid-run ---------------------------------------------------------
 
 
-def test_a_target_that_exits_ends_the_run_cleanly(tmp_path):
-    _need_tracing_and_target()
+def test_a_target_that_exits_ends_the_run_cleanly(tmp_path, tracing_and_target):
     state = tmp_path / "ferretdb"
     info = target.start(state)
     run = tmp_path / "RUN"

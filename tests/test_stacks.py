@@ -21,7 +21,7 @@ import pytest
 
 import golden
 from mongoprobe import categories, stacks
-from mongoprobe.formats import bpftrace_stacks, dtrace_stacks, perf_script
+from mongoprobe.formats import bpftrace_stacks, perf_script
 from mongoprobe.formats.errors import FormatError
 
 ROOT = Path(__file__).resolve().parent.parent

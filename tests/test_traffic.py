@@ -12,18 +12,13 @@ import sys
 import pytest
 
 import mongoprobe
-from mongoprobe import phases, probes, target, traffic
+from mongoprobe import phases, traffic
 
 SPEC = "2i.1q:4s,0i.2q:4s,2i.0q:4s"
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory):
-    why = probes.why_cannot_trace()
-    if why:
-        pytest.skip(why)
-    if not target.ferretdb_binary().exists():
-        pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
+def recorded(tmp_path_factory, tracing_and_target):
     path = tmp_path_factory.mktemp("traffic") / "RUN"
     r = subprocess.run([sys.executable, "-m", "mongoprobe", "record", "--target", "embedded",
                         "-o", str(path), "--probes", "latency", "--", sys.executable, "-m",

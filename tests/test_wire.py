@@ -720,3 +720,16 @@ def test_pymongo_compressed_commands(codec: str) -> None:
     assert ping.database == "admin"
     handshakes = [m for m in seen if m.command == "ismaster"]
     assert handshakes and not any(m.compressed for m in handshakes)  # the spec forbids compressing hello
+
+
+@pytest.mark.parametrize("codec", ["snappy", "zstd"])
+def test_op_compressed_corrupt_body_is_a_wire_error(codec: str) -> None:
+    """A body the codec itself refuses (snappy's UncompressError, zstd's ZstdError or
+    the MemoryError of a frame asking for more) is an error at the body's offset."""
+    inner = encode_op_msg(1, 0, {"ping": 1, "$db": "admin", "pad": "x" * 300})
+    raw = bytearray(encode_op_compressed(inner, codec))
+    # snappy: after the 2-byte length, a copy from far before the output's start;
+    # zstd: after the magic number, a frame header with its reserved bit set
+    at, patch = (27, b"\xfe\xff\xff\xff\xff") if codec == "snappy" else (29, b"\xff" * 4)
+    raw[at:at + len(patch)] = patch
+    assert error_text(bytes(raw)).startswith(f"offset 25: {codec} decompression failed: ")

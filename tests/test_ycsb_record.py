@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 import mongoprobe
-from mongoprobe import probes, target
 from mongoprobe.formats.ycsb import parse_ycsb_summary
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,12 +44,7 @@ def ycsb(mode: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    why = probes.why_cannot_trace()
-    if why:
-        pytest.skip(why)
-    if not target.ferretdb_binary().exists():
-        pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
+def run(tmp_path_factory, tracing_and_target):
     if not (YCSB / "lib").is_dir():
         pytest.skip(f"{YCSB}: no YCSB here (the project's shared folder is absent; "
                     "MONGOPROBE_SHARED names another)")

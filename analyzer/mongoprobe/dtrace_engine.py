@@ -49,7 +49,6 @@ class DtraceRun:
     lines: list[str]                 # stdout, as printed
     stderr: list[str]                # dtrace's own messages
     returncode: int | None
-    stop_reason: str | None
     drops: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
@@ -82,8 +81,7 @@ def run(script: str, pid: int, args: tuple = (), duration: float | None = None,
         if on_line:
             on_line(line)
     rc = probe.stop()
-    return DtraceRun(lines, probe.stderr_lines, rc, stopper.reason,
-                     parse_dtrace_drops(probe.stderr_lines))
+    return DtraceRun(lines, probe.stderr_lines, rc, parse_dtrace_drops(probe.stderr_lines))
 
 
 def failed(run: DtraceRun) -> str | None:

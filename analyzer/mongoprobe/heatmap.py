@@ -17,8 +17,9 @@ shows up as stripes or repeated spots; a stall shows as a pale column.
   ``mongoprobe.formats.bpftrace_stacks``); DTrace aggregations have no time at all.
 * ``latency_heatmap``: requests from the wire events table (``time``, wall-clock
   seconds of the first reply, and ``latency_ns``; ``elapsed_s`` when ``time`` is
-  NaN): colour = the slowest request's latency in the cell (``stat="max"``; or
-  ``"count"``, ``"mean"``, ``"sum"``), on a log scale.
+  NaN) or from a run's event source in batches (any number of events): colour = the
+  slowest request's latency in the cell (``stat="max"``; or ``"count"``, ``"mean"``,
+  ``"sum"``), on a log scale.
 
 Rendered with matplotlib's Agg backend (no display needed) at a fixed size
 (``SIZE_PX``, 1200 x 480 by default) so reports and tests know what they get.
@@ -37,43 +38,72 @@ SIZE_PX = (1200, 480)
 DPI = 100
 
 
-def grid(times, values=None, rows: int = ROWS, stat: str = "count", t0: float | None = None):
-    """(t0, matrix[rows, seconds]) of the values at ``times`` (seconds, any origin).
-    ``stat``: count | sum | max | mean of ``values`` per cell (NaN where empty, for
-    max/mean; count/sum are 0 there). ``t0``: the origin (a run's start, so the
-    columns are the seconds of the run), by default the floor of the first time."""
-    t = np.asarray(times, dtype="float64")
-    v = np.ones_like(t) if values is None else np.asarray(values, dtype="float64")
-    keep = ~np.isnan(t)
-    t, v = t[keep], v[keep]
-    if not len(t):
-        raise ValueError("no timed events to draw (the input has no timestamps)")
-    t0 = math.floor(t.min()) if t0 is None else float(t0)
-    after = t >= t0
-    t, v = t[after] - t0, v[after]
-    if not len(t):
-        raise ValueError("no timed events after the origin")
-    col = np.floor(t).astype(np.int64)
-    row = np.minimum(((t - col) * rows).astype(np.int64), rows - 1)
-    ncol = int(col.max()) + 1
-    idx = row * ncol + col
-    size = rows * ncol
-    if stat == "count":
-        m = np.bincount(idx, weights=v, minlength=size).astype("float64")
-    elif stat == "sum":
-        m = np.bincount(idx, weights=v, minlength=size)
-    elif stat == "max":
-        m = np.full(size, np.nan)
-        order = np.argsort(v, kind="stable")
-        m[idx[order]] = v[order]                # the last write per cell is the largest
-    elif stat == "mean":
-        s = np.bincount(idx, weights=v, minlength=size)
-        n = np.bincount(idx, minlength=size)
+class Cells:
+    """The cells of a heat map fed batch by batch (times in seconds from any origin,
+    values), so events that do not fit in memory are drawn from batches of them.
+    ``stat``: count (events) | sum | max | mean of the values per cell (a CPU heat
+    map sums its rows' sample counts; ``--stat count`` of latency counts requests,
+    not their milliseconds). ``t0``: the origin (column 0 is the second from it);
+    earlier times are left out."""
+
+    def __init__(self, t0: float, rows: int = ROWS, stat: str = "count") -> None:
+        if stat not in ("count", "sum", "max", "mean"):
+            raise ValueError(f"unknown stat {stat!r} (count, sum, max, mean)")
+        self.t0, self.rows, self.stat = float(t0), rows, stat
+        self.n = np.zeros((rows, 0), dtype=np.int64)       # events per cell
+        self.sum = np.zeros((rows, 0))                     # their values summed
+        self.max = np.zeros((rows, 0))                     # their largest value (NaN: none)
+
+    def feed(self, times, values=None) -> None:
+        t = np.asarray(times, dtype="float64")
+        v = np.ones_like(t) if values is None else np.asarray(values, dtype="float64")
+        keep = ~np.isnan(t) & (t >= self.t0)
+        t, v = t[keep] - self.t0, v[keep]
+        if not len(t):
+            return
+        col = np.floor(t).astype(np.int64)
+        row = np.minimum(((t - col) * self.rows).astype(np.int64), self.rows - 1)
+        ncol = max(int(col.max()) + 1, self.n.shape[1])
+        if ncol > self.n.shape[1]:
+            more = ((0, 0), (0, ncol - self.n.shape[1]))
+            self.n, self.sum = np.pad(self.n, more), np.pad(self.sum, more)
+            self.max = np.pad(self.max, more, constant_values=np.nan)
+        idx, size = row * ncol + col, self.rows * ncol
+        self.n += np.bincount(idx, minlength=size).reshape(self.rows, ncol)
+        self.sum += np.bincount(idx, weights=v, minlength=size).reshape(self.rows, ncol)
+        if self.stat == "max":
+            m = np.full(size, np.nan)
+            order = np.argsort(v, kind="stable")
+            m[idx[order]] = v[order]                # the last write per cell is the largest
+            self.max = np.fmax(self.max, m.reshape(self.rows, ncol))
+
+    def matrix(self) -> np.ndarray:
+        """[rows, seconds]: the stat per cell (NaN where empty, for max and mean;
+        count and sum are 0 there). ValueError when nothing was drawn."""
+        if not self.n.any():
+            raise ValueError("no timed events to draw (none with a timestamp after the "
+                             "origin)")
+        if self.stat == "count":
+            return self.n.astype("float64")
+        if self.stat == "sum":
+            return self.sum
+        if self.stat == "max":
+            return self.max
         with np.errstate(invalid="ignore", divide="ignore"):
-            m = np.where(n > 0, s / n, np.nan)
-    else:
-        raise ValueError(f"unknown stat {stat!r} (count, sum, max, mean)")
-    return t0, m.reshape(rows, ncol)
+            return np.where(self.n > 0, self.sum / self.n, np.nan)
+
+
+def grid(times, values=None, rows: int = ROWS, stat: str = "count", t0: float | None = None):
+    """(t0, matrix[rows, seconds]) of the values at ``times`` (seconds, any origin):
+    :class:`Cells` fed once. ``t0``: by default the floor of the first time."""
+    t = np.asarray(times, dtype="float64")
+    if t0 is None:
+        if np.isnan(t).all():
+            raise ValueError("no timed events to draw (the input has no timestamps)")
+        t0 = math.floor(np.nanmin(t))
+    cells = Cells(t0, rows, stat)
+    cells.feed(t, values)
+    return cells.t0, cells.matrix()
 
 
 def _plot(t0: float, m, out, title: str, label: str, log: bool, size=SIZE_PX,
@@ -124,20 +154,36 @@ def cpu_heatmap(df, out, title: str = "CPU samples", rows: int = ROWS,
                 size=SIZE_PX, t0: float | None = None) -> Path:
     """PNG of a stack-sample table (``mongoprobe.stacks.load(path, bucket=None)``, one
     row per sample time): colour = samples per cell."""
-    t0, m = grid(df["time"].to_numpy(), df["count"].to_numpy(), rows, "count", t0)
+    t0, m = grid(df["time"].to_numpy(), df["count"].to_numpy(), rows, "sum", t0)
     return _plot(t0, m, out, title, "samples", log=False, size=size)
 
 
 def latency_heatmap(events, out, title: str = "request latency", rows: int = ROWS,
                     stat: str = "max", size=SIZE_PX, t0: float | None = None) -> Path:
-    """PNG of request latency over time (wire events with ``time`` or ``elapsed_s``
-    and ``latency_ns``): colour = ``stat`` of the latency (ms) of the requests whose
-    reply fell in the cell."""
-    t = events["time"].to_numpy(dtype="float64")
-    if np.isnan(t).all() and "elapsed_s" in events:
-        t = events["elapsed_s"].to_numpy(dtype="float64")
-    lat_ms = events["latency_ns"].to_numpy(dtype="float64") / 1e6
-    t0, m = grid(t, lat_ms, rows, stat, t0)
+    """PNG of request latency over time: colour = ``stat`` of the latency (ms) of the
+    requests whose reply fell in the cell. ``events``: a wire events table (``time``
+    or ``elapsed_s``, and ``latency_ns``), or an ``event_store.EventSource`` -- a
+    run's events read in batches, however many (``t0`` then from a first pass when
+    not given)."""
+    from .event_store import EventSource
+
+    if isinstance(events, EventSource):
+        if t0 is None:
+            firsts = [np.nanmin(t) for t, _c, _ns in events.batches(latency=False,
+                                                                     what="heat map origin")
+                      if len(t) and not np.isnan(t).all()]
+            if not firsts:
+                raise ValueError("no timed events to draw (the input has no timestamps)")
+            t0 = math.floor(min(firsts))
+        cells = Cells(t0, rows, stat)
+        for t, _code, ns in events.batches(what="heat map"):
+            cells.feed(t, ns / 1e6)
+        m = cells.matrix()
+    else:
+        t = events["time"].to_numpy(dtype="float64")
+        if np.isnan(t).all() and "elapsed_s" in events:
+            t = events["elapsed_s"].to_numpy(dtype="float64")
+        t0, m = grid(t, events["latency_ns"].to_numpy(dtype="float64") / 1e6, rows, stat, t0)
     label = "requests" if stat == "count" else f"{stat} latency (ms)"
     return _plot(t0, m, out, title, label, log=stat != "count", size=size, cmap="viridis_r"
                  if stat != "count" else "YlOrRd")

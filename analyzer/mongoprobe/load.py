@@ -91,6 +91,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from pymongo.errors import PyMongoError
+
 BUCKET_BOUNDS_S = (256e-6, 1e-3, 4e-3, 16e-3, 64e-3, 256e-3, 1.0, 4.0, 16.0)
 BUCKETS = ("256us", "1ms", "4ms", "16ms", "64ms", "256ms", "1s", "4s", "16s", "gt")
 COLLECTION = "purchases_index"
@@ -319,7 +321,7 @@ def _db_size(run: _Run) -> int | None:
         st = run.coll.database.command("dbStats")
         size = st.get("totalSize", st.get("storageSize", 0) + st.get("indexSize", 0))
         return int(size)
-    except Exception:  # noqa: BLE001 - a server without dbStats has no size to report
+    except PyMongoError:  # a server without dbStats has no size to report
         return None
     finally:
         run.counter.label("setup")
@@ -354,7 +356,7 @@ def _insert_worker(run: _Run, phase: Phase, stats: Stats, seed: int) -> None:
             else:
                 coll.insert_many(docs, ordered=False)
             stats.add(time.perf_counter() - t0, n)
-    except Exception as e:  # noqa: BLE001 - one line on stderr, then the run ends
+    except PyMongoError as e:  # the server refused or went away: one line, the run ends
         _fail(run, f"insert ({phase.name})", e)
 
 
@@ -379,7 +381,7 @@ def _query_worker(run: _Run, phase: Phase, stats: Stats, seed: int, first: int) 
                 cur = cur.sort([(k, 1) for k in keys])
             list(cur.limit(limit))
             stats.add(time.perf_counter() - t0, 1)
-    except Exception as e:  # noqa: BLE001
+    except PyMongoError as e:
         _fail(run, f"query ({phase.name})", e)
 
 
@@ -529,7 +531,7 @@ def run(opts: Options) -> tuple[int, dict]:
             r.coll.create_indexes([pymongo.IndexModel([(k, 1) for k in keys])
                                    for keys in INDEXES])
             r.keys = itertools.count(first_key)
-        except Exception as e:  # noqa: BLE001
+        except PyMongoError as e:
             _fail(r, "setup", e)
         for phase in opts.phases:
             if r.stop.is_set():

@@ -447,10 +447,19 @@ def tool_json(run, phases: pd.DataFrame | None = None) -> dict:
 
 
 def _num(v: Any, fmt: str, width: int) -> str:
-    """A number for a column; ``-`` padded like one when there is none."""
+    """A number for a column; ``-`` padded like one when there is none. A value too
+    wide for the column loses its decimals, then takes a k/M/G suffix, so a row keeps
+    its columns (20086.7 cs/o in a 6-wide column is ``20087``, 12345678 is ``12.3M``)."""
     if v is None or (isinstance(v, float) and (math.isnan(v) or math.isinf(v))):
         return "-".rjust(width)
-    return format(v, f"{width}{fmt}")
+    s = format(v, f"{width}{fmt}")
+    if len(s) > width:
+        s = format(v, f"{width}.0f")
+    if len(s) > width:
+        div, suffix = next((d, x) for d, x in ((1e3, "k"), (1e6, "M"), (1e9, "G"), (1e12, "T"))
+                           if abs(v) / d < 1000 or x == "T")
+        s = f"{v / div:.3g}{suffix}".rjust(width)
+    return s
 
 
 def _size(v: float, width: int = 7) -> str:
@@ -463,7 +472,7 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
     w = 14
     lines = []
     if tool is not None:
-        lines.append(tool_line(tool))
+        lines.append(_prose(tool_line(tool)))
         lines.append("")
     lines.append(f"{'phase':{w}s} {'opsAvg':>7s} {'opsP95':>7s} {'ipsAvg':>7s} {'ipsP95':>7s}"
                  f" {'qpsAvg':>7s} {'qpsP95':>7s} {'dbSize':>7s} {'rssSize':>7s}")
@@ -473,10 +482,10 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
                      f"{_num(r.qps_avg, '.0f', 7)} {_num(r.qps_p95, '.0f', 7)} "
                      f"{_size(r.db_mb)} {_size(r.rss_mb)}")
     if (t["ops_source"] == "server").any():
-        lines.append("  (ops from the server's requests where the tool gives no rates: "
-                     + ", ".join(t.loc[t["ops_source"] == "server", "name"]) + ")")
+        lines.append(_prose("  (ops from the server's requests where the tool gives no rates: "
+                            + ", ".join(t.loc[t["ops_source"] == "server", "name"]) + ")"))
     lines += ["", f"{'phase':{w}s} {'operation':16s} {'rate/s':>8s} {'p95/s':>8s}  "
-                  f"{'server command':16s} {'req/s':>7s}"]
+                  f"{'server command':20s} {'req/s':>7s}"]
     probe = lost is None or lost.get("probe") is not None
     for r in t.itertuples():
         shown = set()
@@ -486,12 +495,12 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
             label = op if unit == "operations" else f"{op} ({_UNIT_WORDS.get(unit, unit)})"
             shown.add(cmd)
             lines.append(f"{r.name[:w]:{w}s} {label[:16]:16s} {_num(rate, '.1f', 8)} "
-                         f"{_num(r.rates_p95.get(op), '.1f', 8)}  {(cmd or '-')[:16]:16s} "
+                         f"{_num(r.rates_p95.get(op), '.1f', 8)}  {(cmd or '-')[:20]:20s} "
                          f"{_num(srv, '.1f', 7)}")
         for cmd, srv in sorted(r.server_rates.items(), key=lambda kv: -kv[1]):
             if cmd in shown or cmd in traffic.ADMIN_COMMANDS:
                 continue
-            lines.append(f"{r.name[:w]:{w}s} {'-':16s} {'-':>8s} {'-':>8s}  {cmd[:16]:16s} "
+            lines.append(f"{r.name[:w]:{w}s} {'-':16s} {'-':>8s} {'-':>8s}  {cmd[:20]:20s} "
                          f"{_num(srv, '.1f', 7)}")
     lines += ["", f"{'phase':{w}s} {'r/s':>6s} {'rMB/s':>6s} {'wMB/s':>6s} {'r/o':>6s} "
                   f"{'rKB/o':>6s} {'wKB/o':>6s} {'cs/o':>6s} {'us+sy':>6s} {'cpuus/o':>8s}"]
@@ -503,16 +512,17 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
                      f"{_num(r.cpu_us_per_op, '.0f', 8)}")
     lines += ["", "server latency (the probe), us"]
     if len(t) and not t["server_exact"].all() and t["server_s"].notna().any():
-        lines.append("  (per-second histograms: each phase's whole seconds, "
-                     + ", ".join(f"{r.server_s:.0f} of {r.seconds:.1f} s"
-                                 for r in t.itertuples()) + "; record --events keeps "
-                     "every request, for exact counts)")
+        lines.append(_prose("  (per-second histograms: each phase's whole seconds, "
+                            + ", ".join(f"{r.server_s:.0f} of {r.seconds:.1f} s"
+                                        for r in t.itertuples()) + "; record --events "
+                            "keeps every request, for exact counts)"))
     lines.append(f"{'phase':{w}s} {'command':20s} "
                  f"{'count':>7s} {'p50':>7s} {'p95':>7s} {'p99':>7s} {'max':>9s}")
     for r in t.itertuples():
         for cmd, d in sorted(r.latency_us.items(), key=lambda kv: -kv[1]["count"]):
-            lines.append(f"{r.name[:w]:{w}s} {cmd[:20]:20s} {d['count']:7d} "
-                         f"{d['p50']:7.0f} {d['p95']:7.0f} {d['p99']:7.0f} {d['max']:9.0f}")
+            lines.append(f"{r.name[:w]:{w}s} {cmd[:20]:20s} {_num(d['count'], 'd', 7)} "
+                         + " ".join(_num(d[k], ".0f", 7) for k in ("p50", "p95", "p99"))
+                         + f" {_num(d['max'], '.0f', 9)}")
     failed = [(r.name, cmd, codes) for r in t.itertuples()
               for cmd, codes in sorted(r.failed_replies.items())]
     if failed:
@@ -543,11 +553,15 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
                              f"{_num(float(d['server'][k]), '.0f', 10)} "
                              f"{_num(float(d['diff'].get(k, math.nan)), '.0f', 10)}")
     if lost is not None:
-        lines += ["", lost_line(lost)]
-    # prose lines (notes, losses) wrapped to the width of the tables
-    lines = [x for s in lines for x in s.split("\n")]
-    return "".join(textwrap.fill(s, 79, subsequent_indent="    ", break_on_hyphens=False)
-                   + "\n" if len(s) > 79 else s + "\n" for s in lines)
+        lines += ["", _prose(lost_line(lost))]
+    return "".join(s + "\n" for s in lines)
+
+
+def _prose(text: str) -> str:
+    """Notes and losses wrapped to the width of the tables (a table row is never
+    wrapped: its columns would break)."""
+    return "\n".join(textwrap.fill(s, 79, subsequent_indent="    ", break_on_hyphens=False)
+                     for s in text.split("\n"))
 
 
 _UNIT_WORDS = {"documents": "docs"}

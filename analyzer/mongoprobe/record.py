@@ -468,9 +468,25 @@ class Recorder:
         died = [c.name for c in cols if c.info["status"] == "died"]
         _say(f"run recorded in {self.run_dir} (ended by {ended_by}"
              + (f"; died: {', '.join(died)}" if died else "") + ")")
+        self.say_losses()
         if ended_by == "command" and rc not in (0, None):
             return rc if rc > 0 else 128 - rc
         return 0
+
+    def say_losses(self) -> None:
+        """The run's losses as ``phases`` and ``report`` show them: the probe's
+        counters, the stacks not folded, the collectors that died."""
+        from .formats.errors import FormatError
+        from .phases import lost_line
+        from .rundir import load_run
+
+        try:
+            lost = load_run(self.run_dir).lost
+        except FormatError as e:        # a damaged probe output: phases will say so too
+            _say(f"losses not read: {e}")
+            return
+        for line in lost_line(lost).splitlines():
+            _say(line)
 
     def _watch(self, cmd: Command, cols: list, pid: int, t: dict) -> tuple[int, str]:
         """Until the command ends; returns (its exit status, what ended the run)."""

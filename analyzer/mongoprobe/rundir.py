@@ -218,10 +218,6 @@ class Run:
         with open(p) as fh:
             return read_load_out(fh)
 
-    def _stdout_lines(self) -> list[str]:
-        ll = self.load_lines
-        return list(ll.loc[ll["stream"] == "stdout", "text"])
-
     @functools.cached_property
     def load(self):
         from .formats import mongoprobe_load

@@ -144,11 +144,6 @@ def empty():
     return stack_table.table([])
 
 
-def frames_tuple(frames: str) -> tuple[str, ...]:
-    """The ``frames`` column as a tuple, root first."""
-    return tuple(frames.split(";")) if frames else ()
-
-
 # --- folded ---------------------------------------------------------------------------
 
 

@@ -120,7 +120,7 @@ class Message:
             return None
         try:
             return bson.decode(self.body_bson)
-        except Exception:  # bson raises assorted types on bad input; the scanner already vouched for the framing
+        except bson.errors.InvalidBSON:  # the scanner vouched for the framing, not the nested documents
             return None
 
 
@@ -408,11 +408,17 @@ def _decompress(compressor: str, data: bytes, size: int) -> bytes | None:
         declared = _snappy_length(data)
         if declared != size:  # checked first, so the codec never allocates an attacker's size
             raise ValueError(f"snappy block declares {declared} bytes")
-        return module.uncompress(data)
-    declared = module.frame_content_size(data)
-    if declared not in (-1, size):
-        raise ValueError(f"zstd frame declares {declared} bytes")
-    return module.ZstdDecompressor().decompress(data, max_output_size=size)
+        try:
+            return module.uncompress(data)
+        except module.UncompressError as e:
+            raise ValueError(str(e) or "corrupt snappy block") from None
+    try:
+        declared = module.frame_content_size(data)
+        if declared not in (-1, size):
+            raise ValueError(f"zstd frame declares {declared} bytes")
+        return module.ZstdDecompressor().decompress(data, max_output_size=size)
+    except (module.ZstdError, MemoryError) as e:   # a corrupt frame can ask for more than size
+        raise ValueError(str(e) or "corrupt zstd frame") from None
 
 
 def _snappy_length(data: bytes) -> int:
@@ -438,7 +444,7 @@ def _decode_compressed(buf: bytes, header: Header) -> Message:
     compressor = COMPRESSORS[compressor_id]
     try:
         payload = _decompress(compressor, buf[25:], size)
-    except Exception as exc:  # each codec raises its own exception types on corrupt input
+    except (ValueError, zlib.error) as exc:  # _decompress turns the codecs' own errors into ValueError
         raise WireError(25, f"{compressor} decompression failed: {exc}") from None
     marks: dict[str, Any] = {"compressed": True, "compressor": compressor, "original_opcode": original}
     if payload is None:

@@ -227,18 +227,21 @@ def cmd_flamegraph(args: argparse.Namespace) -> int:
 
 
 def _events(path: str):
-    """Wire events: a run's (record --events), Parquet or JSON lines (latency --events
-    FILE), or mongo_snoop.bt / mongo_snoop.d text."""
+    """Wire events: a run's (record --events; its event source, read in batches
+    however many), Parquet (read the same way) or JSON lines (latency --events FILE),
+    or mongo_snoop.bt / mongo_snoop.d text."""
+    from ..event_store import ParquetEvents
     from ..formats import wire_events
 
     run = _run_dir(path)
     if run is not None:
-        if run.events is None:
+        source = run.latencies.source if run.file("latency") is not None else None
+        if source is None:
             raise LookupError(f"{path}: the run kept no per-request events (a sub-second "
                               "latency heat map needs them: record with --events)")
-        return run.events
+        return source
     if path.endswith(".parquet"):
-        return wire_events.read_parquet(path)
+        return ParquetEvents(path)
     text = sys.stdin.read() if path == "-" else Path(path).read_text()
     first = next((x for x in text.splitlines() if x.strip()), "")
     if first.startswith("{"):

@@ -51,7 +51,7 @@ key by ``elapsed / 1000000`` and print ``# keys: time_ms,...``. No time key: NaN
 
 Frames: bpftrace's ``sym+OFFSET`` loses its offset; ``0xADDR`` (unresolved) becomes
 ``[unknown]``; ``ustack(perf)`` lines ``ADDR sym+0xOFF (module)`` are read too. Names
-are then cleaned as ``inferno-collapse-perf`` cleans them (``perf_script.tidy_generic``,
+are then cleaned as ``inferno-collapse-perf`` cleans them (``symbols.tidy_generic``,
 Rust symbols fixed), so one function has one name in perf and bpftrace profiles.
 
 Counts: ``count`` and ``weight`` are the map's value (a sample count for ``count()``;
@@ -74,10 +74,9 @@ import re
 from typing import IO, Iterable, Iterator
 
 from .errors import FormatError
-from .perf_script import fix_rust_symbol, tidy_generic
+from .symbols import fix_rust_symbol, tidy_generic
 
 NAME = "bpftrace"
-WHAT = "bpftrace stack maps, text or -f json (@[..., kstack, ustack] = count())"
 
 Sample = tuple  # (time, pid, tid, comm, frames, count, weight)
 

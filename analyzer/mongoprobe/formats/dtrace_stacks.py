@@ -65,10 +65,9 @@ import re
 from typing import IO, Iterator
 
 from .errors import FormatError
-from .perf_script import fix_rust_symbol
+from .symbols import fix_rust_symbol
 
 NAME = "dtrace"
-WHAT = "DTrace aggregated stack()/ustack() output"
 
 Sample = tuple  # (time, pid, tid, comm, frames, count, weight)
 

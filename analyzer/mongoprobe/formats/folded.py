@@ -14,7 +14,6 @@ from typing import IO, Iterator
 from .errors import FormatError
 
 NAME = "folded"
-WHAT = 'folded stacks ("frame;frame;frame COUNT")'
 HEAD_BYTES = 65536
 
 _LINE = re.compile(r"(.+) (\d+)$")

@@ -78,7 +78,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import FormatError
-from .mpstat import clock_seconds, epoch, parse_banner, parse_date, to_float
+from .sysstat import clock_seconds, epoch, parse_banner, parse_date, to_float
 from .source import read_input
 
 _TIME_LOCAL = re.compile(r"^(\d\d/\d\d/\d\d(?:\d\d)?) (\d\d:\d\d:\d\d(?: [AP]M)?)$")
@@ -108,7 +108,7 @@ _MERGE_PCT = {"%rrqm": ("rrqm/s", "r/s"), "%wrqm": ("wrqm/s", "w/s"),
               "%drqm": ("drqm/s", "d/s")}  # fmt: skip
 
 
-def _report_time(line: str, day_hint, tz: str | None) -> float | None:
+def _report_time(line: str, tz: str | None) -> float | None:
     """The time line ``iostat -t`` prints before each report; None if ``line`` is not one."""
     s = line.strip()
     if m := _TIME_ISO.match(s):
@@ -150,7 +150,7 @@ def _scan(text: str, src: str, tz: str | None):
             banner = parse_banner(line)
             i += 1
             continue
-        if (rt := _report_time(s, banner.day, tz)) is not None:
+        if (rt := _report_time(s, tz)) is not None:
             t = rt
             i += 1
             continue

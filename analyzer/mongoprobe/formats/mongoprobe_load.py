@@ -116,16 +116,6 @@ def unstamp(lines: Iterable[str]) -> Iterable[tuple[int, str, float]]:
             yield n, line, math.nan
 
 
-def parse_markers(lines: Iterable[str]) -> pd.DataFrame:
-    """Only the ``### phase start|end`` markers, from any tool's output."""
-    rows = []
-    for _, text, received in unstamp(lines):
-        m = MARKER.match(text)
-        if m:
-            rows.append((m[1], m[2], float(m[3]), received))
-    return _markers_df(rows)
-
-
 def _markers_df(rows: list) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=MARKER_COLUMNS)
     return df.astype({"event": str, "name": str, "time": "float64", "received": "float64"})

@@ -54,7 +54,7 @@ from typing import IO
 import pandas as pd
 
 from .errors import FormatError
-from .mpstat import Clock, split_label, parse_banner, scan_timed, to_float
+from .sysstat import Clock, split_label, parse_banner, scan_timed, to_float
 from .source import read_input
 
 _INT_COLS = {"CPU", "VSZ", "RSS", "iodelay", "threads", "fd-nr", "StkSize", "StkRef", "prio"}

@@ -144,7 +144,7 @@ class ToolOutput:
                               "and totals are left out")], version=self.version)
 
 
-def hist_percentiles(lo_us, hi_us, counts, max_us: float = math.nan) -> dict[str, float]:
+def hist_percentiles(hi_us, counts, max_us: float = math.nan) -> dict[str, float]:
     """{count, p50_us, p95_us, p99_us, max_us} of a printed response-time histogram:
     each percentile is the upper bound of the bucket it falls in (at most the max)."""
     counts = np.asarray(counts, dtype=float)

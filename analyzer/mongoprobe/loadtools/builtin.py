@@ -43,7 +43,7 @@ def read(out: pd.DataFrame, source: str) -> ToolOutput:
                      for t, ln, c, r in zip(sub["time"], sub["length_s"], counts, sub[rate])]
             hist = [int(sub[f"{op}_{b}"].sum()) for b in mongoprobe_load.BUCKETS]
             mx = float(sub[f"{op}_max_s"].max()) * 1e6 if len(sub) else math.nan
-            h = hist_percentiles([0.0] * len(_HI_US), _HI_US, hist, mx)
+            h = hist_percentiles(_HI_US, hist, mx)
             if h["count"]:
                 client.append([p.name, op, h["count"], math.nan, h["p50_us"], h["p95_us"],
                                h["p99_us"], h["max_us"], "bucket bound"])

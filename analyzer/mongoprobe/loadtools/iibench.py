@@ -78,7 +78,7 @@ def read(out: pd.DataFrame, source: str) -> ToolOutput:
                 op = _OPS.get(lab.strip())
                 if op is None:
                     continue
-                p = hist_percentiles(rows_h["lo_us"], rows_h["hi_us"], rows_h["count"],
+                p = hist_percentiles(rows_h["hi_us"], rows_h["count"],
                                      float(rows_h["max_s"].iloc[0]) * 1e6)
                 client.append([name, op, p["count"], math.nan, p["p50_us"], p["p95_us"],
                                p["p99_us"], p["max_us"], "bucket bound"])
