@@ -35,7 +35,7 @@ import wireclient
 from test_probe_patterns import Probe, wireserver
 from test_profile_probes import _can_render_svg, flushloop, loop, start_cli  # noqa: F401
 from mongoprobe import dtrace_engine, latency, mixedload, probes, target
-from mongoprobe.formats import dtrace_drops, dtrace_latency, stack_table
+from mongoprobe.formats import dtrace_drops, dtrace_latency, stack_table, wire_events
 
 ROOT = Path(__file__).resolve().parents[1]
 DTRACE = ROOT / "dtrace"
@@ -183,6 +183,13 @@ def test_snoop_on_the_mongod_pattern_server(mode, need_dtrace, tmp_path):
         events["command"])["exhaustTest"]         # each exhaust reply had moreToCome
     assert (events["latency_ns"] > 0).all()
     assert events["time"].notna().all()
+    # failed replies (ok: 0 as double, int, long, bool; with or without errmsg and code)
+    # in the ERR column; split sends a reply's first 40 bytes in three writes, and the
+    # check reads them from one (probes/README.md, "Replies that failed")
+    assert wire_events.snoop_checks_replies(lines)
+    failed = events[events["error_code"] != 0]
+    assert Counter(zip(failed["command"], failed["error_code"])) == (
+        Counter() if mode == "split" else expected.error_codes)
     counts, lost = dtrace_engine.snoop_footer(lines)
     assert counts == {"requests": expected.requests, "replies": expected.replies,
                       "stream_replies": expected.stream_replies, "no_reply": expected.no_reply}

@@ -19,7 +19,12 @@ Replies: OP_MSG `{"ok": 1}` with a per-connection requestID counter (1, 2, ...) 
 responseTo the request's requestID. A command `{"failTest": CODE, "okType": T,
 "errmsgBytes": N}` fails as mongod and FerretDB fail a command: `{"ok": 0, "errmsg":
 N bytes, "code": CODE, "codeName": ...}`, ok being a double, int, long or bool (T), no
-errmsg when N < 0, no code (nor codeName) when CODE is 0. An OP_MSG with moreToCome gets no reply. An OP_MSG
+errmsg when N < 0, no code (nor codeName) when CODE is 0; the same query in an OP_QUERY
+on "db.$cmd" gets that document in an OP_REPLY (mongod's legacy command reply). An OP_QUERY
+{"failTest": CODE} on any other namespace (a legacy query) fails as mongod fails it:
+OP_REPLY with the QueryFailure flag and `{"$err": ..., "code": CODE}`; with
+`"queryFailure": false` as FerretDB does: no flag, `{"$err", "code", "ok": 0}`.
+An OP_MSG with moreToCome gets no reply. An OP_MSG
 with exhaustAllowed whose body is `{"exhaustTest": N, ...}` gets N replies, all but the
 last with moreToCome, each answering the previous reply's requestID (the first answers
 the request). OP_QUERY gets OP_REPLY; OP_COMPRESSED (zlib) gets a zlib OP_COMPRESSED
@@ -58,6 +63,7 @@ MODES = ("mongod", "readwrite", "vector", "split", "sendto")
 BUFFER_SIZE = 4096  # FerretDB's buffered reader
 HEADER = struct.Struct("<iiii")  # messageLength, requestID, responseTo, opCode
 LOG_EVERY = 3  # requests per connection between two log writes
+QUERY_FAILURE = 2  # OP_REPLY responseFlags: the query failed ($err)
 
 
 class Connection:
@@ -162,7 +168,7 @@ class Connection:
         if opcode == OP_MSG:
             return self._op_msg_replies(request_id, message[16:])
         if opcode == OP_QUERY:
-            return [encode_op_reply(self.reply_id(), request_id, [{"ok": 1}])]
+            return [self._op_reply(request_id, message[16:])]
         if opcode == OP_COMPRESSED:
             original_opcode, size, compressor = struct.unpack_from("<iiB", message, 16)
             codec = COMPRESSORS.get(compressor)
@@ -172,6 +178,22 @@ class Connection:
             plain = HEADER.pack(16 + size, request_id, 0, original_opcode) + inner
             return [encode_op_compressed(reply, codec) for reply in self.replies(plain)]
         raise ValueError(f"unsupported opcode {opcode}")
+
+    def _op_reply(self, request_id: int, payload: bytes) -> bytes:
+        """OP_REPLY to an OP_QUERY: {ok: 1}, or a failure (the module docstring)."""
+        end = payload.index(b"\0", 4)
+        namespace = payload[4:end].decode()
+        query = bson.decode(payload[end + 9 : end + 9 + struct.unpack_from("<i", payload, end + 9)[0]])
+        if "failTest" not in query:
+            return encode_op_reply(self.reply_id(), request_id, [{"ok": 1}])
+        if namespace.endswith(".$cmd"):
+            return encode_op_reply(self.reply_id(), request_id, [failure(query)])
+        # a legacy query that failed: mongod sets QueryFailure, {$err, code}; FerretDB
+        # sends {$err, code, ok: 0} without the flag
+        err = {"$err": "e" * query.get("errmsgBytes", 20), "code": int(query["failTest"])}
+        if query.get("queryFailure", True):
+            return encode_op_reply(self.reply_id(), request_id, [err], flags=QUERY_FAILURE)
+        return encode_op_reply(self.reply_id(), request_id, [{**err, "ok": 0.0}])
 
     def _op_msg_replies(self, request_id: int, payload: bytes) -> list[bytes]:
         flags = struct.unpack_from("<I", payload)[0]

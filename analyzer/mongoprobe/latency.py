@@ -317,22 +317,22 @@ def from_latencies(lat, engine: str = "", pid: int | None = None,
     return s
 
 
-def from_events(events: pd.DataFrame, engine: str = "", pid: int | None = None) -> LatencySummary:
+def from_events(events: pd.DataFrame, engine: str = "", pid: int | None = None,
+                checked: bool = True) -> LatencySummary:
     """Exact latency from per-request events (requests counted here had a reply): the
-    one path, through ``latencies.Latencies``."""
+    one path, through ``latencies.Latencies``. ``checked``: the events' source reads
+    replies (their ``error_code``); else failures are unknown."""
     from .latencies import Latencies
 
     if "time" not in events.columns or events["time"].isna().any():
         # no wall clock (a D script without its clock line): the whole run needs none
         events = events.assign(time=events.get("elapsed_s", 0.0))
     s = from_latencies(Latencies.from_events(events), engine=engine, pid=pid)
-    if engine == "dtrace":
-        unchecked(s)        # the D scripts do not read replies
-    return s
+    return s if checked else unchecked(s)
 
 
 def unchecked(s: LatencySummary) -> LatencySummary:
-    """``s`` from a source that does not look at replies (the D scripts, a capture):
+    """``s`` from a source that does not look at replies (a capture, mongo_snoop.bt):
     failed replies unknown, not zero."""
     for g in (*s.by_command.values(), *s.by_op.values(), *s.by_conn.values()):
         g.errors = g.codes = None
@@ -340,22 +340,31 @@ def unchecked(s: LatencySummary) -> LatencySummary:
 
 
 def from_dtrace_quantize(hists: pd.DataFrame, totals: pd.DataFrame, dropped: int = 0,
-                         pid: int | None = None) -> LatencySummary:
-    """The adapter from ``dtrace/mongo_time.d`` output (``formats.dtrace_latency``'s two
+                         pid: int | None = None,
+                         failed: pd.DataFrame | None = None) -> LatencySummary:
+    """The adapter from ``dtrace/mongo_time.d`` output (``formats.dtrace_latency``'s
     frames) to the summary every engine feeds: quantize buckets as histograms, its exact
     ``sum()``/``max()`` as totals and maxima, the footer's counters; ``dropped`` is what
-    DTrace reported lost on stderr (``formats.dtrace_drops``). Percentiles of these
-    groups are log2 bucket bounds (``Group.bucket_bounds``), not interpolations."""
+    DTrace reported lost on stderr (``formats.dtrace_drops``); ``failed``, its failed
+    replies (``parse_dtrace_failures``; None: not read, the failures unknown). Percentiles
+    of these groups are log2 bucket bounds (``Group.bucket_bounds``), not interpolations."""
     def stat(name: str, by: str) -> dict:
         t = totals[(totals["stat"] == name) & (totals["by"] == by)]
         return dict(zip(t["key"], t["value"].astype(int)))
 
     def groups(by: str) -> dict:
         tot, mx = stat("total_ns", by), stat("max_ns", by)
+        codes: dict[str, dict[int, int]] = {}
+        if failed is not None:
+            for r in failed[failed["by"] == by].itertuples(index=False):
+                codes.setdefault(r.key, {})[int(r.code)] = int(r.count)
         out = {}
         for key, g in hists[hists["by"] == by].groupby("key", sort=True):
             h = histogram.from_buckets(zip(g["lo"], g["hi"], g["count"]))
             out[str(key)] = Group(h, tot.get(key), mx.get(key), bucket_bounds=True)
+            if failed is not None and by != "conn":     # (not counted per connection)
+                c = codes.get(str(key), {})
+                out[str(key)].errors, out[str(key)].codes = sum(c.values()), c
         return out
 
     s = LatencySummary(engine="dtrace", pid=pid)
