@@ -324,44 +324,17 @@ def test_setup_pins_the_same_dtrace_commit():
 
 
 def test_failed_replies_match_ferretdb(ferretdb, tmp_path, need_dtrace):
-    """Commands FerretDB refuses (and endSessions, which it does not know), and legacy
-    OP_QUERY requests it refuses: mongo_time.d's and mongo_snoop.d's failed replies per
-    command and code == FerretDB's own failed responses; successes count none. A legacy
-    query on a collection FerretDB answers {$err, code 5739101, ok: 0} but counts as "ok":
-    the probes count it failed."""
-    import socket
-    import struct
-
+    """test_latency_ferretdb's failed-reply requests (refused commands, endSessions, legacy
+    OP_QUERY ones) under mongo_time.d and mongo_snoop.d at once: their failed replies per
+    command and code == FerretDB's own failed responses, and the {$err} reply it counts
+    "ok"; successes count none."""
     import pymongo
     from pymongo.errors import OperationFailure
-    from test_latency_ferretdb import REFUSED
-
-    from mongoprobe import errorcodes
-    from mongoprobe.wire_encode import encode_op_query
-
-    def responses() -> dict[tuple[str, str, str], int]:
-        from mongoprobe.formats.prometheus import parse_prometheus
-        import urllib.request
-        with urllib.request.urlopen(ferretdb.metrics_url, timeout=5) as r:
-            df = parse_prometheus(r.read().decode())
-        out: dict = {}
-        for labels, v in zip(*df[df["name"] == "ferretdb_client_responses_total"][
-                ["labels", "value"]].T.values):
-            key = (labels.get("opcode", ""), labels.get("command", ""), labels.get("result", ""))
-            out[key] = out.get(key, 0) + int(v)
-        return out
-
-    def legacy(sock: socket.socket, rid: int, namespace: str, query: dict) -> dict:
-        sock.sendall(encode_op_query(rid, 0, namespace, query))
-        head = sock.recv(16, socket.MSG_WAITALL)
-        length, _, rto, op = struct.unpack("<iiii", head)
-        body = sock.recv(length - 16, socket.MSG_WAITALL)
-        assert (rto, op) == (rid, 1)
-        import bson
-        return bson.decode(body[20:])
+    from test_latency_ferretdb import (REFUSED, check_failures, failed_responses,
+                                       response_counts, send_legacy)
 
     events_file = tmp_path / "events.jsonl"
-    before = responses()
+    before = response_counts(ferretdb.metrics_url)
     clis = {"time": start_cli("latency", "-p", str(ferretdb.pid), "--json", "--engine",
                               "dtrace"),
             "events": start_cli("latency", "-p", str(ferretdb.pid), "--json", "--engine",
@@ -375,34 +348,13 @@ def test_failed_replies_match_ferretdb(ferretdb, tmp_path, need_dtrace):
                 assert exc.value.code == code
             client.admin.command("ping")
         client.close()       # endSessions: CommandNotFound
-        host, port = ferretdb.uri.split("//")[1].split("/")[0].split(":")
-        with socket.create_connection((host, int(port)), timeout=10) as s:
-            for rid in (1, 2):
-                assert legacy(s, rid, "admin.$cmd", {"buildinfo": 1})["code"] == 352
-            assert legacy(s, 3, "admin.$cmd", {"isMaster": 1})["ok"] == 1
-            assert legacy(s, 4, "test.coll", {})["code"] == 5739101
+        send_legacy(ferretdb.uri)
         time.sleep(0.5)
     finally:
         outs = {name: stop_cli(proc) for name, proc in clis.items()}
-    after = responses()
-    truth: dict = {}
-    for key, n in after.items():
-        if n - before.get(key, 0) and key[2] != "ok":
-            # FerretDB labels an OP_QUERY's responses command "unknown"
-            cmd = "buildinfo" if key[:2] == ("OP_REPLY", "unknown") else key[1]
-            truth[cmd, key[2]] = truth.get((cmd, key[2]), 0) + n - before.get(key, 0)
-    assert truth[("buildinfo", "UnsupportedOpQueryCommand")] == 2 and len(truth) == 6
-    # the legacy query's {$err, code: 5739101}: a failure FerretDB counts "ok"
-    truth["find", "5739101"] = 1
-    for name in ("time", "events"):
-        r = json.loads(outs[name][0].strip().splitlines()[-1])
-        probe = {(cmd, errorcodes.name(int(c)) or c): n for cmd, v in r["by_command"].items()
-                 for c, n in v.get("error_codes", {}).items()}
-        assert probe == truth, name
-        assert r["by_command"]["ping"]["errors"] == 0, name
-        assert r["by_op"]["OP_QUERY"]["error_codes"] == {"352": 2, "5739101": 1}, name
-    events = [json.loads(line) for line in events_file.read_text().splitlines()]
-    failed = Counter((e["command"], e["error_code"]) for e in events if e["error_code"])
-    assert failed == {("nosuchcmd", 59): 3, ("dropIndexes", 26): 3, ("collMod", 238): 3,
-                      ("find", 73): 3, ("endSessions", 59): 1, ("buildinfo", 352): 2,
-                      ("find", 5739101): 1}
+    truth = failed_responses(before, response_counts(ferretdb.metrics_url))
+    assert truth[("buildinfo", "UnsupportedOpQueryCommand")] == 2
+    truth["find", "5739101"] = 1      # the {$err} reply FerretDB counts "ok"
+    check_failures(json.loads(outs["time"][0].strip().splitlines()[-1]), truth, None)
+    check_failures(json.loads(outs["events"][0].strip().splitlines()[-1]), truth,
+                   wire_events.parse_events_json(events_file.read_text().splitlines()))
