@@ -40,12 +40,15 @@ Serves each connection in a thread; exits on SIGTERM.
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import os
 import signal
 import socket
 import struct
 import sys
 import threading
+from collections import Counter
 
 import bson
 
@@ -64,6 +67,11 @@ BUFFER_SIZE = 4096  # FerretDB's buffered reader
 HEADER = struct.Struct("<iiii")  # messageLength, requestID, responseTo, opCode
 LOG_EVERY = 3  # requests per connection between two log writes
 QUERY_FAILURE = 2  # OP_REPLY responseFlags: the query failed ($err)
+# commands answered as a driver (pymongo) needs them, not {"ok": 1}
+DRIVER_REPLIES = ("hello", "isMaster", "ismaster", "find", "aggregate", "insert", "update",
+                  "delete", "count")
+SERVED: Counter[str] = Counter()  # requests served: "OPCODE command" -> n (--counts)
+SERVED_LOCK = threading.Lock()
 
 
 class Connection:
@@ -76,6 +84,8 @@ class Connection:
         self.log = log
         self.buffered = bytearray()  # readwrite/split/sendto: bytes read but not framed yet
         self.next_request_id = 0
+        self.opcode: str | None = None  # "OP_COMPRESSED" while serving one's inner message
+        self.current_opcode: str | None = None
 
     # --- receiving ------------------------------------------------------------------
     def _read_chunk(self) -> bytes:
@@ -149,6 +159,31 @@ class Connection:
         else:
             self._write_all(reply)
 
+    def served(self, command: str) -> None:
+        """Count a request as the wire carried it: (opcode, command inside)."""
+        opcode = self.opcode or self.current_opcode
+        with SERVED_LOCK:
+            SERVED[f"{opcode} {command}"] += 1
+
+    def driver_reply(self, body: dict) -> dict:
+        """What a driver (pymongo) needs: a hello that offers the first codec of the
+        client's "compression" list this server speaks; a cursor for find and
+        aggregate; n for writes and count."""
+        command = next(iter(body))
+        if command in ("hello", "isMaster", "ismaster"):
+            offered = [c for c in body.get("compression", []) if c in COMPRESSORS.values()]
+            return {"isWritablePrimary" if command == "hello" else "ismaster": True,
+                    "helloOk": True, "maxBsonObjectSize": 16 * 1024 * 1024,
+                    "maxMessageSizeBytes": 48_000_000, "maxWriteBatchSize": 100_000,
+                    "localTime": datetime.datetime.now(datetime.timezone.utc),
+                    "logicalSessionTimeoutMinutes": 30, "connectionId": self.fd,
+                    "minWireVersion": 0, "maxWireVersion": 21, "readOnly": False,
+                    **({"compression": offered[:1]} if offered else {}), "ok": 1.0}
+        if command in ("find", "aggregate"):
+            return {"cursor": {"firstBatch": [], "id": bson.Int64(0),
+                               "ns": f"{body.get('$db', 'test')}.{body[command]}"}, "ok": 1.0}
+        return {"n": 1, "ok": 1.0}
+
     def reply_id(self) -> int:
         self.next_request_id += 1
         return self.next_request_id
@@ -165,6 +200,7 @@ class Connection:
 
     def replies(self, message: bytes) -> list[bytes]:
         _, request_id, _, opcode = HEADER.unpack_from(message)
+        self.current_opcode = {OP_MSG: "OP_MSG", OP_QUERY: "OP_QUERY"}.get(opcode)
         if opcode == OP_MSG:
             return self._op_msg_replies(request_id, message[16:])
         if opcode == OP_QUERY:
@@ -176,14 +212,23 @@ class Connection:
             if inner is None or len(inner) != size:
                 raise ValueError(f"compressorId {compressor}: cannot decompress {size} bytes")
             plain = HEADER.pack(16 + size, request_id, 0, original_opcode) + inner
-            return [encode_op_compressed(reply, codec) for reply in self.replies(plain)]
+            self.opcode = "OP_COMPRESSED"
+            try:
+                return [encode_op_compressed(reply, codec) for reply in self.replies(plain)]
+            finally:
+                self.opcode = None
         raise ValueError(f"unsupported opcode {opcode}")
 
     def _op_reply(self, request_id: int, payload: bytes) -> bytes:
-        """OP_REPLY to an OP_QUERY: {ok: 1}, or a failure (the module docstring)."""
+        """OP_REPLY to an OP_QUERY: {ok: 1}, a driver's hello, or a failure (the module
+        docstring)."""
         end = payload.index(b"\0", 4)
         namespace = payload[4:end].decode()
         query = bson.decode(payload[end + 9 : end + 9 + struct.unpack_from("<i", payload, end + 9)[0]])
+        command = next(iter(query), "") if namespace.endswith(".$cmd") else "find"
+        self.served(command)
+        if command in DRIVER_REPLIES and "client" in query:
+            return encode_op_reply(self.reply_id(), request_id, [self.driver_reply(query)])
         if "failTest" not in query:
             return encode_op_reply(self.reply_id(), request_id, [{"ok": 1}])
         if namespace.endswith(".$cmd"):
@@ -202,7 +247,12 @@ class Connection:
         if payload[4] != 0:
             raise ValueError("OP_MSG without a body section first")
         body = bson.decode(payload[5 : 5 + struct.unpack_from("<i", payload, 5)[0]])
+        self.served(next(iter(body), ""))
         if "failTest" in body:
+            return [encode_op_msg(self.reply_id(), request_id, failure(body))]
+        if next(iter(body), "") in DRIVER_REPLIES:
+            return [encode_op_msg(self.reply_id(), request_id, self.driver_reply(body))]
+        if False:
             return [encode_op_msg(self.reply_id(), request_id, failure(body))]
         count = body.get("exhaustTest") if flags & EXHAUST_ALLOWED else None
         if not isinstance(count, int) or count < 1:
@@ -258,9 +308,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0: any free one)")
     parser.add_argument("--mode", choices=MODES, required=True)
     parser.add_argument("--log", default=os.devnull, help="the non-protocol log file (default: %(default)s)")
+    parser.add_argument("--counts", help="at exit, write the requests served as JSON: "
+                        '{"OPCODE command": n}, OP_COMPRESSED ones by the command inside')
     args = parser.parse_args(argv)
 
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    def stop(*_) -> None:
+        if args.counts:
+            with SERVED_LOCK, open(args.counts, "w") as fh:
+                json.dump(dict(SERVED), fh)
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
     log = Log(args.log)
     listener = socket.create_server(("127.0.0.1", args.port))
     print(f"READY {listener.getsockname()[1]}", flush=True)

@@ -240,6 +240,13 @@ def _loglinear_hist(buckets: pd.Series, counts: pd.Series) -> pd.DataFrame:
     return histogram.from_buckets(out)
 
 
+def _from_values(values: np.ndarray, errors: int | None, codes: dict | None) -> Group:
+    """A group made of its events alone (its histogram from their latencies)."""
+    b = pd.Series([loglinear.bucket(int(v)) for v in values], dtype="int64")
+    return Group(_loglinear_hist(b, pd.Series(np.ones(len(b), "int64"))), int(values.sum()),
+                 int(values.max()), values, errors=errors, codes=codes)
+
+
 def from_latencies(lat, engine: str = "", pid: int | None = None,
                    start: float | None = None, end: float | None = None,
                    summary: LatencySummary | None = None, conn_label=None) -> LatencySummary:
@@ -290,9 +297,24 @@ def from_latencies(lat, engine: str = "", pid: int | None = None,
                     errors = int(len(failed))
                     c, n = np.unique(failed, return_counts=True)
                     codes = {int(k): int(v) for k, v in zip(c, n)}
+            if values is not None and len(values) != int(part["count"].sum()):
+                # events named what the kernel keyed "[compressed]" (compressed names
+                # from events): this group is its events; the rest are under their names
+                if not len(values):
+                    continue
+                out[label(key)] = _from_values(values, errors, codes)
+                continue
             out[label(key)] = Group(_loglinear_hist(hk["bucket"], hk["count"]),
                                     int(part["sum_ns"].sum()), int(part["max_ns"].max()),
                                     values, errors=errors, codes=codes)
+        if v_of is not None and col == "command":
+            for key, idx in v_of.items():
+                if label(key) not in out and key not in set(t[col]):
+                    failed = codes_ev[idx] if codes_ev is not None else np.zeros(0, "int64")
+                    failed = failed[failed != 0]
+                    c, n = np.unique(failed, return_counts=True)
+                    out[label(key)] = _from_values(lat_ns[idx], int(len(failed)),
+                                                   {int(k): int(v) for k, v in zip(c, n)})
         return out
 
     s = summary if summary is not None else LatencySummary()
