@@ -513,6 +513,10 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
         for cmd, d in sorted(r.latency_us.items(), key=lambda kv: -kv[1]["count"]):
             lines.append(f"{r.name[:w]:{w}s} {cmd[:20]:20s} {d['count']:7d} "
                          f"{d['p50']:7.0f} {d['p95']:7.0f} {d['p99']:7.0f} {d['max']:9.0f}")
+    if any("[compressed]" in r.latency_us for r in t.itertuples()):
+        lines.append("  ([compressed]: OP_COMPRESSED requests; record's probe, "
+                     "mongo_latency.bt, does not name the command inside yet: "
+                     "mongoprobe latency --engine bcc --events does)")
     failed = [(r.name, cmd, codes) for r in t.itertuples()
               for cmd, codes in sorted(r.failed_replies.items())]
     if failed:
