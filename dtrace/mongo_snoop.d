@@ -10,14 +10,15 @@
  * request when its first reply is sent (mongoprobe.formats.wire_events reads
  * both):
  *
- *   TIME(s) PID TID FD REQID OPCODE COMMAND BYTES_IN BYTES_OUT LAT(us) F
+ *   TIME(s) PID TID FD REQID OPCODE COMMAND BYTES_IN BYTES_OUT LAT(us) F ERR
  *
  * TIME is seconds since the start ("# clock" maps it to the wall clock), REQID
  * the request's requestID, BYTES_IN/OUT the request's and the first reply's
  * messageLength, LAT the server's own time (the receive that completed the
  * request to the send that carries its reply), F "m" when the reply has
- * moreToCome (an exhaust stream follows). At the end: the footer every
- * mongoprobe tool prints.
+ * moreToCome (an exhaust stream follows), ERR 0, or the error code of a reply
+ * that failed (-1: it had none; "Replies that failed" in probes/README.md).
+ * At the end: the footer every mongoprobe tool prints.
  *
  * Example (tests/wireserver.py --mode mongod; samples/dtrace/, three lines):
  *
@@ -191,6 +192,15 @@ this int64_t have;
 this uint64_t h0;
 this uint64_t h1;
 this string opname;
+this int64_t err;		/* the reply failed: its code, -1 (none); 0: it did not */
+this int64_t e;			/* message offset of its first document's first element */
+this int64_t ep;		/* of the element after ok: 0, or of $err */
+this int64_t es;
+this uint64_t ey;
+this uint64_t et;
+this int64_t vs;
+this uint64_t v;
+this int32_t ec;
 
 BEGIN
 {
@@ -202,8 +212,9 @@ BEGIN
 	printf("# clock timestamp_ns=%d walltimestamp_ns=%d\n", timestamp, walltimestamp);
 	printf("Tracing MongoDB wire protocol of PID %d (read/write/readv/writev/recv*/send*)... Hit Ctrl-C to end.\n",
 	    $target);
-	printf("%-14s %-7s %-7s %-4s %-11s %-13s %-16s %8s %9s %-10s %s\n", "TIME(s)", "PID",
-	    "TID", "FD", "REQID", "OPCODE", "COMMAND", "BYTES_IN", "BYTES_OUT", "LAT(us)", "F");
+	printf("%-14s %-7s %-7s %-4s %-11s %-13s %-16s %8s %9s %-10s %s %s\n", "TIME(s)", "PID",
+	    "TID", "FD", "REQID", "OPCODE", "COMMAND", "BYTES_IN", "BYTES_OUT", "LAT(us)", "F",
+	    "ERR");
 }
 
 
@@ -2236,6 +2247,93 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
+/*
+ * F: did the matched reply fail? (probes/README.md, "Replies that failed"):
+ * this->err 0 (no), its code, or -1 (failed, no code). Read only from the
+ * bytes of this send. this->e, the message offset of the first element of its
+ * (first) document: an OP_MSG whose body section comes first (kind 0 @20, the
+ * element @25); an OP_REPLY (responseFlags @16, the document @36, the element
+ * @40), failed also when QueryFailure (bit 1) is set.
+ */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->e = this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
+	    this->off + 33 <= this->n ?
+	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
+	    this->off + 48 <= this->n ? 40 : 0;
+	this->err = this->e == 40 &&
+	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->ep = 0;
+	this->vs = 0;
+}
+
+/* F1: the first element: "ok" with a number or bool (its value's size), or, in an
+ * OP_REPLY, "$err" (a string: a legacy query's failure). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
+	this->et = this->ey & 0xff;
+	this->vs = (this->ey & 0xffffff00) != 0x006b6f00 ? 0 :
+	    this->et == 1 || this->et == 0x12 ? 8 : this->et == 0x10 ? 4 : this->et == 8 ? 1 : 0;
+	this->ep = this->e == 40 && (this->ey & 0xffffffffffff) == 0x007272652402 ? 40 : 0;
+	this->err = this->ep != 0 ? -1 : this->err;
+}
+
+/* F2: ok's value: zero (a double's sign ignored) is a failure; the code follows. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+    this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
+{
+	this->v = this->vs == 8 ?
+	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
+	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
+	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	this->err = this->v == 0 ? -1 : this->err;
+	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
+}
+
+/* F3: a string element at this->ep, errmsg (after ok) or $err: skip it (its int32
+ * length follows the name). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+    this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->es = this->ey == 0x0067736d72726502 ? 8 :
+	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
+	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+}
+
+/* F4: the code: an int32 element "code" at this->ep. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+    this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->err = this->ec != 0 ? this->ec : this->err;
+}
+
 /* P2: the reply to an outstanding request: one line. */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
@@ -2253,17 +2351,18 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
 	this->lat = this->lat < 0 ? 0 : this->lat;
-	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s\n",
+	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
 	    pid, tid, this->fd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
 	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
-	    this->mtc ? "m" : "-");
+	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[pid, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
 	stream[pid, this->fd] = this->mtc ? this->rid : 0;
 }
+
 
 /* P3: the next reply of an exhaust stream: counted, not timed again. */
 syscall::write:return, syscall::write_nocancel:return,
@@ -2362,6 +2461,93 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
+/*
+ * F: did the matched reply fail? (probes/README.md, "Replies that failed"):
+ * this->err 0 (no), its code, or -1 (failed, no code). Read only from the
+ * bytes of this send. this->e, the message offset of the first element of its
+ * (first) document: an OP_MSG whose body section comes first (kind 0 @20, the
+ * element @25); an OP_REPLY (responseFlags @16, the document @36, the element
+ * @40), failed also when QueryFailure (bit 1) is set.
+ */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->e = this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
+	    this->off + 33 <= this->n ?
+	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
+	    this->off + 48 <= this->n ? 40 : 0;
+	this->err = this->e == 40 &&
+	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->ep = 0;
+	this->vs = 0;
+}
+
+/* F1: the first element: "ok" with a number or bool (its value's size), or, in an
+ * OP_REPLY, "$err" (a string: a legacy query's failure). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
+	this->et = this->ey & 0xff;
+	this->vs = (this->ey & 0xffffff00) != 0x006b6f00 ? 0 :
+	    this->et == 1 || this->et == 0x12 ? 8 : this->et == 0x10 ? 4 : this->et == 8 ? 1 : 0;
+	this->ep = this->e == 40 && (this->ey & 0xffffffffffff) == 0x007272652402 ? 40 : 0;
+	this->err = this->ep != 0 ? -1 : this->err;
+}
+
+/* F2: ok's value: zero (a double's sign ignored) is a failure; the code follows. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+    this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
+{
+	this->v = this->vs == 8 ?
+	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
+	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
+	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	this->err = this->v == 0 ? -1 : this->err;
+	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
+}
+
+/* F3: a string element at this->ep, errmsg (after ok) or $err: skip it (its int32
+ * length follows the name). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+    this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->es = this->ey == 0x0067736d72726502 ? 8 :
+	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
+	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+}
+
+/* F4: the code: an int32 element "code" at this->ep. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+    this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->err = this->ec != 0 ? this->ec : this->err;
+}
+
 /* P2: the reply to an outstanding request: one line. */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
@@ -2379,17 +2565,18 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
 	this->lat = this->lat < 0 ? 0 : this->lat;
-	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s\n",
+	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
 	    pid, tid, this->fd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
 	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
-	    this->mtc ? "m" : "-");
+	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[pid, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
 	stream[pid, this->fd] = this->mtc ? this->rid : 0;
 }
+
 
 /* P3: the next reply of an exhaust stream: counted, not timed again. */
 syscall::write:return, syscall::write_nocancel:return,
@@ -2486,6 +2673,93 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
+/*
+ * F: did the matched reply fail? (probes/README.md, "Replies that failed"):
+ * this->err 0 (no), its code, or -1 (failed, no code). Read only from the
+ * bytes of this send. this->e, the message offset of the first element of its
+ * (first) document: an OP_MSG whose body section comes first (kind 0 @20, the
+ * element @25); an OP_REPLY (responseFlags @16, the document @36, the element
+ * @40), failed also when QueryFailure (bit 1) is set.
+ */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->e = this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
+	    this->off + 33 <= this->n ?
+	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
+	    this->off + 48 <= this->n ? 40 : 0;
+	this->err = this->e == 40 &&
+	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->ep = 0;
+	this->vs = 0;
+}
+
+/* F1: the first element: "ok" with a number or bool (its value's size), or, in an
+ * OP_REPLY, "$err" (a string: a legacy query's failure). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
+	this->et = this->ey & 0xff;
+	this->vs = (this->ey & 0xffffff00) != 0x006b6f00 ? 0 :
+	    this->et == 1 || this->et == 0x12 ? 8 : this->et == 0x10 ? 4 : this->et == 8 ? 1 : 0;
+	this->ep = this->e == 40 && (this->ey & 0xffffffffffff) == 0x007272652402 ? 40 : 0;
+	this->err = this->ep != 0 ? -1 : this->err;
+}
+
+/* F2: ok's value: zero (a double's sign ignored) is a failure; the code follows. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+    this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
+{
+	this->v = this->vs == 8 ?
+	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
+	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
+	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	this->err = this->v == 0 ? -1 : this->err;
+	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
+}
+
+/* F3: a string element at this->ep, errmsg (after ok) or $err: skip it (its int32
+ * length follows the name). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+    this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->es = this->ey == 0x0067736d72726502 ? 8 :
+	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
+	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+}
+
+/* F4: the code: an int32 element "code" at this->ep. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+    this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->err = this->ec != 0 ? this->ec : this->err;
+}
+
 /* P2: the reply to an outstanding request: one line. */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
@@ -2503,17 +2777,18 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
 	this->lat = this->lat < 0 ? 0 : this->lat;
-	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s\n",
+	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
 	    pid, tid, this->fd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
 	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
-	    this->mtc ? "m" : "-");
+	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[pid, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
 	stream[pid, this->fd] = this->mtc ? this->rid : 0;
 }
+
 
 /* P3: the next reply of an exhaust stream: counted, not timed again. */
 syscall::write:return, syscall::write_nocancel:return,
@@ -2610,6 +2885,93 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
+/*
+ * F: did the matched reply fail? (probes/README.md, "Replies that failed"):
+ * this->err 0 (no), its code, or -1 (failed, no code). Read only from the
+ * bytes of this send. this->e, the message offset of the first element of its
+ * (first) document: an OP_MSG whose body section comes first (kind 0 @20, the
+ * element @25); an OP_REPLY (responseFlags @16, the document @36, the element
+ * @40), failed also when QueryFailure (bit 1) is set.
+ */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->e = this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
+	    this->off + 33 <= this->n ?
+	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
+	    this->off + 48 <= this->n ? 40 : 0;
+	this->err = this->e == 40 &&
+	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->ep = 0;
+	this->vs = 0;
+}
+
+/* F1: the first element: "ok" with a number or bool (its value's size), or, in an
+ * OP_REPLY, "$err" (a string: a legacy query's failure). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
+	this->et = this->ey & 0xff;
+	this->vs = (this->ey & 0xffffff00) != 0x006b6f00 ? 0 :
+	    this->et == 1 || this->et == 0x12 ? 8 : this->et == 0x10 ? 4 : this->et == 8 ? 1 : 0;
+	this->ep = this->e == 40 && (this->ey & 0xffffffffffff) == 0x007272652402 ? 40 : 0;
+	this->err = this->ep != 0 ? -1 : this->err;
+}
+
+/* F2: ok's value: zero (a double's sign ignored) is a failure; the code follows. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+    this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
+{
+	this->v = this->vs == 8 ?
+	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
+	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
+	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	this->err = this->v == 0 ? -1 : this->err;
+	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
+}
+
+/* F3: a string element at this->ep, errmsg (after ok) or $err: skip it (its int32
+ * length follows the name). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+    this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->es = this->ey == 0x0067736d72726502 ? 8 :
+	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
+	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+}
+
+/* F4: the code: an int32 element "code" at this->ep. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+    this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->err = this->ec != 0 ? this->ec : this->err;
+}
+
 /* P2: the reply to an outstanding request: one line. */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
@@ -2627,17 +2989,18 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
 	this->lat = this->lat < 0 ? 0 : this->lat;
-	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s\n",
+	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
 	    pid, tid, this->fd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
 	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
-	    this->mtc ? "m" : "-");
+	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[pid, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
 	stream[pid, this->fd] = this->mtc ? this->rid : 0;
 }
+
 
 /* P3: the next reply of an exhaust stream: counted, not timed again. */
 syscall::write:return, syscall::write_nocancel:return,
@@ -2734,6 +3097,93 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
+/*
+ * F: did the matched reply fail? (probes/README.md, "Replies that failed"):
+ * this->err 0 (no), its code, or -1 (failed, no code). Read only from the
+ * bytes of this send. this->e, the message offset of the first element of its
+ * (first) document: an OP_MSG whose body section comes first (kind 0 @20, the
+ * element @25); an OP_REPLY (responseFlags @16, the document @36, the element
+ * @40), failed also when QueryFailure (bit 1) is set.
+ */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->e = this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
+	    this->off + 33 <= this->n ?
+	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
+	    this->off + 48 <= this->n ? 40 : 0;
+	this->err = this->e == 40 &&
+	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->ep = 0;
+	this->vs = 0;
+}
+
+/* F1: the first element: "ok" with a number or bool (its value's size), or, in an
+ * OP_REPLY, "$err" (a string: a legacy query's failure). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
+	this->et = this->ey & 0xff;
+	this->vs = (this->ey & 0xffffff00) != 0x006b6f00 ? 0 :
+	    this->et == 1 || this->et == 0x12 ? 8 : this->et == 0x10 ? 4 : this->et == 8 ? 1 : 0;
+	this->ep = this->e == 40 && (this->ey & 0xffffffffffff) == 0x007272652402 ? 40 : 0;
+	this->err = this->ep != 0 ? -1 : this->err;
+}
+
+/* F2: ok's value: zero (a double's sign ignored) is a failure; the code follows. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+    this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
+{
+	this->v = this->vs == 8 ?
+	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
+	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
+	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	this->err = this->v == 0 ? -1 : this->err;
+	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
+}
+
+/* F3: a string element at this->ep, errmsg (after ok) or $err: skip it (its int32
+ * length follows the name). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+    this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->es = this->ey == 0x0067736d72726502 ? 8 :
+	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
+	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+}
+
+/* F4: the code: an int32 element "code" at this->ep. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+    this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->err = this->ec != 0 ? this->ec : this->err;
+}
+
 /* P2: the reply to an outstanding request: one line. */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
@@ -2751,17 +3201,18 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
 	this->lat = this->lat < 0 ? 0 : this->lat;
-	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s\n",
+	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
 	    pid, tid, this->fd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
 	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
-	    this->mtc ? "m" : "-");
+	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[pid, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
 	stream[pid, this->fd] = this->mtc ? this->rid : 0;
 }
+
 
 /* P3: the next reply of an exhaust stream: counted, not timed again. */
 syscall::write:return, syscall::write_nocancel:return,

@@ -19,6 +19,7 @@
  *   replies_by_command:                       requests timed (first replies)
  *   total_ns_by_op:, total_ns_by_command:, total_ns_by_conn:   exact sums and
  *   max_ns_by_op:, max_ns_by_command:, max_ns_by_conn:         maxima (ns)
+ *   failed_by_command:, failed_by_op:   replies that failed, "KEY,CODE  N"
  * then the footer shared with the Linux tools.
  *
  *   requests: N  replies: N  stream replies: N  no-reply (moreToCome): N
@@ -200,6 +201,15 @@ this int64_t have;
 this uint64_t h0;
 this uint64_t h1;
 this string opname;
+this int64_t err;		/* the reply failed: its code, -1 (none); 0: it did not */
+this int64_t e;			/* message offset of its first document's first element */
+this int64_t ep;		/* of the element after ok: 0, or of $err */
+this int64_t es;
+this uint64_t ey;
+this uint64_t et;
+this int64_t vs;
+this uint64_t v;
+this int32_t ec;
 
 BEGIN
 {
@@ -2261,6 +2271,93 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
+/*
+ * F: did the matched reply fail? (probes/README.md, "Replies that failed"):
+ * this->err 0 (no), its code, or -1 (failed, no code). Read only from the
+ * bytes of this send. this->e, the message offset of the first element of its
+ * (first) document: an OP_MSG whose body section comes first (kind 0 @20, the
+ * element @25); an OP_REPLY (responseFlags @16, the document @36, the element
+ * @40), failed also when QueryFailure (bit 1) is set.
+ */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->e = this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
+	    this->off + 33 <= this->n ?
+	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
+	    this->off + 48 <= this->n ? 40 : 0;
+	this->err = this->e == 40 &&
+	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->ep = 0;
+	this->vs = 0;
+}
+
+/* F1: the first element: "ok" with a number or bool (its value's size), or, in an
+ * OP_REPLY, "$err" (a string: a legacy query's failure). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
+	this->et = this->ey & 0xff;
+	this->vs = (this->ey & 0xffffff00) != 0x006b6f00 ? 0 :
+	    this->et == 1 || this->et == 0x12 ? 8 : this->et == 0x10 ? 4 : this->et == 8 ? 1 : 0;
+	this->ep = this->e == 40 && (this->ey & 0xffffffffffff) == 0x007272652402 ? 40 : 0;
+	this->err = this->ep != 0 ? -1 : this->err;
+}
+
+/* F2: ok's value: zero (a double's sign ignored) is a failure; the code follows. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+    this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
+{
+	this->v = this->vs == 8 ?
+	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
+	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
+	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	this->err = this->v == 0 ? -1 : this->err;
+	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
+}
+
+/* F3: a string element at this->ep, errmsg (after ok) or $err: skip it (its int32
+ * length follows the name). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+    this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->es = this->ey == 0x0067736d72726502 ? 8 :
+	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
+	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+}
+
+/* F4: the code: an int32 element "code" at this->ep. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+    this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->err = this->ec != 0 ? this->ec : this->err;
+}
+
 /* P2: the reply to an outstanding request: its latency. */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
@@ -2292,6 +2389,17 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	tail[pid, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
 	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+}
+
+/* P2x: a failed reply, per command and code (rare). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->err != 0/
+{
+	@failed_cmd[slot_cmd[pid, this->fd, this->s], this->err] = count();
+	@failed_op[this->opname, this->err] = count();
 }
 
 /* P3: the next reply of an exhaust stream: counted, not timed again. */
@@ -2391,6 +2499,93 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
+/*
+ * F: did the matched reply fail? (probes/README.md, "Replies that failed"):
+ * this->err 0 (no), its code, or -1 (failed, no code). Read only from the
+ * bytes of this send. this->e, the message offset of the first element of its
+ * (first) document: an OP_MSG whose body section comes first (kind 0 @20, the
+ * element @25); an OP_REPLY (responseFlags @16, the document @36, the element
+ * @40), failed also when QueryFailure (bit 1) is set.
+ */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->e = this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
+	    this->off + 33 <= this->n ?
+	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
+	    this->off + 48 <= this->n ? 40 : 0;
+	this->err = this->e == 40 &&
+	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->ep = 0;
+	this->vs = 0;
+}
+
+/* F1: the first element: "ok" with a number or bool (its value's size), or, in an
+ * OP_REPLY, "$err" (a string: a legacy query's failure). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
+	this->et = this->ey & 0xff;
+	this->vs = (this->ey & 0xffffff00) != 0x006b6f00 ? 0 :
+	    this->et == 1 || this->et == 0x12 ? 8 : this->et == 0x10 ? 4 : this->et == 8 ? 1 : 0;
+	this->ep = this->e == 40 && (this->ey & 0xffffffffffff) == 0x007272652402 ? 40 : 0;
+	this->err = this->ep != 0 ? -1 : this->err;
+}
+
+/* F2: ok's value: zero (a double's sign ignored) is a failure; the code follows. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+    this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
+{
+	this->v = this->vs == 8 ?
+	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
+	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
+	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	this->err = this->v == 0 ? -1 : this->err;
+	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
+}
+
+/* F3: a string element at this->ep, errmsg (after ok) or $err: skip it (its int32
+ * length follows the name). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+    this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->es = this->ey == 0x0067736d72726502 ? 8 :
+	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
+	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+}
+
+/* F4: the code: an int32 element "code" at this->ep. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+    this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->err = this->ec != 0 ? this->ec : this->err;
+}
+
 /* P2: the reply to an outstanding request: its latency. */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
@@ -2422,6 +2617,17 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	tail[pid, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
 	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+}
+
+/* P2x: a failed reply, per command and code (rare). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->err != 0/
+{
+	@failed_cmd[slot_cmd[pid, this->fd, this->s], this->err] = count();
+	@failed_op[this->opname, this->err] = count();
 }
 
 /* P3: the next reply of an exhaust stream: counted, not timed again. */
@@ -2519,6 +2725,93 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
+/*
+ * F: did the matched reply fail? (probes/README.md, "Replies that failed"):
+ * this->err 0 (no), its code, or -1 (failed, no code). Read only from the
+ * bytes of this send. this->e, the message offset of the first element of its
+ * (first) document: an OP_MSG whose body section comes first (kind 0 @20, the
+ * element @25); an OP_REPLY (responseFlags @16, the document @36, the element
+ * @40), failed also when QueryFailure (bit 1) is set.
+ */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->e = this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
+	    this->off + 33 <= this->n ?
+	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
+	    this->off + 48 <= this->n ? 40 : 0;
+	this->err = this->e == 40 &&
+	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->ep = 0;
+	this->vs = 0;
+}
+
+/* F1: the first element: "ok" with a number or bool (its value's size), or, in an
+ * OP_REPLY, "$err" (a string: a legacy query's failure). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
+	this->et = this->ey & 0xff;
+	this->vs = (this->ey & 0xffffff00) != 0x006b6f00 ? 0 :
+	    this->et == 1 || this->et == 0x12 ? 8 : this->et == 0x10 ? 4 : this->et == 8 ? 1 : 0;
+	this->ep = this->e == 40 && (this->ey & 0xffffffffffff) == 0x007272652402 ? 40 : 0;
+	this->err = this->ep != 0 ? -1 : this->err;
+}
+
+/* F2: ok's value: zero (a double's sign ignored) is a failure; the code follows. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+    this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
+{
+	this->v = this->vs == 8 ?
+	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
+	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
+	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	this->err = this->v == 0 ? -1 : this->err;
+	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
+}
+
+/* F3: a string element at this->ep, errmsg (after ok) or $err: skip it (its int32
+ * length follows the name). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+    this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->es = this->ey == 0x0067736d72726502 ? 8 :
+	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
+	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+}
+
+/* F4: the code: an int32 element "code" at this->ep. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+    this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->err = this->ec != 0 ? this->ec : this->err;
+}
+
 /* P2: the reply to an outstanding request: its latency. */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
@@ -2550,6 +2843,17 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	tail[pid, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
 	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+}
+
+/* P2x: a failed reply, per command and code (rare). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->err != 0/
+{
+	@failed_cmd[slot_cmd[pid, this->fd, this->s], this->err] = count();
+	@failed_op[this->opname, this->err] = count();
 }
 
 /* P3: the next reply of an exhaust stream: counted, not timed again. */
@@ -2647,6 +2951,93 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
+/*
+ * F: did the matched reply fail? (probes/README.md, "Replies that failed"):
+ * this->err 0 (no), its code, or -1 (failed, no code). Read only from the
+ * bytes of this send. this->e, the message offset of the first element of its
+ * (first) document: an OP_MSG whose body section comes first (kind 0 @20, the
+ * element @25); an OP_REPLY (responseFlags @16, the document @36, the element
+ * @40), failed also when QueryFailure (bit 1) is set.
+ */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->e = this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
+	    this->off + 33 <= this->n ?
+	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
+	    this->off + 48 <= this->n ? 40 : 0;
+	this->err = this->e == 40 &&
+	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->ep = 0;
+	this->vs = 0;
+}
+
+/* F1: the first element: "ok" with a number or bool (its value's size), or, in an
+ * OP_REPLY, "$err" (a string: a legacy query's failure). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
+	this->et = this->ey & 0xff;
+	this->vs = (this->ey & 0xffffff00) != 0x006b6f00 ? 0 :
+	    this->et == 1 || this->et == 0x12 ? 8 : this->et == 0x10 ? 4 : this->et == 8 ? 1 : 0;
+	this->ep = this->e == 40 && (this->ey & 0xffffffffffff) == 0x007272652402 ? 40 : 0;
+	this->err = this->ep != 0 ? -1 : this->err;
+}
+
+/* F2: ok's value: zero (a double's sign ignored) is a failure; the code follows. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+    this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
+{
+	this->v = this->vs == 8 ?
+	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
+	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
+	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	this->err = this->v == 0 ? -1 : this->err;
+	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
+}
+
+/* F3: a string element at this->ep, errmsg (after ok) or $err: skip it (its int32
+ * length follows the name). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+    this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->es = this->ey == 0x0067736d72726502 ? 8 :
+	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
+	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+}
+
+/* F4: the code: an int32 element "code" at this->ep. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+    this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->err = this->ec != 0 ? this->ec : this->err;
+}
+
 /* P2: the reply to an outstanding request: its latency. */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
@@ -2678,6 +3069,17 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	tail[pid, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
 	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+}
+
+/* P2x: a failed reply, per command and code (rare). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->err != 0/
+{
+	@failed_cmd[slot_cmd[pid, this->fd, this->s], this->err] = count();
+	@failed_op[this->opname, this->err] = count();
 }
 
 /* P3: the next reply of an exhaust stream: counted, not timed again. */
@@ -2775,6 +3177,93 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
+/*
+ * F: did the matched reply fail? (probes/README.md, "Replies that failed"):
+ * this->err 0 (no), its code, or -1 (failed, no code). Read only from the
+ * bytes of this send. this->e, the message offset of the first element of its
+ * (first) document: an OP_MSG whose body section comes first (kind 0 @20, the
+ * element @25); an OP_REPLY (responseFlags @16, the document @36, the element
+ * @40), failed also when QueryFailure (bit 1) is set.
+ */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->e = this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
+	    this->off + 33 <= this->n ?
+	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
+	    this->off + 48 <= this->n ? 40 : 0;
+	this->err = this->e == 40 &&
+	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->ep = 0;
+	this->vs = 0;
+}
+
+/* F1: the first element: "ok" with a number or bool (its value's size), or, in an
+ * OP_REPLY, "$err" (a string: a legacy query's failure). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
+	this->et = this->ey & 0xff;
+	this->vs = (this->ey & 0xffffff00) != 0x006b6f00 ? 0 :
+	    this->et == 1 || this->et == 0x12 ? 8 : this->et == 0x10 ? 4 : this->et == 8 ? 1 : 0;
+	this->ep = this->e == 40 && (this->ey & 0xffffffffffff) == 0x007272652402 ? 40 : 0;
+	this->err = this->ep != 0 ? -1 : this->err;
+}
+
+/* F2: ok's value: zero (a double's sign ignored) is a failure; the code follows. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+    this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
+{
+	this->v = this->vs == 8 ?
+	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
+	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
+	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	this->err = this->v == 0 ? -1 : this->err;
+	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
+}
+
+/* F3: a string element at this->ep, errmsg (after ok) or $err: skip it (its int32
+ * length follows the name). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+    this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->es = this->ey == 0x0067736d72726502 ? 8 :
+	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
+	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+}
+
+/* F4: the code: an int32 element "code" at this->ep. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+    this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->err = this->ec != 0 ? this->ec : this->err;
+}
+
 /* P2: the reply to an outstanding request: its latency. */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
@@ -2806,6 +3295,17 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	tail[pid, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
 	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+}
+
+/* P2x: a failed reply, per command and code (rare). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->err != 0/
+{
+	@failed_cmd[slot_cmd[pid, this->fd, this->s], this->err] = count();
+	@failed_op[this->opname, this->err] = count();
 }
 
 /* P3: the next reply of an exhaust stream: counted, not timed again. */
@@ -2949,6 +3449,11 @@ END
 	printa("  %-32s  %@d\n", @max_cmd);
 	printf("\nmax_ns_by_conn:\n");
 	printa("  %d,%d  %@d\n", @max_conn);
+	/* failed replies (ok: 0, $err, QueryFailure) per command and code */
+	printf("\nfailed_by_command:\n");
+	printa("  %s,%d  %@d\n", @failed_cmd);
+	printf("\nfailed_by_op:\n");
+	printa("  %s,%d  %@d\n", @failed_op);
 	printf("\n");
 	printa("requests: %@d  replies: %@d  stream replies: %@d  no-reply (moreToCome): %@d\n",
 	    @requests, @replies, @stream, @noreply);

@@ -575,9 +575,64 @@ static __always_inline s32 mw_code_at(u64 src, u64 p, u64 readable)
     return w == 0x0067736d72726502ULL ? -2 : -1;                /* 0x02 "errmsg\0" */
 }
 
+/* the code after a string element at src + p, errmsg (skip is 8: its type and
+ * name) or $err (6), whose int32 length follows the name; -1 when none */
+static __always_inline s32 mw_code_after_str(u64 src, u64 p, u64 skip, u64 readable)
+{
+    u32 len = 0;
+    if (bpf_probe_read_user(&len, 4, (void *)(src + p + skip)) != 0 || len > MW_MAXLEN)
+        return -1;
+    s32 code = mw_code_at(src, p + skip + 4 + len, readable);
+    return code == -2 ? -1 : code;
+}
+
+/*
+ * A legacy OP_REPLY (to an OP_QUERY; the rare opcode, read from user memory)
+ * failed when its responseFlags have QueryFailure (bit 1), or its document's
+ * first element (message offset 40) is $err (a legacy query's failure: mongod
+ * sets the flag, FerretDB appends ok: 0 instead) or ok with a zero value (a
+ * legacy command's failure, as in an OP_MSG); the code as after ok or $err.
+ */
+static __always_inline s32 mw_failed_legacy(u32 flags, s32 len, u64 src, u64 readable)
+{
+    u8 e[16] = {};
+    s32 fail = flags & 2 ? -1 : 0;
+    if (len < 45 || readable < 45)         /* up to a bool ok's value */
+        return fail;
+    u64 m = readable - 40;
+    if (m > 16)
+        m = 16;
+    MW_OPAQUE(m);
+    if (m < 5 || m > 16 || bpf_probe_read_user(e, m, (void *)(src + 40)) != 0)
+        return fail;
+    u64 w = *(u64 *)e;
+    if ((w & 0xffffffffffffULL) == 0x007272652402ULL)          /* 0x02 "$err\0" */
+        return mw_code_after_str(src, 40, 6, readable);
+    if ((w & 0xffffff00ULL) != 0x006b6f00ULL)                   /* "ok\0" */
+        return fail;
+    u8 t = e[0];
+    u64 v = *(u64 *)&e[4];
+    u32 vs;
+    if ((t == 0x01 || t == 0x12) && m >= 12 && len >= 52)
+        vs = 8, v = t == 0x01 ? v << 1 : v;
+    else if (t == 0x10 && m >= 8 && len >= 48)
+        vs = 4, v &= 0xffffffffULL;
+    else if (t == 0x08)
+        vs = 1, v &= 0xff;
+    else
+        return fail;
+    if (v)
+        return fail;
+    s32 code = mw_code_at(src, 44 + vs, readable);
+    return code == -2 ? mw_code_after_str(src, 44 + vs, 8, readable) : code;
+}
+
 static __always_inline s32 mw_failed(struct mw_rhdr *r, u64 n, u64 src, u64 readable)
 {
-    if (r->h.op != OP_MSG || n < 30 || r->b[0] != 0 ||
+    if (r->h.op != OP_MSG)
+        return r->h.op == OP_REPLY && n >= 20 ?
+            mw_failed_legacy(r->h.flags, r->h.len, src, readable) : 0;
+    if (n < 30 || r->b[0] != 0 ||
         r->b[6] != 'o' || r->b[7] != 'k' || r->b[8] != 0)
         return 0;
     u8 t = r->b[5];
@@ -599,13 +654,7 @@ static __always_inline s32 mw_failed(struct mw_rhdr *r, u64 n, u64 src, u64 read
     /* the rare path: the element after ok is code, or errmsg and then code */
     u64 p = 29 + vs;
     s32 code = mw_code_at(src, p, readable);
-    if (code != -2)
-        return code;
-    u32 len = 0;
-    if (bpf_probe_read_user(&len, 4, (void *)(src + p + 8)) != 0 || len > MW_MAXLEN)
-        return -1;
-    code = mw_code_at(src, p + 12 + len, readable);
-    return code == -2 ? -1 : code;
+    return code == -2 ? mw_code_after_str(src, p, 8, readable) : code;
 }
 
 /* ---- accounting ---------------------------------------------------------- */

@@ -35,7 +35,7 @@ import wireclient
 from test_probe_patterns import Probe, wireserver
 from test_profile_probes import _can_render_svg, flushloop, loop, start_cli  # noqa: F401
 from mongoprobe import dtrace_engine, latency, mixedload, probes, target
-from mongoprobe.formats import dtrace_drops, dtrace_latency, stack_table
+from mongoprobe.formats import dtrace_drops, dtrace_latency, stack_table, wire_events
 
 ROOT = Path(__file__).resolve().parents[1]
 DTRACE = ROOT / "dtrace"
@@ -183,6 +183,13 @@ def test_snoop_on_the_mongod_pattern_server(mode, need_dtrace, tmp_path):
         events["command"])["exhaustTest"]         # each exhaust reply had moreToCome
     assert (events["latency_ns"] > 0).all()
     assert events["time"].notna().all()
+    # failed replies (ok: 0 as double, int, long, bool; with or without errmsg and code)
+    # in the ERR column; split sends a reply's first 40 bytes in three writes, and the
+    # check reads them from one (probes/README.md, "Replies that failed")
+    assert wire_events.snoop_checks_replies(lines)
+    failed = events[events["error_code"] != 0]
+    assert Counter(zip(failed["command"], failed["error_code"])) == (
+        Counter() if mode == "split" else expected.error_codes)
     counts, lost = dtrace_engine.snoop_footer(lines)
     assert counts == {"requests": expected.requests, "replies": expected.replies,
                       "stream_replies": expected.stream_replies, "no_reply": expected.no_reply}
@@ -314,3 +321,40 @@ def test_run_manifest_records_the_dtrace_version(need_dtrace):
 def test_setup_pins_the_same_dtrace_commit():
     setup = (ROOT / "scripts" / "setup.sh").read_text()
     assert f"DTRACE_COMMIT={probes.DTRACE_COMMIT} " in setup
+
+
+def test_failed_replies_match_ferretdb(ferretdb, tmp_path, need_dtrace):
+    """test_latency_ferretdb's failed-reply requests (refused commands, endSessions, legacy
+    OP_QUERY ones) under mongo_time.d and mongo_snoop.d at once: their failed replies per
+    command and code == FerretDB's own failed responses, and the {$err} reply it counts
+    "ok"; successes count none."""
+    import pymongo
+    from pymongo.errors import OperationFailure
+    from test_latency_ferretdb import (REFUSED, check_failures, failed_responses,
+                                       response_counts, send_legacy)
+
+    events_file = tmp_path / "events.jsonl"
+    before = response_counts(ferretdb.metrics_url)
+    clis = {"time": start_cli("latency", "-p", str(ferretdb.pid), "--json", "--engine",
+                              "dtrace"),
+            "events": start_cli("latency", "-p", str(ferretdb.pid), "--json", "--engine",
+                                "dtrace", "--events", str(events_file))}
+    try:
+        client = pymongo.MongoClient(ferretdb.uri)
+        for _ in range(3):
+            for cmd, code in REFUSED:
+                with pytest.raises(OperationFailure) as exc:
+                    client.test.command(cmd)
+                assert exc.value.code == code
+            client.admin.command("ping")
+        client.close()       # endSessions: CommandNotFound
+        send_legacy(ferretdb.uri)
+        time.sleep(0.5)
+    finally:
+        outs = {name: stop_cli(proc) for name, proc in clis.items()}
+    truth = failed_responses(before, response_counts(ferretdb.metrics_url))
+    assert truth[("buildinfo", "UnsupportedOpQueryCommand")] == 2
+    truth["find", "5739101"] = 1      # the {$err} reply FerretDB counts "ok"
+    check_failures(json.loads(outs["time"][0].strip().splitlines()[-1]), truth, None)
+    check_failures(json.loads(outs["events"][0].strip().splitlines()[-1]), truth,
+                   wire_events.parse_events_json(events_file.read_text().splitlines()))

@@ -105,13 +105,40 @@ REFUSED = [({"nosuchcmd": 1}, 59), ({"dropIndexes": "nocoll", "index": "x_1"}, 2
            ({"collMod": "nocoll"}, 238), ({"find": 1}, 73)]
 
 
+# legacy OP_QUERY requests FerretDB refuses: (namespace, query, code). On "db.$cmd" it
+# answers OP_REPLY {ok: 0, errmsg, code: 352, codeName}; a query on a collection gets
+# {$err, code: 5739101, ok: 0}, which FerretDB itself counts as "ok".
+LEGACY = [("admin.$cmd", {"buildinfo": 1}, 352), ("admin.$cmd", {"buildinfo": 1}, 352),
+          ("test.coll", {}, 5739101)]
+
+
+def send_legacy(uri: str) -> None:
+    """LEGACY's requests, and a legacy isMaster that succeeds, on one raw connection."""
+    import socket
+    import struct
+
+    import bson
+
+    from mongoprobe.wire_encode import encode_op_query
+
+    host, port = uri.split("//")[1].split("/")[0].split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        for rid, (ns, query, code) in enumerate([*LEGACY, ("admin.$cmd", {"isMaster": 1}, 0)], 1):
+            sock.sendall(encode_op_query(rid, 0, ns, query))
+            length, _, rto, op = struct.unpack("<iiii", sock.recv(16, socket.MSG_WAITALL))
+            doc = bson.decode(sock.recv(length - 16, socket.MSG_WAITALL)[20:])
+            assert (rto, op, doc.get("code", 0)) == (rid, 1, code), doc
+
+
 def failed_responses(before: dict, after: dict) -> dict[tuple[str, str], int]:
-    """FerretDB's own count of failed replies: (command, codeName) -> replies."""
+    """FerretDB's own count of failed replies: (command, codeName) -> replies. (It
+    labels an OP_QUERY's command "unknown": send_legacy's are buildinfo.)"""
     d = {}
     for key, n in after.items():
         k = n - before.get(key, 0)
         if k and key[1] != "ok":
-            d[key] = k
+            key = ("buildinfo", key[1]) if key[0] == "unknown" else key
+            d[key] = d.get(key, 0) + k
     return d
 
 
@@ -132,13 +159,12 @@ def response_counts(metrics_url: str) -> dict[tuple[str, str], int]:
 
 @pytest.mark.parametrize("engine", ["bpftrace", "bcc"])
 def test_failed_replies_match_ferretdb(engine, ferretdb, tmp_path, request):
-    """Commands FerretDB refuses (and endSessions, which it does not know): the probe's
-    failed replies per command and code == FerretDB's own failed responses; successes
-    (ping, the handshake) count none."""
+    """Commands FerretDB refuses (and endSessions, which it does not know), legacy
+    OP_QUERY requests it refuses (LEGACY): the probe's failed replies per command and
+    code == FerretDB's own failed responses, and the {$err} reply it counts "ok";
+    successes (ping, the handshake, a legacy isMaster) count none."""
     import pymongo
     from pymongo.errors import OperationFailure
-
-    from mongoprobe import errorcodes
 
     request.getfixturevalue("need_bcc" if engine == "bcc" else "need_bpftrace")
     events_file = tmp_path / "events.jsonl"
@@ -154,18 +180,32 @@ def test_failed_replies_match_ferretdb(engine, ferretdb, tmp_path, request):
                 assert exc.value.code == code
             client.admin.command("ping")
         client.close()       # endSessions: CommandNotFound
+        send_legacy(ferretdb.uri)
         time.sleep(0.5)
     finally:
         out = stop_cli(cli)
     truth = failed_responses(before, response_counts(ferretdb.metrics_url))
-    result = json.loads(out.strip().splitlines()[-1])
+    assert truth[("buildinfo", "UnsupportedOpQueryCommand")] == 2
+    truth["find", "5739101"] = 1      # the {$err} reply FerretDB counts "ok"
+    check_failures(json.loads(out.strip().splitlines()[-1]), truth,
+                   wire_events.parse_events_json(events_file.read_text().splitlines()))
+
+
+def check_failures(result: dict, truth: dict, events: pd.DataFrame | None) -> None:
+    """A probe's failed replies (latency --json, and its events) == truth, for
+    test_failed_replies_match_ferretdb's requests."""
+    from mongoprobe import errorcodes
+
     probe = {(cmd, errorcodes.name(int(c)) or c): n for cmd, v in result["by_command"].items()
              for c, n in v.get("error_codes", {}).items()}
     assert probe == truth
     assert {cmd: v["errors"] for cmd, v in result["by_command"].items() if v["errors"]} == \
-        {cmd: 3 for cmd in ("nosuchcmd", "dropIndexes", "collMod", "find")} | {"endSessions": 1}
-    events = wire_events.parse_events_json(events_file.read_text().splitlines())
-    failed = events[events["error_code"] != 0]
-    assert sorted(failed.groupby(["command", "error_code"]).size().items()) == sorted(
-        {("nosuchcmd", 59): 3, ("dropIndexes", 26): 3, ("collMod", 238): 3, ("find", 73): 3,
-         ("endSessions", 59): 1}.items())
+        {cmd: 3 for cmd in ("nosuchcmd", "dropIndexes", "collMod")} | \
+        {"endSessions": 1, "buildinfo": 2, "find": 4}
+    assert result["by_op"]["OP_QUERY"]["error_codes"] == {"352": 2, "5739101": 1}
+    if events is not None:
+        failed = events[events["error_code"] != 0]
+        assert sorted(failed.groupby(["command", "error_code"]).size().items()) == sorted(
+            {("nosuchcmd", 59): 3, ("dropIndexes", 26): 3, ("collMod", 238): 3,
+             ("find", 73): 3, ("endSessions", 59): 1, ("buildinfo", 352): 2,
+             ("find", 5739101): 1}.items())

@@ -96,7 +96,7 @@ KNOWN_BUGS: dict[tuple[str, str, str], str] = {
        "a failed reply is recognised from its first 37 bytes in the send that completes its "
        "header; split sends them as 10, 10, the rest (no known server splits a reply's first "
        "40 bytes: mongod sends one sendmsg, FerretDB one write per reply)"
-       for tool in ("bpftrace", "bcc")},
+       for tool in ("bpftrace", "bcc", "dtrace")},
 }
 
 
@@ -284,10 +284,15 @@ DTRACE_LOSSES = ("unmatched_replies", "requests_without_reply", "malformed", "dr
 def from_dtrace(lines: list[str], stderr: Path) -> Observed:
     """mongo_time.d's END output; "dropped" is what DTrace reported lost on stderr."""
     from mongoprobe.formats.dtrace_drops import lost_events, parse_dtrace_drops
-    from mongoprobe.formats.dtrace_latency import parse_dtrace_latency, parse_dtrace_latency_totals
+    from mongoprobe.formats.dtrace_latency import (parse_dtrace_failures, parse_dtrace_latency,
+                                                   parse_dtrace_latency_totals)
 
     text = "".join(lines)
     hists, totals = parse_dtrace_latency(text), parse_dtrace_latency_totals(text)
+    failed = parse_dtrace_failures(text)
+    if failed is None:
+        pytest.fail("mongo_time.d printed no failed_by_command: block")
+    by_cmd = failed[failed["by"] == "command"]
 
     def stat(name: str, by: str) -> dict[str, int]:
         t = totals[(totals["stat"] == name) & (totals["by"] == by)]
@@ -307,6 +312,9 @@ def from_dtrace(lines: list[str], stderr: Path) -> Observed:
         lost={name: footer.get(name) for name in DTRACE_LOSSES},
         bucket_lows={f"by_{by} {key}": g["lo"].tolist()
                      for (by, key), g in nonempty[nonempty["by"] != "conn"].groupby(["by", "key"])},
+        errors_by_command={k: int(v) for k, v in by_cmd.groupby("key")["count"].sum().items()},
+        error_codes={(k, int(c)): int(n) for k, c, n in
+                     zip(by_cmd["key"], by_cmd["code"], by_cmd["count"])},
     )
 
 
@@ -389,8 +397,6 @@ def test_replies(traced: Callable[[str, str], Run], tool: str, mode: str) -> Non
 def test_failed_replies(traced: Callable[[str, str], Run], tool: str, mode: str) -> None:
     """Replies with ok: 0 (as a double, int, long or bool; with and without errmsg and code)
     counted per command and code; successful replies (ping's ok: 1 first too) are not."""
-    if tool == "dtrace":
-        pytest.skip("not done: the D scripts do not read replies (their events say no failure)")
     run = traced(tool, mode)
     e = run.expected
     assert (run.observed.errors_by_command, run.observed.error_codes) == \

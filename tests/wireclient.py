@@ -110,6 +110,27 @@ class Conn:
         self.expected.replies_by_command[command] += 1
         return rid, encode_op_query(rid, 0, namespace, query)
 
+    def legacy_fail(self, namespace: str, code: int, query_failure: bool = True) -> None:
+        """An OP_QUERY the server fails (wireserver's failTest): on "db.$cmd" answered
+        {ok: 0, errmsg, code}; else (a legacy query) {$err, code}, with the QueryFailure
+        flag or (FerretDB's way) without it and with ok: 0. Counted as a failure of its
+        command ("find" for a query) with its code."""
+        rid, data = self.op_query(namespace, {"failTest": code, "queryFailure": query_failure})
+        self.sock.sendall(data)
+        length, _, rto, op = HEADER.unpack(self.recv_exact(16))
+        body = self.recv_exact(length - 16)
+        if (rto, op) != (rid, OP_REPLY):
+            raise AssertionError(f"failTest reply {opcode_name(op)} to {rto}")
+        flags = struct.unpack_from("<i", body)[0]
+        doc = bson.decode(body[20:])
+        first = "ok" if namespace.endswith(".$cmd") else "$err"
+        if next(iter(doc)) != first or doc.get("code", 0) != code or \
+                bool(flags & 2) != (first == "$err" and query_failure):
+            raise AssertionError(f"legacy failTest {code}: flags {flags} reply {doc}")
+        command = "failTest" if namespace.endswith(".$cmd") else "find"
+        self.expected.errors_by_command[command] += 1
+        self.expected.error_codes[command, code or -1] += 1
+
     def op_compressed_msg(self, body: dict, compressor: str = "zlib") -> tuple[int, bytes]:
         """An OP_COMPRESSED wrapping an OP_MSG: the probes' histograms see "[compressed]";
         its events (bcc) the command inside."""
@@ -221,6 +242,18 @@ def failures(c: Conn) -> None:
     c.fail(0)
 
 
+def legacy_failures(c: Conn) -> None:
+    """Legacy OP_QUERY requests that fail, answered OP_REPLY: a command on admin.$cmd
+    ({ok: 0, errmsg, code} as mongod's legacy command reply), legacy queries answered
+    {$err, code} with QueryFailure (mongod) and without the flag, ok: 0 (FerretDB); a
+    successful legacy command between them."""
+    c.legacy_fail("admin.$cmd", 59)
+    c.call(c.op_query("admin.$cmd", {"isMaster": 1}), OP_REPLY)
+    c.legacy_fail("test.coll", 5739101)
+    c.legacy_fail("test.coll", 5739101, query_failure=False)
+    c.legacy_fail("admin.$cmd", 0)
+
+
 def exhaust(c: Conn) -> None:
     """An exhaust request answered by EXHAUST_REPLIES replies: one timed, the rest a stream."""
     rid, data = c.op_msg({"exhaustTest": EXHAUST_REPLIES}, flags=EXHAUST_ALLOWED)
@@ -236,7 +269,7 @@ def exhaust(c: Conn) -> None:
 SCENARIOS: dict[str, Callable[[Conn], None]] = {
     "plain": plain, "pipelined": pipelined, "fire_and_forget": fire_and_forget,
     "op_query": op_query, "compressed": compressed, "exhaust": exhaust,
-    "failures": failures,
+    "failures": failures, "legacy_failures": legacy_failures,
 }  # fmt: skip
 
 

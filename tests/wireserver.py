@@ -19,7 +19,12 @@ Replies: OP_MSG `{"ok": 1}` with a per-connection requestID counter (1, 2, ...) 
 responseTo the request's requestID. A command `{"failTest": CODE, "okType": T,
 "errmsgBytes": N}` fails as mongod and FerretDB fail a command: `{"ok": 0, "errmsg":
 N bytes, "code": CODE, "codeName": ...}`, ok being a double, int, long or bool (T), no
-errmsg when N < 0, no code (nor codeName) when CODE is 0. An OP_MSG with moreToCome gets no reply. An OP_MSG
+errmsg when N < 0, no code (nor codeName) when CODE is 0; the same query in an OP_QUERY
+on "db.$cmd" gets that document in an OP_REPLY (mongod's legacy command reply). An OP_QUERY
+{"failTest": CODE} on any other namespace (a legacy query) fails as mongod fails it:
+OP_REPLY with the QueryFailure flag and `{"$err": ..., "code": CODE}`; with
+`"queryFailure": false` as FerretDB does: no flag, `{"$err", "code", "ok": 0}`.
+An OP_MSG with moreToCome gets no reply. An OP_MSG
 with exhaustAllowed whose body is `{"exhaustTest": N, ...}` gets N replies, all but the
 last with moreToCome, each answering the previous reply's requestID (the first answers
 the request). OP_QUERY gets OP_REPLY; OP_COMPRESSED (zlib) gets a zlib OP_COMPRESSED
@@ -35,12 +40,15 @@ Serves each connection in a thread; exits on SIGTERM.
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import os
 import signal
 import socket
 import struct
 import sys
 import threading
+from collections import Counter
 
 import bson
 
@@ -58,6 +66,12 @@ MODES = ("mongod", "readwrite", "vector", "split", "sendto")
 BUFFER_SIZE = 4096  # FerretDB's buffered reader
 HEADER = struct.Struct("<iiii")  # messageLength, requestID, responseTo, opCode
 LOG_EVERY = 3  # requests per connection between two log writes
+QUERY_FAILURE = 2  # OP_REPLY responseFlags: the query failed ($err)
+# commands answered as a driver (pymongo) needs them, not {"ok": 1}
+DRIVER_REPLIES = ("hello", "isMaster", "ismaster", "find", "aggregate", "insert", "update",
+                  "delete", "count")
+SERVED: Counter[str] = Counter()  # requests served: "OPCODE command" -> n (--counts)
+SERVED_LOCK = threading.Lock()
 
 
 class Connection:
@@ -70,6 +84,8 @@ class Connection:
         self.log = log
         self.buffered = bytearray()  # readwrite/split/sendto: bytes read but not framed yet
         self.next_request_id = 0
+        self.opcode: str | None = None  # "OP_COMPRESSED" while serving one's inner message
+        self.current_opcode: str | None = None
 
     # --- receiving ------------------------------------------------------------------
     def _read_chunk(self) -> bytes:
@@ -143,6 +159,31 @@ class Connection:
         else:
             self._write_all(reply)
 
+    def served(self, command: str) -> None:
+        """Count a request as the wire carried it: (opcode, command inside)."""
+        opcode = self.opcode or self.current_opcode
+        with SERVED_LOCK:
+            SERVED[f"{opcode} {command}"] += 1
+
+    def driver_reply(self, body: dict) -> dict:
+        """What a driver (pymongo) needs: a hello that offers the first codec of the
+        client's "compression" list this server speaks; a cursor for find and
+        aggregate; n for writes and count."""
+        command = next(iter(body))
+        if command in ("hello", "isMaster", "ismaster"):
+            offered = [c for c in body.get("compression", []) if c in COMPRESSORS.values()]
+            return {"isWritablePrimary" if command == "hello" else "ismaster": True,
+                    "helloOk": True, "maxBsonObjectSize": 16 * 1024 * 1024,
+                    "maxMessageSizeBytes": 48_000_000, "maxWriteBatchSize": 100_000,
+                    "localTime": datetime.datetime.now(datetime.timezone.utc),
+                    "logicalSessionTimeoutMinutes": 30, "connectionId": self.fd,
+                    "minWireVersion": 0, "maxWireVersion": 21, "readOnly": False,
+                    **({"compression": offered[:1]} if offered else {}), "ok": 1.0}
+        if command in ("find", "aggregate"):
+            return {"cursor": {"firstBatch": [], "id": bson.Int64(0),
+                               "ns": f"{body.get('$db', 'test')}.{body[command]}"}, "ok": 1.0}
+        return {"n": 1, "ok": 1.0}
+
     def reply_id(self) -> int:
         self.next_request_id += 1
         return self.next_request_id
@@ -159,10 +200,11 @@ class Connection:
 
     def replies(self, message: bytes) -> list[bytes]:
         _, request_id, _, opcode = HEADER.unpack_from(message)
+        self.current_opcode = {OP_MSG: "OP_MSG", OP_QUERY: "OP_QUERY"}.get(opcode)
         if opcode == OP_MSG:
             return self._op_msg_replies(request_id, message[16:])
         if opcode == OP_QUERY:
-            return [encode_op_reply(self.reply_id(), request_id, [{"ok": 1}])]
+            return [self._op_reply(request_id, message[16:])]
         if opcode == OP_COMPRESSED:
             original_opcode, size, compressor = struct.unpack_from("<iiB", message, 16)
             codec = COMPRESSORS.get(compressor)
@@ -170,8 +212,33 @@ class Connection:
             if inner is None or len(inner) != size:
                 raise ValueError(f"compressorId {compressor}: cannot decompress {size} bytes")
             plain = HEADER.pack(16 + size, request_id, 0, original_opcode) + inner
-            return [encode_op_compressed(reply, codec) for reply in self.replies(plain)]
+            self.opcode = "OP_COMPRESSED"
+            try:
+                return [encode_op_compressed(reply, codec) for reply in self.replies(plain)]
+            finally:
+                self.opcode = None
         raise ValueError(f"unsupported opcode {opcode}")
+
+    def _op_reply(self, request_id: int, payload: bytes) -> bytes:
+        """OP_REPLY to an OP_QUERY: {ok: 1}, a driver's hello, or a failure (the module
+        docstring)."""
+        end = payload.index(b"\0", 4)
+        namespace = payload[4:end].decode()
+        query = bson.decode(payload[end + 9 : end + 9 + struct.unpack_from("<i", payload, end + 9)[0]])
+        command = next(iter(query), "") if namespace.endswith(".$cmd") else "find"
+        self.served(command)
+        if command in DRIVER_REPLIES and "client" in query:
+            return encode_op_reply(self.reply_id(), request_id, [self.driver_reply(query)])
+        if "failTest" not in query:
+            return encode_op_reply(self.reply_id(), request_id, [{"ok": 1}])
+        if namespace.endswith(".$cmd"):
+            return encode_op_reply(self.reply_id(), request_id, [failure(query)])
+        # a legacy query that failed: mongod sets QueryFailure, {$err, code}; FerretDB
+        # sends {$err, code, ok: 0} without the flag
+        err = {"$err": "e" * query.get("errmsgBytes", 20), "code": int(query["failTest"])}
+        if query.get("queryFailure", True):
+            return encode_op_reply(self.reply_id(), request_id, [err], flags=QUERY_FAILURE)
+        return encode_op_reply(self.reply_id(), request_id, [{**err, "ok": 0.0}])
 
     def _op_msg_replies(self, request_id: int, payload: bytes) -> list[bytes]:
         flags = struct.unpack_from("<I", payload)[0]
@@ -180,7 +247,12 @@ class Connection:
         if payload[4] != 0:
             raise ValueError("OP_MSG without a body section first")
         body = bson.decode(payload[5 : 5 + struct.unpack_from("<i", payload, 5)[0]])
+        self.served(next(iter(body), ""))
         if "failTest" in body:
+            return [encode_op_msg(self.reply_id(), request_id, failure(body))]
+        if next(iter(body), "") in DRIVER_REPLIES:
+            return [encode_op_msg(self.reply_id(), request_id, self.driver_reply(body))]
+        if False:
             return [encode_op_msg(self.reply_id(), request_id, failure(body))]
         count = body.get("exhaustTest") if flags & EXHAUST_ALLOWED else None
         if not isinstance(count, int) or count < 1:
@@ -236,9 +308,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0: any free one)")
     parser.add_argument("--mode", choices=MODES, required=True)
     parser.add_argument("--log", default=os.devnull, help="the non-protocol log file (default: %(default)s)")
+    parser.add_argument("--counts", help="at exit, write the requests served as JSON: "
+                        '{"OPCODE command": n}, OP_COMPRESSED ones by the command inside')
     args = parser.parse_args(argv)
 
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    def stop(*_) -> None:
+        if args.counts:
+            with SERVED_LOCK, open(args.counts, "w") as fh:
+                json.dump(dict(SERVED), fh)
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
     log = Log(args.log)
     listener = socket.create_server(("127.0.0.1", args.port))
     print(f"READY {listener.getsockname()[1]}", flush=True)

@@ -95,12 +95,14 @@ def failed(run: DtraceRun) -> str | None:
 def latency_summary(run: DtraceRun, pid: int | None = None):
     """mongo_time.d's END output -> latency.LatencySummary (engine "dtrace")."""
     from . import latency
-    from .formats.dtrace_latency import parse_dtrace_latency, parse_dtrace_latency_totals
+    from .formats.dtrace_latency import (parse_dtrace_failures, parse_dtrace_latency,
+                                         parse_dtrace_latency_totals)
 
     text = "".join(run.lines)
     return latency.from_dtrace_quantize(parse_dtrace_latency(text, "mongo_time.d"),
                                         parse_dtrace_latency_totals(text, "mongo_time.d"),
-                                        run.dropped, pid)
+                                        run.dropped, pid,
+                                        parse_dtrace_failures(text, "mongo_time.d"))
 
 
 def snoop_events(lines: list[str]) -> pd.DataFrame:

@@ -6,7 +6,11 @@ with ``ok: 0`` per command and code in the kernel (``probes/README.md``, "Replie
 failed"); ``codeName`` is not copied from the reply (a string per failure would cost
 the kernel more than the code tells): the common codes are named here, from mongod's
 ``src/mongo/base/error_codes.yml``. Code ``-1`` is a failed reply whose code the probe
-could not read (no ``code`` element after ``ok`` and ``errmsg``).
+could not read (no ``code`` element after ``ok`` and ``errmsg``). A legacy ``OP_REPLY``
+fails with that document first too, or as a legacy query fails: ``{$err: "...", code: N}``
+(mongod sets the reply's QueryFailure flag; FerretDB appends ``ok: 0`` instead); codes
+such as 5739101 (mongod's and FerretDB's "OP_QUERY is no longer supported") are
+assertion ids with no name.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ NAMES = {
     91: "ShutdownInProgress", 96: "OperationFailed", 112: "WriteConflict",
     115: "CommandNotSupported", 121: "DocumentValidationFailure",
     166: "CommandNotSupportedOnView", 189: "PrimarySteppedDown", 238: "NotImplemented",
-    251: "NoSuchTransaction", 262: "ExceededTimeLimit", 10107: "NotWritablePrimary",
+    251: "NoSuchTransaction", 262: "ExceededTimeLimit", 352: "UnsupportedOpQueryCommand",
+    10107: "NotWritablePrimary",
     11000: "DuplicateKey", 11600: "InterruptedAtShutdown", 11601: "Interrupted",
     13435: "NotPrimaryNoSecondaryOk", 13436: "NotPrimaryOrSecondary",
 }

@@ -240,6 +240,13 @@ def _loglinear_hist(buckets: pd.Series, counts: pd.Series) -> pd.DataFrame:
     return histogram.from_buckets(out)
 
 
+def _from_values(values: np.ndarray, errors: int | None, codes: dict | None) -> Group:
+    """A group made of its events alone (its histogram from their latencies)."""
+    b = pd.Series([loglinear.bucket(int(v)) for v in values], dtype="int64")
+    return Group(_loglinear_hist(b, pd.Series(np.ones(len(b), "int64"))), int(values.sum()),
+                 int(values.max()), values, errors=errors, codes=codes)
+
+
 def from_latencies(lat, engine: str = "", pid: int | None = None,
                    start: float | None = None, end: float | None = None,
                    summary: LatencySummary | None = None, conn_label=None) -> LatencySummary:
@@ -290,9 +297,24 @@ def from_latencies(lat, engine: str = "", pid: int | None = None,
                     errors = int(len(failed))
                     c, n = np.unique(failed, return_counts=True)
                     codes = {int(k): int(v) for k, v in zip(c, n)}
+            if values is not None and len(values) != int(part["count"].sum()):
+                # events named what the kernel keyed "[compressed]" (compressed names
+                # from events): this group is its events; the rest are under their names
+                if not len(values):
+                    continue
+                out[label(key)] = _from_values(values, errors, codes)
+                continue
             out[label(key)] = Group(_loglinear_hist(hk["bucket"], hk["count"]),
                                     int(part["sum_ns"].sum()), int(part["max_ns"].max()),
                                     values, errors=errors, codes=codes)
+        if v_of is not None and col == "command":
+            for key, idx in v_of.items():
+                if label(key) not in out and key not in set(t[col]):
+                    failed = codes_ev[idx] if codes_ev is not None else np.zeros(0, "int64")
+                    failed = failed[failed != 0]
+                    c, n = np.unique(failed, return_counts=True)
+                    out[label(key)] = _from_values(lat_ns[idx], int(len(failed)),
+                                                   {int(k): int(v) for k, v in zip(c, n)})
         return out
 
     s = summary if summary is not None else LatencySummary()
@@ -317,22 +339,22 @@ def from_latencies(lat, engine: str = "", pid: int | None = None,
     return s
 
 
-def from_events(events: pd.DataFrame, engine: str = "", pid: int | None = None) -> LatencySummary:
+def from_events(events: pd.DataFrame, engine: str = "", pid: int | None = None,
+                checked: bool = True) -> LatencySummary:
     """Exact latency from per-request events (requests counted here had a reply): the
-    one path, through ``latencies.Latencies``."""
+    one path, through ``latencies.Latencies``. ``checked``: the events' source reads
+    replies (their ``error_code``); else failures are unknown."""
     from .latencies import Latencies
 
     if "time" not in events.columns or events["time"].isna().any():
         # no wall clock (a D script without its clock line): the whole run needs none
         events = events.assign(time=events.get("elapsed_s", 0.0))
     s = from_latencies(Latencies.from_events(events), engine=engine, pid=pid)
-    if engine == "dtrace":
-        unchecked(s)        # the D scripts do not read replies
-    return s
+    return s if checked else unchecked(s)
 
 
 def unchecked(s: LatencySummary) -> LatencySummary:
-    """``s`` from a source that does not look at replies (the D scripts, a capture):
+    """``s`` from a source that does not look at replies (a capture, mongo_snoop.bt):
     failed replies unknown, not zero."""
     for g in (*s.by_command.values(), *s.by_op.values(), *s.by_conn.values()):
         g.errors = g.codes = None
@@ -340,22 +362,31 @@ def unchecked(s: LatencySummary) -> LatencySummary:
 
 
 def from_dtrace_quantize(hists: pd.DataFrame, totals: pd.DataFrame, dropped: int = 0,
-                         pid: int | None = None) -> LatencySummary:
-    """The adapter from ``dtrace/mongo_time.d`` output (``formats.dtrace_latency``'s two
+                         pid: int | None = None,
+                         failed: pd.DataFrame | None = None) -> LatencySummary:
+    """The adapter from ``dtrace/mongo_time.d`` output (``formats.dtrace_latency``'s
     frames) to the summary every engine feeds: quantize buckets as histograms, its exact
     ``sum()``/``max()`` as totals and maxima, the footer's counters; ``dropped`` is what
-    DTrace reported lost on stderr (``formats.dtrace_drops``). Percentiles of these
-    groups are log2 bucket bounds (``Group.bucket_bounds``), not interpolations."""
+    DTrace reported lost on stderr (``formats.dtrace_drops``); ``failed``, its failed
+    replies (``parse_dtrace_failures``; None: not read, the failures unknown). Percentiles
+    of these groups are log2 bucket bounds (``Group.bucket_bounds``), not interpolations."""
     def stat(name: str, by: str) -> dict:
         t = totals[(totals["stat"] == name) & (totals["by"] == by)]
         return dict(zip(t["key"], t["value"].astype(int)))
 
     def groups(by: str) -> dict:
         tot, mx = stat("total_ns", by), stat("max_ns", by)
+        codes: dict[str, dict[int, int]] = {}
+        if failed is not None:
+            for r in failed[failed["by"] == by].itertuples(index=False):
+                codes.setdefault(r.key, {})[int(r.code)] = int(r.count)
         out = {}
         for key, g in hists[hists["by"] == by].groupby("key", sort=True):
             h = histogram.from_buckets(zip(g["lo"], g["hi"], g["count"]))
             out[str(key)] = Group(h, tot.get(key), mx.get(key), bucket_bounds=True)
+            if failed is not None and by != "conn":     # (not counted per connection)
+                c = codes.get(str(key), {})
+                out[str(key)].errors, out[str(key)].codes = sum(c.values()), c
         return out
 
     s = LatencySummary(engine="dtrace", pid=pid)

@@ -523,6 +523,10 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
             lines.append(f"{r.name[:w]:{w}s} {cmd[:20]:20s} {_num(d['count'], 'd', 7)} "
                          + " ".join(_num(d[k], ".0f", 7) for k in ("p50", "p95", "p99"))
                          + f" {_num(d['max'], '.0f', 9)}")
+    if any("[compressed]" in r.latency_us for r in t.itertuples()):
+        lines.append("  ([compressed]: OP_COMPRESSED requests; record's probe, "
+                     "mongo_latency.bt, does not name the command inside yet: "
+                     "mongoprobe latency --engine bcc --events does)")
     failed = [(r.name, cmd, codes) for r in t.itertuples()
               for cmd, codes in sorted(r.failed_replies.items())]
     if failed:

@@ -171,9 +171,11 @@ def _latency_dtrace(args: argparse.Namespace) -> int:
         raise CommandError("-i: mongo_time.d prints once, at the end; use -d, or "
                            "--engine bpftrace|bcc")
     if args.events:
+        from ..formats import wire_events
         run = _run_dtrace("mongo_snoop.d", args)
         events = dtrace_engine.snoop_events(run.lines)
-        summary = latency.from_events(events, engine="dtrace", pid=args.pid)
+        summary = latency.from_events(events, engine="dtrace", pid=args.pid,
+                                      checked=wire_events.snoop_checks_replies(run.lines))
         summary.counts, summary.lost = dtrace_engine.snoop_footer(run.lines)
         summary.lost["dropped"] = run.dropped
         from ..formats.wire_events import write_events_json

@@ -32,6 +32,14 @@ percentile read from them is only known to lie in a bucket. Sums and maxima are 
     lo, hi  int64  bucket bounds in ns, [lo, hi)
     count   int64  requests timed in the bucket
 
+``parse_dtrace_failures`` columns (one row per printed line of ``failed_by_command:`` and
+``failed_by_op:``, printa ``"  KEY,CODE  N"``: replies that failed, probes/README.md):
+
+    by      str    "command" or "op"
+    key     str    command or opcode name
+    code    int64  the reply's error code (-1: it had none)
+    count   int64  replies
+
 ``parse_dtrace_latency_totals`` columns (one row per printed number):
 
     stat    str    "requests", "replies" (timed), "total_ns", "max_ns"; for the footer
@@ -47,6 +55,7 @@ USAGE::
     from mongoprobe.formats.dtrace_latency import parse_dtrace_latency, parse_dtrace_latency_totals
     hists = parse_dtrace_latency("samples/dtrace/mongo_time-ferretdb.txt")
     totals = parse_dtrace_latency_totals("samples/dtrace/mongo_time-ferretdb.txt")
+    failed = parse_dtrace_failures("samples/dtrace/mongo_time-ferretdb.txt")
 """
 
 from __future__ import annotations
@@ -63,6 +72,7 @@ from .quantize import parse_quantize, parse_scalars
 from .source import read_input
 
 HIST_COLUMNS = ["by", "key", "lo", "hi", "count"]
+FAILED_COLUMNS = ["by", "key", "code", "count"]
 TOTAL_COLUMNS = ["stat", "by", "key", "value"]
 _TITLE = re.compile(r"^(latency_ns|requests|replies|total_ns|max_ns)_by_(op|command|conn)$")
 _CLOCK = re.compile(r"^# clock timestamp_ns=(\d+) walltimestamp_ns=(\d+)")
@@ -120,6 +130,23 @@ def parse_dtrace_latency_totals(text_or_path: str | os.PathLike[str] | IO[str],
                           "mongo_time.d's footer 'requests: N  replies: N ...' (printed at END)")
     df = pd.DataFrame(rows, columns=TOTAL_COLUMNS)
     return df.astype({"stat": str, "by": str, "key": str, "value": "int64"})
+
+
+def parse_dtrace_failures(text_or_path: str | os.PathLike[str] | IO[str],
+                          source: str | None = None) -> pd.DataFrame | None:
+    """The failed replies per command and per opcode, with their codes (see the module
+    docstring); None for output of a mongo_time.d that did not read replies yet (no
+    ``failed_by_command:`` title): its failures are unknown, not zero."""
+    text, src = read_input(text_or_path, source)
+    if "\nfailed_by_command:" not in text:
+        return None
+    rows = []
+    for r in parse_scalars(io.StringIO(text), src).itertuples(index=False):
+        if r.name in ("failed_by_command", "failed_by_op"):
+            key, _, code = r.key.rpartition(",")
+            rows.append((r.name.removeprefix("failed_by_"), key, int(code), r.value))
+    return pd.DataFrame(rows, columns=FAILED_COLUMNS).astype(
+        {"by": str, "key": str, "code": "int64", "count": "int64"})
 
 
 def clock(text: str) -> tuple[int, int] | None:

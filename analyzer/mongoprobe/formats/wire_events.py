@@ -8,6 +8,8 @@ Two real forms, one table:
     TIME(s)        PID     TID     FD   REQID  OPCODE   COMMAND  BYTES_IN BYTES_OUT LAT(us)  F
     1.204113       4127    4131    9    1      OP_MSG   insert        124        45 412.233  -
 
+  (mongo_snoop.d adds a last column ``ERR``, the reply's error code: see error_code)
+
 * JSON lines, as written by ``mongolatency.py --events FILE`` / ``mongosnoop.py -j``
   and by ``mongoprobe latency --events FILE``; Parquet (``FILE.parquet``, a recorded
   run's ``latency.events.parquet``);
@@ -29,8 +31,9 @@ Columns (one row per request, at its first reply):
     stream      bool     the reply had moreToCome (an exhaust stream followed)
     error_code  int64    0: the reply did not fail; else it had ok: 0, and this is its
                          code (-1: none readable; ``mongoprobe.errorcodes``). 0 also
-                         where the source does not check replies (the D scripts,
-                         events recorded before the probes did)
+                         where the source does not check replies (mongo_snoop.bt, a
+                         mongo_snoop.d without the ERR column, events recorded before
+                         the probes did: :func:`snoop_checks_replies`)
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ _INT = ["pid", "tid", "fd", "request_id", "bytes_in", "bytes_out", "latency_ns",
 
 _SNOOP = re.compile(
     r"^(\d+)\.(\d{6})\s+(\d+)\s+(\d+)\s+(-?\d+)\s+(-?\d+)\s+(\S+)\s+(\S*?)\s+(\d+)\s+(\d+)"
-    r"\s+(\d+)\.(\d{3})\s+([m-])$")
+    r"\s+(\d+)\.(\d{3})\s+([m-])(?:\s+(-?\d+))?$")
 
 
 def empty() -> pd.DataFrame:
@@ -79,7 +82,17 @@ def parse_snoop_line(line: str) -> dict | None:
     return {"time": float("nan"), "elapsed_s": int(m[1]) + int(m[2]) / 1e6,
             "pid": int(m[3]), "tid": int(m[4]), "fd": int(m[5]), "request_id": int(m[6]),
             "opcode": m[7], "command": m[8], "bytes_in": int(m[9]), "bytes_out": int(m[10]),
-            "latency_ns": int(m[11]) * 1000 + int(m[12]), "stream": m[13] == "m"}
+            "latency_ns": int(m[11]) * 1000 + int(m[12]), "stream": m[13] == "m",
+            "error_code": int(m[14] or 0)}
+
+
+def snoop_checks_replies(lines: Iterable[str]) -> bool:
+    """Whether snoop output says which replies failed: its header line ends in the ERR
+    column (mongo_snoop.d); without it, failures are unknown, not zero."""
+    for line in lines:
+        if line.startswith("TIME(s)"):
+            return line.split()[-1] == "ERR"
+    return False
 
 
 def parse_snoop(lines: Iterable[str], source: str = "<snoop>") -> pd.DataFrame:
