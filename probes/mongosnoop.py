@@ -105,6 +105,7 @@ def parse_args(argv=None):
         default=mw.MAX_CONNECTIONS, metavar="N",
         help="connections traced at once: sizes the kernel maps (default %d)"
              % mw.MAX_CONNECTIONS)
+    mw.add_tls_option(parser)
     parser.add_argument("--ebpf", action="store_true",
         help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -114,10 +115,13 @@ def main(argv=None):
     tool = "mongosnoop"
     args = parse_args(argv)
     if args.ebpf:
-        print(mw.bpf_text(args.pid, events=True, max_conns=args.max_connections))
+        print(mw.bpf_text(args.pid, events=True, max_conns=args.max_connections,
+                          tls=mw.tls_hooks(tool, args.pid, args.tls)))
         return 0
     mw.check_target(tool, args.pid)
-    b, ringbuf = mw.load(tool, args.pid, events=True, max_conns=args.max_connections)
+    tls = mw.tls_hooks(tool, args.pid, args.tls)
+    b, ringbuf = mw.load(tool, args.pid, events=True, max_conns=args.max_connections,
+                         tls=tls)
     clock = mw.WallClock()
     t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
     out = sys.stdout
@@ -128,7 +132,7 @@ def main(argv=None):
             out.write(json.dumps(mw.event_dict(ev, clock, args.pid)) + "\n")
         else:
             out.write((HDR + "\n") % (
-                "%.3f" % ((ev.ts - t0) / 1e9), args.pid, ev.tid, ev.fd,
+                "%.3f" % ((ev.ts - t0) / 1e9), args.pid, ev.tid, ev.fd & ~mw.MW_TLS_FD,
                 ev.request_id, mw.opname(ev.opcode), mw.cmdname(ev.cmd),
                 ev.bytes_in, ev.bytes_out, "%.2f" % (ev.latency_ns / 1e3)))
 
