@@ -338,7 +338,7 @@ int mw_ssl_return(struct pt_regs *ctx)
     return mw_tls_return(ctx, bpf_get_current_pid_tgid(), ret, ret > 0);
 }
 
-/* SSL_read_ex/SSL_write_ex: 1 on success, the count in *readbytes/*written */
+/* SSL_read_ex/SSL_write_ex: 1 on success, the count where their 4th argument points */
 int mw_ssl_ex_return(struct pt_regs *ctx)
 {
     if (!mw_tls_ours())

@@ -119,7 +119,7 @@ class BccSlices:
             raise FormatError(self.source, self.lineno, "a JSON slice line", line) from None
         if d.get("end"):
             self.final = {"counts": d["counts"], "lost": d["lost"],
-                          "untraced": d.get("untraced", {})}
+                          "untraced": d.get("untraced", {}), "tls": d.get("tls")}
             self.full = {k: int(v) for k, v in d.get("full", {}).items()}
             return None
         s = Slice(int(d["start_ns"]), int(d["length_ns"]),
