@@ -24,9 +24,10 @@
  *                   A call is keyed by its goroutine (r14 holds the g pointer
  *                   in Go code), which may change threads during the call.
  *
- * The connection: the fd of the socket syscall (read/write/recv/send family)
- * made inside the call: programs on those syscalls' entry (attached only with
- * TLS) record it into the call in flight of the thread (OpenSSL) or of the
+ * The connection: the fd of the socket syscall made inside the call (read or
+ * write: what OpenSSL's socket BIO and Go's net package use): programs on those
+ * syscalls' entry (attached only with TLS; stopped by tls_live when no TLS call
+ * is in flight) record it into the call in flight of the thread (OpenSSL) or of the
  * goroutine (Go: r14 of the user registers saved at the syscall). A call that
  * made none (its bytes were already decrypted in the library's buffer) takes
  * the fd last seen for its SSL * / *tls.Conn (tls_conn_fd). A call with
@@ -77,6 +78,11 @@ BPF_F_TABLE("lru_hash", u64, u32, tls_conn_fd, MW_CONNS, 0);
  * caller's type: these are uprobes, mw_jmp's are tracepoints) */
 BPF_PROG_ARRAY(mw_jmp_tls, 2);
 BPF_PERCPU_ARRAY(tls_counts, u64, T_MAX);
+/* TLS calls in flight in the target, all threads: the nested-syscall programs
+ * stop at this when it is 0, so a server with a TLS library and no TLS traffic
+ * pays one array read per read/write. (It may drift up when a call never
+ * returns, which only keeps the gate open; it never drifts down.) */
+BPF_ARRAY(tls_live, s64, 1);
 
 static __always_inline void mw_tls_count(u32 idx)
 {
@@ -97,6 +103,13 @@ static __always_inline void mw_tls_enter(u64 key, u64 conn, u64 buf, u64 len, u6
                          .live = 1, .tx = tx};
     if (tx)
         t.ts = bpf_ktime_get_ns();
+    struct mw_tcall *old = tls_calls.lookup(&key);
+    if (!old || !old->live) {   /* a re-entry (Go's stack growth) is not a new call */
+        u32 z = 0;
+        s64 *n = tls_live.lookup(&z);
+        if (n)
+            __sync_fetch_and_add(n, 1);
+    }
     tls_calls.update(&key, &t);
 }
 
@@ -105,6 +118,10 @@ static __always_inline void mw_tls_enter(u64 key, u64 conn, u64 buf, u64 len, u6
 static __always_inline int mw_tls_nested(u64 fd)
 {
     if (!mw_tls_ours())
+        return 0;
+    u32 z = 0;
+    s64 *live = tls_live.lookup(&z);
+    if (!live || *live <= 0)
         return 0;
     struct mw_tcall *t;
 #ifdef MW_TLS_OPENSSL
@@ -187,6 +204,10 @@ static __always_inline int mw_tls_return(void *ctx, u64 key, s64 n, int ok)
     if (!t || !t->live)
         return 0;
     t->live = 0;
+    u32 z = 0;
+    s64 *live = tls_live.lookup(&z);
+    if (live)
+        __sync_fetch_and_add(live, -1);
     if (!ok)
         return 0;
     if (t->nptr) {
@@ -268,12 +289,6 @@ struct mw_sys_enter {
 
 int mw_tls_sys_read(struct mw_sys_enter *args) { return mw_tls_nested(args->args[0]); }
 int mw_tls_sys_write(struct mw_sys_enter *args) { return mw_tls_nested(args->args[0]); }
-int mw_tls_sys_readv(struct mw_sys_enter *args) { return mw_tls_nested(args->args[0]); }
-int mw_tls_sys_writev(struct mw_sys_enter *args) { return mw_tls_nested(args->args[0]); }
-int mw_tls_sys_recvfrom(struct mw_sys_enter *args) { return mw_tls_nested(args->args[0]); }
-int mw_tls_sys_sendto(struct mw_sys_enter *args) { return mw_tls_nested(args->args[0]); }
-int mw_tls_sys_recvmsg(struct mw_sys_enter *args) { return mw_tls_nested(args->args[0]); }
-int mw_tls_sys_sendmsg(struct mw_sys_enter *args) { return mw_tls_nested(args->args[0]); }
 
 /* close(fd) frees the plaintext state too (the syscall path frees the fd's own) */
 int mw_tls_sys_close(struct mw_sys_enter *args)

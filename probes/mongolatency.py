@@ -427,8 +427,8 @@ def tls_hooks(tool, pid, mode):
     return hooks
 
 
-SOCKET_SYSCALLS = ("read", "write", "readv", "writev", "recvfrom", "sendto",
-                   "recvmsg", "sendmsg")
+# the syscalls OpenSSL's socket BIO and Go's net package move TLS records with
+SOCKET_SYSCALLS = ("read", "write")
 
 
 def attach_tls(b, pid, hooks):
