@@ -6,6 +6,7 @@
 #
 # USAGE: mongolatency.py -p PID [-h] [-O] [-C] [-c] [-m|-u] [-j] [-T]
 #                        [--events FILE] [-d SECONDS] [--max-connections N]
+#                        [--tls auto|on|off]
 #                        [interval [count]]
 #
 # Server-side latency of each request of a MongoDB-protocol server (mongod,
@@ -117,9 +118,25 @@
 # - OP_COMPRESSED bodies carry no readable command name: "[compressed]".
 #   Names are read as at most 32 bytes (31 characters); an OP_MSG whose body
 #   section is not in the bytes read is named "[unknown]".
-# - Not traced: recvmmsg/sendmmsg, sendfile/splice, io_uring, TLS (the bytes
-#   seen are encrypted: nothing decodes). Connections accepted before tracing
-#   started are picked up at their next receive that starts with a header.
+# - Not traced: recvmmsg/sendmmsg, sendfile/splice, io_uring. Connections
+#   accepted before tracing started are picked up at their next receive that
+#   starts with a header.
+# - TLS (--tls auto, the default; on; off): the plaintext of the target's TLS
+#   library is decoded through uprobes (probes/mongo_tls.h, probes/tlshooks.py):
+#   OpenSSL's SSL_read/SSL_write/SSL_read_ex/SSL_write_ex (uprobe and uretprobe;
+#   libssl mapped by the target, or linked into its executable) and Go's
+#   crypto/tls (*Conn).Read/Write (uprobes at entry and at the RET instructions,
+#   found with objdump). The connection is the fd of the read/write made inside
+#   the call (or the last one of its SSL */tls.Conn): a server that drives
+#   OpenSSL through memory BIOs (asio, mongod) makes none, and its TLS calls are
+#   counted, not decoded. A request completes at the read call's return, a
+#   reply is timed at the write call's entry (the crypto is left out). With a
+#   TLS library hooked, every read/write of the target runs one more program,
+#   stopped at once while no TLS call is in flight. Checked on FerretDB v1.24.0
+#   (Go crypto/tls, pymongo over TLS: counts equal its metrics) and on
+#   tests/wireserver.py --tls (Python's ssl: libssl.so.3, SSL_read_ex/
+#   SSL_write_ex) in mongod's header-then-body pattern, buffered reads and
+#   split replies.
 # - -c keys connections by (pid, fd): a reused fd adds to the same row; the
 #   peer address is resolved from /proc when printing ("(closed)" if gone).
 # - --max-connections N (default 10,000) sizes the maps: conns (N connections,

@@ -5,6 +5,7 @@
 #               For Linux, uses BCC, eBPF.
 #
 # USAGE: mongosnoop.py -p PID [-h] [-j] [-d SECONDS] [--max-connections N]
+#                       [--tls auto|on|off]
 #
 # One line per request of a MongoDB-protocol server, written when its first
 # reply is sent: time, pid, tid (of the thread that sent the reply), fd,
@@ -53,6 +54,10 @@
 # Overhead: as mongolatency.py, plus one ring-buffer record and one line of
 # Python per request; at tens of thousands of requests per second the reader
 # can fall behind and records are dropped - counted as "dropped events".
+#
+# TLS: --tls auto|on|off, as mongolatency.py (its header says what is hooked
+# and how; probes/README.md, "TLS plaintext"): OpenSSL and Go crypto/tls
+# plaintext decoded through uprobes.
 #
 # Caveats: only the first iovec of readv/writev/recvmsg/sendmsg is decoded; a
 # request header split across receives counts as malformed (reply headers
