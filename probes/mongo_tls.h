@@ -24,10 +24,10 @@
  *                   A call is keyed by its goroutine (r14 holds the g pointer
  *                   in Go code), which may change threads during the call.
  *
- * The connection: the fd of the socket syscall made inside the call (read or
- * write: what OpenSSL's socket BIO and Go's net package use): programs on those
- * syscalls' entry (attached only with TLS; stopped by tls_live when no TLS call
- * is in flight) record it into the call in flight of the thread (OpenSSL) or of the
+ * The connection: the fd of the socket syscall made inside the call:
+ * mongo_wire.h's own syscall programs (compiled with MW_TLS) hand it to
+ * mw_tls_nested, which stops at once when no TLS call is in flight (tls_live),
+ * and records it into the call in flight of the thread (OpenSSL) or of the
  * goroutine (Go: r14 of the user registers saved at the syscall). A call that
  * made none (its bytes were already decrypted in the library's buffer) takes
  * the fd last seen for its SSL * / *tls.Conn (tls_conn_fd). A call with
@@ -113,16 +113,15 @@ static __always_inline void mw_tls_enter(u64 key, u64 conn, u64 buf, u64 len, u6
     tls_calls.update(&key, &t);
 }
 
-/* a socket syscall of the target: the fd of the call in flight (if any) of
- * this thread (OpenSSL) or goroutine (Go) */
-static __always_inline int mw_tls_nested(u64 fd)
+/* a socket syscall of the target (called by mongo_wire.h's programs once the pid
+ * is known to be the target's): its fd goes to the TLS call in flight, if any,
+ * of this thread (OpenSSL) or goroutine (Go) */
+static __always_inline void mw_tls_nested(u64 fd)
 {
-    if (!mw_tls_ours())
-        return 0;
     u32 z = 0;
     s64 *live = tls_live.lookup(&z);
     if (!live || *live <= 0)
-        return 0;
+        return;
     struct mw_tcall *t;
 #ifdef MW_TLS_OPENSSL
     u64 tid = bpf_get_current_pid_tgid();
@@ -146,7 +145,19 @@ static __always_inline int mw_tls_nested(u64 fd)
         }
     }
 #endif
-    return 0;
+}
+
+/* close(fd) of the target (from mongo_wire.h's program): the plaintext state
+ * goes too */
+static __always_inline void mw_tls_close(u32 fd)
+{
+    u32 ck = fd | MW_TLS_FD;
+    struct mw_conn *c = conns.lookup(&ck);
+    if (!c)
+        return;
+    if (c->nslots)
+        mw_count(C_NOREPLY_LOST, c->nslots);
+    conns.delete(&ck);
 }
 
 /* the first plaintext of TLS connection fd: count it as decoded (and as a TLS
@@ -272,36 +283,6 @@ int mw_tx_more_tls(struct pt_regs *ctx)
         return 0;
     if (!mw_tx_step(ctx, a, c))
         mw_jmp_tls.call(ctx, MW_JMP_TX);
-    return 0;
-}
-
-/* ---- the socket syscalls inside a TLS call (attached by the tools) ------- */
-
-/* the sys_enter_* tracepoints' record: common fields, the syscall's number,
- * its arguments (bcc's tracepoint__ structs are already declared by
- * mongo_wire.h's programs on the same tracepoints) */
-struct mw_sys_enter {
-    u64 common;
-    s32 nr;
-    u32 pad;
-    u64 args[6];
-};
-
-int mw_tls_sys_read(struct mw_sys_enter *args) { return mw_tls_nested(args->args[0]); }
-int mw_tls_sys_write(struct mw_sys_enter *args) { return mw_tls_nested(args->args[0]); }
-
-/* close(fd) frees the plaintext state too (the syscall path frees the fd's own) */
-int mw_tls_sys_close(struct mw_sys_enter *args)
-{
-    if (!mw_tls_ours())
-        return 0;
-    u32 ck = (u32)args->args[0] | MW_TLS_FD;
-    struct mw_conn *c = conns.lookup(&ck);
-    if (!c)
-        return 0;
-    if (c->nslots)
-        mw_count(C_NOREPLY_LOST, c->nslots);
-    conns.delete(&ck);
     return 0;
 }
 

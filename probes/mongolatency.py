@@ -406,6 +406,8 @@ def bpf_text(pid, by_conn=False, events=False, ringbuf=True, sample=1,
             "#define MW_CONNS %d" % max_conns,
                     "#define MW_AGGS %d" % AGGS]
     kinds = set(h.kind for h in tls)
+    if kinds:
+        defs.append("#define MW_TLS 1")
     if "openssl" in kinds:
         defs.append("#define MW_TLS_OPENSSL 1")
     if "go" in kinds:
@@ -444,20 +446,15 @@ def tls_hooks(tool, pid, mode):
     return hooks
 
 
-# the syscalls OpenSSL's socket BIO and Go's net package move TLS records with
-SOCKET_SYSCALLS = ("read", "write")
-
-
 def attach_tls(b, pid, hooks):
-    """mongo_tls.h's programs: its tail-call targets, the nested socket
-    syscalls, close, and the library's functions (probes/mongo_tls.h)."""
+    """mongo_tls.h's programs: its tail-call targets and the library's
+    functions (the syscall programs of mongo_wire.h, compiled with MW_TLS, hand
+    the fds of nested socket syscalls to it)."""
     from bcc import BPF
     jmp = b["mw_jmp_tls"]
     for i, name in enumerate(("mw_rx_more_tls", "mw_tx_more_tls")):
         fn = b.load_func(name, BPF.KPROBE)
         jmp[ct.c_int(i)] = ct.c_int(fn.fd)
-    for sc in SOCKET_SYSCALLS + ("close",):
-        b.attach_tracepoint(tp="syscalls:sys_enter_" + sc, fn_name="mw_tls_sys_" + sc)
     for h in hooks:
         if h.kind == "openssl":
             for fn in h.funcs:
