@@ -53,6 +53,8 @@
  *   MW_CONNS        connections traced at once (--max-connections; default 10000)
  *   MW_AGGS         aggregates (slice, command, opcode) at once (default 4096);
  *                   with MW_BY_CONN, lat_conn holds 3 per connection
+ *   MW_TLS          a TLS library is hooked: probes/mongo_tls.h follows this
+ *                   program, and the syscall programs hand it their fds
  *
  * Copyright 2025 mongoprobe authors. Licensed under the Apache License 2.0.
  */
