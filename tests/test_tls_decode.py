@@ -214,3 +214,27 @@ def test_go_return_offsets_are_ret_instructions():
             for o in offs:
                 f.seek(base + o)
                 assert f.read(1) == b"\xc3", (fn, o)
+
+
+def test_snoop_tls_lines(tls_target, need_bcc):
+    """mongoprobe snoop --engine bcc over TLS: one JSON line per request, named."""
+    import pymongo
+
+    info = tls_target
+    before = target.request_counts(info.metrics_url)
+    cli = start_cli("snoop", "-p", str(info.pid), "--json", "--engine", "bcc", "--tls", "on")
+    try:
+        client = pymongo.MongoClient(info.uri)
+        for _ in range(5):
+            client.admin.command("ping")
+        client.close()
+        time.sleep(0.5)
+    finally:
+        out = stop_cli(cli)
+    lines = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
+    got: dict[str, int] = {}
+    for ln in lines:
+        got[ln["command"]] = got.get(ln["command"], 0) + 1
+    assert got == metrics_delta(before, target.request_counts(info.metrics_url))
+    assert got["ping"] == 5
+    assert all(0 < ln["fd"] < MW_TLS_FD and ln["latency_ns"] > 0 for ln in lines)
