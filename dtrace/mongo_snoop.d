@@ -81,6 +81,8 @@
  * prefer mongo_time.d.
  *
  * Caveats:
+ * - TLS plaintext is not decoded (the bcc tools decode OpenSSL's and Go's:
+ *   probes/README.md, "TLS plaintext"); TLS connections' bytes are not headers.
  * - LP64, little-endian targets only (x86-64, arm64): iovec/msghdr offsets are
  *   the 64-bit ones, header fields are read as native int32.
  * - A request header split across two receives (1-15 bytes at a message

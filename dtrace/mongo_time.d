@@ -91,6 +91,8 @@
  * nothing is printed per request, so the cost stays in the kernel.
  *
  * Caveats:
+ * - TLS plaintext is not decoded (the bcc tools decode OpenSSL's and Go's:
+ *   probes/README.md, "TLS plaintext"); TLS connections' bytes are not headers.
  * - LP64, little-endian targets only (x86-64, arm64): iovec/msghdr offsets are
  *   the 64-bit ones, header fields are read as native int32.
  * - A request header split across two receives (1-15 bytes at a message

@@ -53,6 +53,8 @@
  *   MW_CONNS        connections traced at once (--max-connections; default 10000)
  *   MW_AGGS         aggregates (slice, command, opcode) at once (default 4096);
  *                   with MW_BY_CONN, lat_conn holds 3 per connection
+ *   MW_TLS          a TLS library is hooked: probes/mongo_tls.h follows this
+ *                   program, and the syscall programs hand it their fds
  *
  * Copyright 2025 mongoprobe authors. Licensed under the Apache License 2.0.
  */
@@ -1149,12 +1151,24 @@ static __always_inline struct mw_args *mw_args_of_task(int create)
                                      create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 }
 
+#ifdef MW_TLS
+/* probes/mongo_tls.h, appended by the tools when a TLS library is hooked: a
+ * socket syscall of the target gives its fd to the TLS call in flight around it
+ * (a global count of such calls stops it at once when there is none), close
+ * frees the TLS state of the fd */
+static __always_inline void mw_tls_nested(u64 fd);
+static __always_inline void mw_tls_close(u32 fd);
+#endif
+
 /* save a receive's or send's buffer for its exit, in the thread's storage */
 static __always_inline int mw_enter(u64 fd, u64 buf, u64 cap, int tx)
 {
     u64 id = bpf_get_current_pid_tgid();
     if ((id >> 32) != MW_TARGET_PID)
         return 0;
+#ifdef MW_TLS
+    mw_tls_nested(fd);
+#endif
     struct mw_args *a = mw_args_of_task(1);
     if (!a) {
         mw_count(C_DROPPED, 1);
@@ -1286,6 +1300,9 @@ static __always_inline int mw_exit_rx(void *ctx, int nr, s64 ret, int kind)
         return 0;
     }
     struct mw_args a = {.fd = r.di, .buf = r.si, .cap = r.dx};
+#ifdef MW_TLS
+    mw_tls_nested(r.di);
+#endif
     if (kind == 2) {
         u64 flags = 0;
         bpf_probe_read_kernel(&flags, sizeof(flags), (char *)p + MW_REGS_R10);
@@ -1399,6 +1416,9 @@ TRACEPOINT_PROBE(syscalls, sys_enter_close)
         return 0;
     u32 fd = args->fd;
     tls_fds.delete(&fd);
+#ifdef MW_TLS
+    mw_tls_close(fd);
+#endif
     struct mw_conn *c = conns.lookup(&fd);
     if (!c)
         return 0;

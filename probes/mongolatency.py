@@ -6,6 +6,7 @@
 #
 # USAGE: mongolatency.py -p PID [-h] [-O] [-C] [-c] [-m|-u] [-j] [-T]
 #                        [--events FILE] [-d SECONDS] [--max-connections N]
+#                        [--tls auto|on|off]
 #                        [interval [count]]
 #
 # Server-side latency of each request of a MongoDB-protocol server (mongod,
@@ -117,9 +118,25 @@
 # - OP_COMPRESSED bodies carry no readable command name: "[compressed]".
 #   Names are read as at most 32 bytes (31 characters); an OP_MSG whose body
 #   section is not in the bytes read is named "[unknown]".
-# - Not traced: recvmmsg/sendmmsg, sendfile/splice, io_uring, TLS (the bytes
-#   seen are encrypted: nothing decodes). Connections accepted before tracing
-#   started are picked up at their next receive that starts with a header.
+# - Not traced: recvmmsg/sendmmsg, sendfile/splice, io_uring. Connections
+#   accepted before tracing started are picked up at their next receive that
+#   starts with a header.
+# - TLS (--tls auto, the default; on; off): the plaintext of the target's TLS
+#   library is decoded through uprobes (probes/mongo_tls.h, probes/tlshooks.py):
+#   OpenSSL's SSL_read/SSL_write/SSL_read_ex/SSL_write_ex (uprobe and uretprobe;
+#   libssl mapped by the target, or linked into its executable) and Go's
+#   crypto/tls (*Conn).Read/Write (uprobes at entry and at the RET instructions,
+#   found with objdump). The connection is the fd of the read/write made inside
+#   the call (or the last one of its SSL */tls.Conn): a server that drives
+#   OpenSSL through memory BIOs (asio, mongod) makes none, and its TLS calls are
+#   counted, not decoded. A request completes at the read call's return, a
+#   reply is timed at the write call's entry (the crypto is left out). With a
+#   TLS library hooked, every read/write of the target runs one more program,
+#   stopped at once while no TLS call is in flight. Checked on FerretDB v1.24.0
+#   (Go crypto/tls, pymongo over TLS: counts equal its metrics) and on
+#   tests/wireserver.py --tls (Python's ssl: libssl.so.3, SSL_read_ex/
+#   SSL_write_ex) in mongod's header-then-body pattern, buffered reads and
+#   split replies.
 # - -c keys connections by (pid, fd): a reused fd adds to the same row; the
 #   peer address is resolved from /proc when printing ("(closed)" if gone).
 # - --max-connections N (default 10,000) sizes the maps: conns (N connections,
@@ -151,6 +168,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WIRE_H = os.path.join(HERE, "mongo_wire.h")
+TLS_H = os.path.join(HERE, "mongo_tls.h")
+sys.path.insert(0, HERE)
+import tlshooks  # noqa: E402  (which TLS library the target uses, where to hook it)
 
 OPCODES = {
     1: "OP_REPLY", 2001: "OP_UPDATE", 2002: "OP_INSERT", 2004: "OP_QUERY",
@@ -167,6 +187,13 @@ GRACE_NS = 50000000             # a slice is read this long after it ends
 C_REQUESTS, C_REPLIES, C_STREAM, C_NOREPLY, C_UNMATCHED, C_NOREPLY_LOST, \
     C_MALFORMED, C_DROPPED, C_MMSG, C_URING, C_TLS, C_FULL_CONNS, C_FULL_LAT = range(13)
 C_MAX = 13
+# mongo_tls.h's "tls_counts", after C_MAX in raw_counts: TLS connections whose
+# plaintext was decoded, calls with plaintext on no known socket, calls with bytes
+T_DECODED, T_NOFD, T_CALLS = range(C_MAX, C_MAX + 3)
+T_MAX = 3
+MW_TLS_FD = 0x80000000          # conns/fd key bit of a TLS connection's plaintext
+# the TLS libraries this run hooked (load() sets it): [tlshooks.Hook]
+TLS_HOOKED = []
 # the maps whose filling C_FULL_* count (they are part of C_DROPPED too)
 FULL_MAPS = ((C_FULL_CONNS, "conns", "requests on connections not traced"),
              (C_FULL_LAT, "lat_spill", "latencies not aggregated"))
@@ -372,11 +399,19 @@ def alive(pid):
 
 
 def bpf_text(pid, by_conn=False, events=False, ringbuf=True, sample=1,
-             max_conns=MAX_CONNECTIONS):
-    """The program of mongo_wire.h with this run's switches."""
+             max_conns=MAX_CONNECTIONS, tls=()):
+    """The program of mongo_wire.h with this run's switches; with tls (hooks of
+    tlshooks.find), mongo_tls.h after it."""
     defs = ["#define MW_TARGET_PID %d" % pid, "#define MW_SLICE_NS %dULL" % SLICE_NS,
             "#define MW_CONNS %d" % max_conns,
                     "#define MW_AGGS %d" % AGGS]
+    kinds = set(h.kind for h in tls)
+    if kinds:
+        defs.append("#define MW_TLS 1")
+    if "openssl" in kinds:
+        defs.append("#define MW_TLS_OPENSSL 1")
+    if "go" in kinds:
+        defs.append("#define MW_TLS_GO 1")
     if by_conn:
         defs.append("#define MW_BY_CONN 1")
     if events:
@@ -386,17 +421,68 @@ def bpf_text(pid, by_conn=False, events=False, ringbuf=True, sample=1,
         if ringbuf:
             defs.append("#define MW_RINGBUF 1")
     with open(WIRE_H) as f:
-        return "\n".join(defs) + "\n" + f.read()
+        text = "\n".join(defs) + "\n" + f.read()
+    if tls:
+        with open(TLS_H) as f:
+            text += "\n" + f.read()
+    return text
 
 
-def load(tool, pid, by_conn=False, events=False, sample=1, max_conns=MAX_CONNECTIONS):
-    """Compile, load and attach; returns (bpf, ringbuf_used)."""
+def tls_hooks(tool, pid, mode):
+    """The TLS libraries to hook in pid for --tls mode (auto: those found; on:
+    they must exist; off: none). Says on stderr what it hooks or why not."""
+    if mode == "off":
+        return []
+    try:
+        hooks = tlshooks.find(pid)
+    except (OSError, tlshooks.TlsError) as e:
+        if mode == "on":
+            die(tool, "--tls on: %s" % e)
+        print("%s: TLS library not hooked: %s" % (tool, e), file=sys.stderr)
+        return []
+    if mode == "on" and not hooks:
+        die(tool, "--tls on: PID %d has no TLS library to hook (OpenSSL's libssl, "
+                  "SSL_read in its executable, or Go's crypto/tls)" % pid)
+    return hooks
+
+
+def attach_tls(b, pid, hooks):
+    """mongo_tls.h's programs: its tail-call targets and the library's
+    functions (the syscall programs of mongo_wire.h, compiled with MW_TLS, hand
+    the fds of nested socket syscalls to it)."""
+    from bcc import BPF
+    jmp = b["mw_jmp_tls"]
+    for i, name in enumerate(("mw_rx_more_tls", "mw_tx_more_tls")):
+        fn = b.load_func(name, BPF.KPROBE)
+        jmp[ct.c_int(i)] = ct.c_int(fn.fd)
+    for h in hooks:
+        if h.kind == "openssl":
+            for fn in h.funcs:
+                ex = "_ex" if fn.endswith("_ex") else ""
+                way = "write" if fn.startswith("SSL_write") else "read"
+                b.attach_uprobe(name=h.path, sym=fn, pid=pid,
+                                fn_name="mw_ssl_%s%s_enter" % (way, ex))
+                b.attach_uretprobe(name=h.path, sym=fn, pid=pid,
+                                   fn_name="mw_ssl%s_return" % ex)
+            continue
+        for fn, enter in ((tlshooks.GO_READ, "mw_go_read_enter"),
+                          (tlshooks.GO_WRITE, "mw_go_write_enter")):
+            b.attach_uprobe(name=h.path, sym=fn, fn_name=enter, pid=pid)
+            for off in h.rets[fn]:
+                b.attach_uprobe(name=h.path, sym=fn, sym_off=off, fn_name="mw_go_return",
+                                pid=pid)
+
+
+def load(tool, pid, by_conn=False, events=False, sample=1, max_conns=MAX_CONNECTIONS,
+         tls=()):
+    """Compile, load and attach (tls: the hooks of tls_hooks); returns (bpf,
+    ringbuf_used)."""
     from bcc import BPF
     attempts = [True, False] if events else [False]
     err = None
     for ringbuf in attempts:
         try:
-            b = BPF(text=bpf_text(pid, by_conn, events, ringbuf, sample, max_conns))
+            b = BPF(text=bpf_text(pid, by_conn, events, ringbuf, sample, max_conns, tls))
         except Exception as e:      # ringbuf unsupported: retry with perf
             err = e
             if ringbuf:
@@ -409,6 +495,15 @@ def load(tool, pid, by_conn=False, events=False, sample=1, max_conns=MAX_CONNECT
         for i, name in enumerate(("mw_rx_more", "mw_tx_more")):
             fn = b.load_func(name, BPF.TRACEPOINT)
             jmp[ct.c_int(i)] = ct.c_int(fn.fd)
+        if tls:
+            try:
+                attach_tls(b, pid, tls)
+            except Exception as e:  # bcc raises Exception for a failed attach
+                die(tool, "cannot hook TLS (%s): %s" % (
+                    "; ".join(h.describe() for h in tls), str(e).splitlines()[-1]))
+            TLS_HOOKED[:] = tls
+            for h in tls:
+                print("%s: TLS plaintext from %s" % (tool, h.describe()), file=sys.stderr)
         return b, ringbuf
     die(tool, "cannot load the BPF program: %s" % str(err).splitlines()[-1])
 
@@ -434,7 +529,7 @@ class WallClock(object):
 def event_dict(ev, clock, pid):
     return {
         "time": round(clock.wall(ev.ts), 6),
-        "pid": pid, "tid": ev.tid, "fd": ev.fd,
+        "pid": pid, "tid": ev.tid, "fd": ev.fd & ~MW_TLS_FD,
         "request_id": ev.request_id, "opcode": opname(ev.opcode),
         "command": cmdname(ev.cmd), "bytes_in": ev.bytes_in,
         "bytes_out": ev.bytes_out, "latency_ns": ev.latency_ns,
@@ -491,7 +586,12 @@ def as_event(data):
 def raw_counts(b):
     """The cumulative counters (never cleared: intervals are differences)."""
     t = b["counts"]
-    return [int(t.sum(ct.c_int(i)).value) for i in range(C_MAX)]
+    v = [int(t.sum(ct.c_int(i)).value) for i in range(C_MAX)]
+    try:
+        tt = b["tls_counts"]
+    except KeyError:            # no TLS library hooked
+        return v + [0] * T_MAX
+    return v + [int(tt.sum(ct.c_int(i)).value) for i in range(T_MAX)]
 
 
 def map_memory():
@@ -556,9 +656,16 @@ def read_counts(v, extra_dropped=0, pending=0, pid=None):
     calls, and the process's io_uring instances (io_uring with SQPOLL needs no
     syscall)."""
     return {
+        # tls_connections: those whose plaintext was not decoded (all of them
+        # when no TLS library is hooked); tls_calls_without_socket: TLS calls
+        # whose plaintext came with no known fd (probes/mongo_tls.h)
         "untraced": {"mmsg_calls": v[C_MMSG], "io_uring_calls": v[C_URING],
                      "io_uring_fds": io_uring_fds(pid) if pid else 0,
-                     "tls_connections": v[C_TLS]},
+                     "tls_connections": v[C_TLS] - v[T_DECODED],
+                     "tls_hooked": 1 if TLS_HOOKED else 0,
+                     "tls_calls_without_socket": v[T_NOFD]},
+        "tls": {"hooked": [h.describe() for h in TLS_HOOKED],
+                "connections": v[T_DECODED], "calls": v[T_CALLS]},
         "counts": {"requests": v[C_REQUESTS], "replies": v[C_REPLIES],
                    "stream_replies": v[C_STREAM], "no_reply": v[C_NOREPLY]},
         "lost": {"unmatched_replies": v[C_UNMATCHED],
@@ -580,6 +687,10 @@ def footer(totals, out=sys.stdout):
           "malformed headers %d, dropped events %d" % (
               l["unmatched_replies"], l["requests_without_reply"],
               l["malformed"], l["dropped"]), file=out)
+    tls = totals.get("tls") or {}
+    if tls.get("hooked"):
+        print("tls: %d connections decoded (%d calls with plaintext)" % (
+            tls["connections"], tls["calls"]), file=out)
     line = untraced_line(totals.get("untraced"))
     if line:
         print(line, file=out)
@@ -596,10 +707,18 @@ def untraced_line(u):
                      "instances: the messages they carry are not decoded" % (
                          u.get("mmsg_calls", 0), u.get("io_uring_calls", 0),
                          u.get("io_uring_fds", 0)))
-    if u.get("tls_connections"):
+    if u.get("tls_connections") and u.get("tls_hooked"):
+        parts.append("%d connections look like TLS (records 0x16/0x17 0x03) and the "
+                     "hooked TLS library gave none of their plaintext: their requests "
+                     "are not seen" % u["tls_connections"])
+    elif u.get("tls_connections"):
         parts.append("%d connections look like TLS (records 0x16/0x17 0x03) and no TLS "
                      "library is hooked: their requests are not seen"
                      % u["tls_connections"])
+    if u.get("tls_calls_without_socket"):
+        parts.append("%d TLS calls returned plaintext with no socket syscall inside "
+                     "them nor earlier on their connection (memory BIOs?): not decoded"
+                     % u["tls_calls_without_socket"])
     return "not traced: " + "; ".join(parts) if parts else ""
 
 
@@ -717,7 +836,7 @@ def take_map(t, now, final, out):
         if not final and (k.slice + 1) * SLICE_NS + GRACE_NS > now:
             continue
         if k.fd:
-            key = ("conn", int(k.fd))
+            key = ("conn", int(k.fd) & ~MW_TLS_FD)   # a TLS connection's plaintext too
         else:
             key = ("cmd", (cmdname(k.name.c), opname(int(k.op))))
         agg = out.setdefault(int(k.slice), {}).setdefault(key, Agg())
@@ -1007,6 +1126,7 @@ def parse_args(argv=None):
         default=MAX_CONNECTIONS, metavar="N",
         help="connections traced at once: sizes the kernel maps (default %d)"
              % MAX_CONNECTIONS)
+    add_tls_option(parser)
     parser.add_argument("interval", nargs="?", type=positive_int,
         help="output interval, in seconds")
     parser.add_argument("count", nargs="?", type=positive_int,
@@ -1014,6 +1134,17 @@ def parse_args(argv=None):
     parser.add_argument("--ebpf", action="store_true",
         help=argparse.SUPPRESS)
     return parser.parse_args(argv)
+
+
+TLS_HELP = ("decode TLS plaintext with uprobes on the target's TLS library: "
+            "OpenSSL (SSL_read/SSL_write/SSL_read_ex/SSL_write_ex, libssl or "
+            "static) or Go crypto/tls ((*Conn).Read/Write); auto (default): when "
+            "the target has one; on: fail without one; off: syscalls only")
+
+
+def add_tls_option(parser):
+    parser.add_argument("--tls", choices=["auto", "on", "off"], default="auto",
+        help=TLS_HELP)
 
 
 def main(argv=None):
@@ -1039,16 +1170,18 @@ def main(argv=None):
     sample = args.events_sample
 
     if args.ebpf:
-        print(bpf_text(args.pid, by_conn, events, True, sample, args.max_connections))
+        print(bpf_text(args.pid, by_conn, events, True, sample, args.max_connections,
+                       tls_hooks(tool, args.pid, args.tls)))
         return 0
 
     check_target(tool, args.pid)
+    tls = tls_hooks(tool, args.pid, args.tls)
     try:
         evfile = open(args.events, "wb" if args.events_format == "raw" else "w") \
             if events else None
     except OSError as e:
         die(tool, "cannot write %s: %s" % (args.events, e.strerror))
-    b, ringbuf = load(tool, args.pid, by_conn, events, sample, args.max_connections)
+    b, ringbuf = load(tool, args.pid, by_conn, events, sample, args.max_connections, tls)
     clock = WallClock()
 
     # exact latencies per (view, key) of this interval, from unsampled events
@@ -1119,7 +1252,7 @@ def main(argv=None):
                 tot = read_counts(cur, lost_ev, outstanding(b), args.pid)
                 print(json.dumps({"end": True, "counts": tot["counts"],
                                   "lost": tot["lost"], "untraced": tot["untraced"],
-                                  "full": tot["full"]}))
+                                  "full": tot["full"], "tls": tot["tls"]}))
                 sys.stdout.flush()
             return read_counts(cur, lost_ev)
         prev = state["prev"]

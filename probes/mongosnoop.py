@@ -5,6 +5,7 @@
 #               For Linux, uses BCC, eBPF.
 #
 # USAGE: mongosnoop.py -p PID [-h] [-j] [-d SECONDS] [--max-connections N]
+#                       [--tls auto|on|off]
 #
 # One line per request of a MongoDB-protocol server, written when its first
 # reply is sent: time, pid, tid (of the thread that sent the reply), fd,
@@ -53,6 +54,10 @@
 # Overhead: as mongolatency.py, plus one ring-buffer record and one line of
 # Python per request; at tens of thousands of requests per second the reader
 # can fall behind and records are dropped - counted as "dropped events".
+#
+# TLS: --tls auto|on|off, as mongolatency.py (its header says what is hooked
+# and how; probes/README.md, "TLS plaintext"): OpenSSL and Go crypto/tls
+# plaintext decoded through uprobes.
 #
 # Caveats: only the first iovec of readv/writev/recvmsg/sendmsg is decoded; a
 # request header split across receives counts as malformed (reply headers
@@ -105,6 +110,7 @@ def parse_args(argv=None):
         default=mw.MAX_CONNECTIONS, metavar="N",
         help="connections traced at once: sizes the kernel maps (default %d)"
              % mw.MAX_CONNECTIONS)
+    mw.add_tls_option(parser)
     parser.add_argument("--ebpf", action="store_true",
         help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -114,10 +120,13 @@ def main(argv=None):
     tool = "mongosnoop"
     args = parse_args(argv)
     if args.ebpf:
-        print(mw.bpf_text(args.pid, events=True, max_conns=args.max_connections))
+        print(mw.bpf_text(args.pid, events=True, max_conns=args.max_connections,
+                          tls=mw.tls_hooks(tool, args.pid, args.tls)))
         return 0
     mw.check_target(tool, args.pid)
-    b, ringbuf = mw.load(tool, args.pid, events=True, max_conns=args.max_connections)
+    tls = mw.tls_hooks(tool, args.pid, args.tls)
+    b, ringbuf = mw.load(tool, args.pid, events=True, max_conns=args.max_connections,
+                         tls=tls)
     clock = mw.WallClock()
     t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
     out = sys.stdout
@@ -128,7 +137,7 @@ def main(argv=None):
             out.write(json.dumps(mw.event_dict(ev, clock, args.pid)) + "\n")
         else:
             out.write((HDR + "\n") % (
-                "%.3f" % ((ev.ts - t0) / 1e9), args.pid, ev.tid, ev.fd,
+                "%.3f" % ((ev.ts - t0) / 1e9), args.pid, ev.tid, ev.fd & ~mw.MW_TLS_FD,
                 ev.request_id, mw.opname(ev.opcode), mw.cmdname(ev.cmd),
                 ev.bytes_in, ev.bytes_out, "%.2f" % (ev.latency_ns / 1e3)))
 

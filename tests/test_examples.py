@@ -72,6 +72,9 @@ EXPECT = {
     "mongoprobe latency -p 4127 -i 5 -d 60": ("stdout", r"--- whole run ---\ncommand = "),
     "mongoprobe latency -p 4127 --by op --unit us": ("stdout", r"op = OP_MSG .* us"),
     "mongoprobe latency -p 4127 --engine bcc --json": (JSON, "by_command"),
+    # FerretDB has Go's crypto/tls: hooked even when it serves no TLS (0 decoded)
+    "mongoprobe latency -p 4127 --engine bcc --tls on":
+        ("stdout", rf"command = \w+[\s\S]*{LOST}[\s\S]*\ntls: \d+ connections decoded"),
     "mongoprobe latency -p 4127 --engine dtrace -d 30": ("stdout", r"log2 buckets"),
     "mongoprobe latency -p 4127 --events ev.jsonl -d 30": ("ev.jsonl", r'"latency_ns"'),
     "mongoprobe latency -p 4127 --events ev.parquet --events-sample 100 -d 30":

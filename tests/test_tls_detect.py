@@ -1,7 +1,7 @@
 """TLS connections the probes cannot read are counted and said in one line, instead of
 silence: FerretDB serving TLS (Go's crypto/tls reads whole records) and a Python `ssl`
-server (OpenSSL: the 5-byte record header, then the body). Decoding their plaintext
-(uprobes on the TLS library) is not done yet.
+server (OpenSSL: the 5-byte record header, then the body), traced with ``--tls off``
+(the bcc engine decodes their plaintext otherwise: tests/test_tls_decode.py).
 
 Needs root, a mounted tracefs, bpftrace or bcc, openssl, and the FerretDB build.
 """
@@ -26,7 +26,7 @@ CONNECTIONS = 3
 
 def _trace(pid: int, engine: str, work) -> tuple[dict, str]:
     cli = subprocess.Popen([sys.executable, "-m", "mongoprobe", "latency", "-p", str(pid),
-                            "--json", "--engine", engine],
+                            "--json", "--engine", engine, "--tls", "off"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     for line in cli.stderr:            # "Tracing ..." once the probe is attached

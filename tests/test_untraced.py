@@ -51,7 +51,8 @@ def test_mmsg_and_io_uring_are_said_in_one_line(engine, untraced_exe, request):
         helper.wait(10)
     result = json.loads(out.strip().splitlines()[-1])
     assert result["untraced"] == {"mmsg_calls": 2 * CALLS, "io_uring_calls": CALLS,
-                                  "io_uring_fds": 1, "tls_connections": 0}
+                                  "io_uring_fds": 1, "tls_connections": 0,
+                                  "tls_hooked": 0, "tls_calls_without_socket": 0}
     lines = [ln for ln in err.splitlines() if ln.startswith("not traced:")]
     assert lines == [f"not traced: {2 * CALLS} recvmmsg/sendmmsg calls, {CALLS} io_uring_enter "
                      "calls, 1 io_uring instances: the messages they carry are not decoded"]

@@ -15,6 +15,7 @@ key of the OP_MSG body or of an OP_QUERY `.$cmd` query, `[compressed]` for OP_CO
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import threading
 from collections import Counter
@@ -75,9 +76,11 @@ class Expected:
 class Conn:
     """One client connection; counts what it sends in `expected`."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, tls: ssl.SSLContext | None = None) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is not None:
+            self.sock = tls.wrap_socket(self.sock, server_hostname="127.0.0.1")
         self.next_id = 0
         self.expected = Expected()
 
@@ -273,10 +276,11 @@ SCENARIOS: dict[str, Callable[[Conn], None]] = {
 }  # fmt: skip
 
 
-def run(port: int, scenarios: list[str] | None = None, connections: int = 4) -> Expected:
+def run(port: int, scenarios: list[str] | None = None, connections: int = 4,
+        tls: ssl.SSLContext | None = None) -> Expected:
     """Run the scenarios (all by default, in order) on `connections` concurrent connections,
-    each a fresh connection per scenario; return what a probe must count. Raises if any
-    reply is wrong or missing."""
+    each a fresh connection per scenario (over TLS with a `tls` client context); return
+    what a probe must count. Raises if any reply is wrong or missing."""
     steps = [SCENARIOS[name] for name in (scenarios or SCENARIOS)]
     barrier = threading.Barrier(connections)
     results: list[Expected] = []
@@ -287,7 +291,7 @@ def run(port: int, scenarios: list[str] | None = None, connections: int = 4) -> 
         try:
             barrier.wait(TIMEOUT)
             for step in steps:
-                c = Conn(port)
+                c = Conn(port, tls)
                 try:
                     step(c)
                 finally:

@@ -15,6 +15,12 @@ server answers every request with `{"ok": 1}` and lets the test pick the syscall
   sendto     recv_into() (the recvfrom syscall) into a 4096-byte buffer; send() replies
              (the sendto syscall).
 
+--tls CERT KEY serves TLS (Python's ssl module: OpenSSL, libssl) with the same
+patterns on the plaintext: mongod and vector read the 16-byte header, then the body
+(SSL_read_ex of exactly what is missing), readwrite/split/sendto read 4096-byte chunks;
+replies go out in one SSL_write_ex (split: in its pieces). The syscalls underneath are
+OpenSSL's (read/write of whole records); the log traffic stays plain read/write.
+
 Replies: OP_MSG `{"ok": 1}` with a per-connection requestID counter (1, 2, ...) and
 responseTo the request's requestID. A command `{"failTest": CODE, "okType": T,
 "errmsgBytes": N}` fails as mongod and FerretDB fail a command: `{"ok": 0, "errmsg":
@@ -32,7 +38,7 @@ reply (snappy and zstd alike, answered with the same codec). Every third request
 reads the log back with read(): non-protocol traffic of the same pid, which the probes
 must ignore.
 
-USAGE: python tests/wireserver.py --port 0 --mode MODE [--log FILE]
+USAGE: python tests/wireserver.py --port 0 --mode MODE [--log FILE] [--tls CERT KEY]
 Prints `READY <port>` on stdout once listening, then nothing but errors (on stderr).
 Serves each connection in a thread; exits on SIGTERM.
 """
@@ -45,6 +51,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -80,6 +87,7 @@ class Connection:
     def __init__(self, sock: socket.socket, mode: str, log: Log) -> None:
         self.sock = sock
         self.fd = sock.fileno()
+        self.tls = isinstance(sock, ssl.SSLSocket)  # plaintext through SSL_read/write_ex
         self.mode = mode
         self.log = log
         self.buffered = bytearray()  # readwrite/split/sendto: bytes read but not framed yet
@@ -90,6 +98,8 @@ class Connection:
     # --- receiving ------------------------------------------------------------------
     def _read_chunk(self) -> bytes:
         """One buffered read of at most BUFFER_SIZE bytes (b"" at EOF)."""
+        if self.tls:
+            return self.sock.recv(BUFFER_SIZE)  # SSL_read_ex
         if self.mode == "sendto":
             buf = bytearray(BUFFER_SIZE)
             n = self.sock.recv_into(buf)  # recvfrom(2)
@@ -102,7 +112,9 @@ class Connection:
         view = memoryview(buf)
         got = 0
         while got < n:
-            if self.mode == "mongod":
+            if self.tls:
+                got_now = self.sock.recv_into(view[got:], n - got)  # SSL_read_ex
+            elif self.mode == "mongod":
                 got_now = self.sock.recvmsg_into([view[got:]])[0]  # recvmsg(2), one iovec
             else:
                 got_now = os.readv(self.fd, [view[got:]])  # readv(2), one iovec
@@ -141,7 +153,9 @@ class Connection:
         """All of data with MODE's send syscall; one call unless the kernel sends less."""
         view = memoryview(data)
         while view:
-            if self.mode == "mongod":
+            if self.tls:
+                n = self.sock.send(view)  # SSL_write_ex
+            elif self.mode == "mongod":
                 n = self.sock.sendmsg([view])  # sendmsg(2), one iovec
             elif self.mode == "vector":
                 n = os.writev(self.fd, [view])  # writev(2), one iovec
@@ -295,9 +309,11 @@ class Log:
             os.read(self.rfd, BUFFER_SIZE)
 
 
-def handle(sock: socket.socket, mode: str, log: Log) -> None:
+def handle(sock: socket.socket, mode: str, log: Log, tls: ssl.SSLContext | None) -> None:
     with sock:
         try:
+            if tls is not None:
+                sock = tls.wrap_socket(sock, server_side=True)  # the handshake
             Connection(sock, mode, log).serve()
         except Exception as exc:  # report and drop this connection; the server goes on
             print(f"wireserver: connection fd {sock.fileno()}: {exc!r}", file=sys.stderr, flush=True)
@@ -310,7 +326,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--log", default=os.devnull, help="the non-protocol log file (default: %(default)s)")
     parser.add_argument("--counts", help="at exit, write the requests served as JSON: "
                         '{"OPCODE command": n}, OP_COMPRESSED ones by the command inside')
+    parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), help="serve TLS with this certificate")
     args = parser.parse_args(argv)
+    tls = None
+    if args.tls:
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(*args.tls)
 
     def stop(*_) -> None:
         if args.counts:
@@ -324,7 +345,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"READY {listener.getsockname()[1]}", flush=True)
     while True:
         sock, _ = listener.accept()
-        threading.Thread(target=handle, args=(sock, args.mode, log), daemon=True).start()
+        threading.Thread(target=handle, args=(sock, args.mode, log, tls), daemon=True).start()
 
 
 if __name__ == "__main__":

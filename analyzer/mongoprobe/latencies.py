@@ -96,6 +96,9 @@ class Latencies:
     # what the probe saw but could not decode: {"mmsg_calls", "io_uring_calls",
     # "io_uring_fds"} (``latency.untraced_line``); empty when the source does not say
     untraced: dict = field(default_factory=dict)
+    # what TLS hooks decoded (bcc): {"hooked": [library...], "connections", "calls"};
+    # None when no TLS hook ran
+    tls: dict | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.source, pd.DataFrame):

@@ -103,6 +103,7 @@ class LatencySummary:
     engine: str = ""
     pid: int | None = None
     untraced: dict[str, int] = field(default_factory=dict)
+    tls: dict | None = None     # what the TLS hooks decoded (Latencies.tls)
 
     def merge(self, other: "LatencySummary") -> "LatencySummary":
         """Combine two intervals: histograms add; counters are cumulative, so take other's."""
@@ -131,6 +132,7 @@ class LatencySummary:
             # syscalls that carry messages the probe cannot decode (when it says)
             **({"untraced": {k: int(v) for k, v in self.untraced.items()}}
                if self.untraced else {}),
+            **({"tls": self.tls} if self.tls else {}),
             "engine": self.engine,
             "pid": self.pid,
         }
@@ -142,7 +144,9 @@ class LatencySummary:
     def loss_lines(self) -> str:
         """The counts and loss lines :meth:`render` ends with."""
         line = untraced_line(self.untraced)
-        return footer(self.counts, self.lost) + (f"\n{line}" if line else "")
+        tls = tls_line(self.tls)
+        return (footer(self.counts, self.lost) + (f"\n{tls}" if tls else "")
+                + (f"\n{line}" if line else ""))
 
     def render(self, by: str = "command", unit: str = "ns", labels: dict | None = None) -> str:
         """Quantize histograms for one grouping, then the counts and loss lines.
@@ -200,6 +204,15 @@ def footer(counts: dict, lost: dict) -> str:
             f"dropped events {lost['dropped']}")
 
 
+def tls_line(tls: dict | None) -> str:
+    """What the TLS hooks decoded, in one line (probes/mongolatency.py says the same);
+    "" when none ran."""
+    if not tls or not tls.get("hooked"):
+        return ""
+    return (f"tls: {tls['connections']} connections decoded ({tls['calls']} calls with "
+            "plaintext)")
+
+
 def untraced_line(u: dict | None) -> str:
     """One line when the target moved messages the probe cannot decode (recvmmsg,
     sendmmsg, io_uring; TLS connections with no TLS library hooked: probes/README.md),
@@ -212,9 +225,17 @@ def untraced_line(u: dict | None) -> str:
                      f"{u.get('io_uring_calls', 0)} io_uring_enter calls, "
                      f"{u.get('io_uring_fds', 0)} io_uring instances: the messages they "
                      "carry are not decoded")
-    if u.get("tls_connections"):
+    if u.get("tls_connections") and u.get("tls_hooked"):
+        parts.append(f"{u['tls_connections']} connections look like TLS (records 0x16/0x17 "
+                     "0x03) and the hooked TLS library gave none of their plaintext: their "
+                     "requests are not seen")
+    elif u.get("tls_connections"):
         parts.append(f"{u['tls_connections']} connections look like TLS (records 0x16/0x17 "
                      "0x03) and no TLS library is hooked: their requests are not seen")
+    if u.get("tls_calls_without_socket"):
+        parts.append(f"{u['tls_calls_without_socket']} TLS calls returned plaintext with no "
+                     "socket syscall inside them nor earlier on their connection (memory "
+                     "BIOs?): not decoded")
     return "not traced: " + "; ".join(parts) if parts else ""
 
 
@@ -327,6 +348,7 @@ def from_latencies(lat, engine: str = "", pid: int | None = None,
     if whole:
         s.counts, s.lost = dict(lat.counts), dict(lat.lost)
         s.untraced = dict(getattr(lat, "untraced", {}) or {})
+        s.tls = getattr(lat, "tls", None)
     else:
         # a window's requests are those its seconds answered (or due no reply); the
         # probe prints its counters with each second it hands over, so the losses of

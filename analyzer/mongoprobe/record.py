@@ -378,6 +378,8 @@ class Recorder:
                                                    self.run_dir / "metrics.before.txt")
         every = (a.events_sample or 1) if a.events else 0
         m["latency_events_every"] = every
+        # --tls: what was asked; the bpftrace latency probe decodes no TLS plaintext
+        m["latency_tls"] = {"asked": getattr(a, "tls", "auto"), "decoded": False}
         ctx = collectors.Context(pid=pid, run_dir=self.run_dir, interval=a.interval,
                                  port=t.get("port"), events_every=every,
                                  max_connections=getattr(a, "max_connections", None)

@@ -25,6 +25,13 @@ def _positive(s: str) -> int:
         raise argparse.ArgumentTypeError("must be positive")
     return n
 
+TLS_HELP = ("decode TLS plaintext through uprobes on the target's TLS library: "
+            "--engine bcc only (OpenSSL SSL_read/SSL_write/SSL_read_ex/SSL_write_ex in "
+            "libssl or the executable; Go crypto/tls (*Conn).Read/Write); bpftrace and "
+            "dtrace count TLS connections but do not decode them. auto (default): hook "
+            "the library when the target has one; on: fail when none can be hooked; "
+            "off: syscalls only")
+
 LATENCY_EXAMPLES = """examples:
   mongoprobe latency -p 4127              # histograms per command until Ctrl-C
   mongoprobe latency -p 4127 -i 5 -d 60   # every 5 s for a minute
@@ -33,6 +40,7 @@ LATENCY_EXAMPLES = """examples:
   mongoprobe latency -p 4127 --engine dtrace -d 30   # dtrace/mongo_time.d
   mongoprobe latency -p 4127 --events ev.jsonl -d 30   # exact, per request
   mongoprobe latency -p 4127 --events ev.parquet --events-sample 100 -d 30
+  mongoprobe latency -p 4127 --engine bcc --tls on   # TLS plaintext (OpenSSL, Go)
 """
 
 SNOOP_EXAMPLES = """examples:
@@ -44,12 +52,18 @@ SNOOP_EXAMPLES = """examples:
 
 def _check_trace(args: argparse.Namespace) -> None:
     check_trace(args.engine, args.pid)
+    if args.engine == "dtrace" and args.tls == "on":
+        raise CommandError("--tls on: the D scripts do not decode TLS; --engine bcc does "
+                           "(OpenSSL, Go crypto/tls)", 2)
 
 
 def _started(probe, args: argparse.Namespace, sizing: str | None = None) -> None:
     """The probe is attached: say so (stderr, so stdout stays data) and arm the stops."""
     from .. import probes
     probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None, args.duration, args.pid)
+    for line in probe.stderr_lines:
+        if ": TLS " in line:    # the TLS library hooked (bcc), or why none was
+            print(line, file=sys.stderr, flush=True)
     if sizing:
         print(sizing, file=sys.stderr, flush=True)
     print(f"Tracing MongoDB requests of PID {args.pid} ({args.engine})... "
@@ -86,7 +100,7 @@ def _wire_probe(args: argparse.Namespace, events_every: int):
     try:
         wp = wire_probe.WireProbe(args.engine, args.pid, by_conn=args.by == "conn",
                                   events_every=events_every,
-                                  max_connections=args.max_connections)
+                                  max_connections=args.max_connections, tls=args.tls)
     except probes.ProbeError as e:
         raise CommandError(str(e)) from None
     _started(wp.probe, args, wp.sizing())
@@ -236,7 +250,8 @@ def cmd_snoop(args: argparse.Namespace) -> int:
     if args.engine == "bcc":
         try:
             probe = probes.bcc("mongosnoop.py", "-p", args.pid, "--max-connections",
-                               args.max_connections, *(["-j"] if args.json else []))
+                               args.max_connections, "--tls", args.tls,
+                               *(["-j"] if args.json else []))
         except probes.ProbeError as e:
             raise CommandError(str(e)) from None
         _started(probe, args)
@@ -285,6 +300,8 @@ def _tracing(sp: argparse.ArgumentParser) -> None:
                     help="connections traced at once: sizes the probe's maps (bcc: "
                          "conns; bpftrace: BPFTRACE_MAP_KEYS_MAX = 4 N; dtrace: "
                          f"dynvarsize, aggsize); default {MAX_CONNECTIONS}")
+    sp.add_argument("--tls", choices=["auto", "on", "off"], default="auto",
+                    help=TLS_HELP)
 
 
 def register(sub) -> None:

@@ -119,7 +119,7 @@ class BccSlices:
             raise FormatError(self.source, self.lineno, "a JSON slice line", line) from None
         if d.get("end"):
             self.final = {"counts": d["counts"], "lost": d["lost"],
-                          "untraced": d.get("untraced", {})}
+                          "untraced": d.get("untraced", {}), "tls": d.get("tls")}
             self.full = {k: int(v) for k, v in d.get("full", {}).items()}
             return None
         s = Slice(int(d["start_ns"]), int(d["length_ns"]),
@@ -163,7 +163,8 @@ def read_raw_events(fh: IO[bytes], source: str = "events") -> tuple[dict, pd.Dat
     a = np.frombuffer(data[: len(data) - len(data) % RAW_DTYPE.itemsize], dtype=RAW_DTYPE)
     df = pd.DataFrame({
         "mono_ns": a["ts"].astype("int64"), "latency_ns": a["latency_ns"].astype("int64"),
-        "tid": a["tid"].astype("int64"), "fd": a["fd"].astype("int64"),
+        # fd: bit 31 marks a TLS connection's plaintext state (probes/mongo_tls.h)
+        "tid": a["tid"].astype("int64"), "fd": (a["fd"] & 0x7FFFFFFF).astype("int64"),
         "request_id": a["request_id"].astype("int64"),
         "opcode": [opcode_name(o) for o in a["opcode"]],
         "command": [c.split(b"\0", 1)[0].decode("utf-8", "replace") for c in a["cmd"]],

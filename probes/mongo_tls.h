@@ -1,0 +1,371 @@
+/*
+ * mongo_tls.h - TLS plaintext for the in-kernel wire-protocol decoder of
+ *               mongo_wire.h: uprobes on the server's TLS library feed the
+ *               plaintext it reads and writes into the same per-connection
+ *               state machine as the syscall path.
+ *               For Linux, uses BCC, eBPF. Uprobes and syscall tracepoints.
+ *
+ * Appended to mongo_wire.h by mongolatency.py / mongosnoop.py only when a TLS
+ * library is hooked (--tls auto|on): without one, none of this is compiled or
+ * attached, and the syscall path costs what it did.
+ *
+ * Libraries:
+ *   MW_TLS_OPENSSL  OpenSSL's SSL_read, SSL_write (int return: bytes) and
+ *                   SSL_read_ex, SSL_write_ex (return 1, bytes in *readbytes/
+ *                   *written), in libssl or linked statically into the
+ *                   server: uprobes at entry (buffer, length, SSL *) and
+ *                   uretprobes at return. A call is keyed by its thread.
+ *   MW_TLS_GO       Go's crypto/tls.(*Conn).Read and Write: a uprobe at entry
+ *                   (register ABI: receiver in ax, the slice's pointer in bx,
+ *                   its length in cx) and one at each RET instruction of the
+ *                   function (found by disassembling it in user space), where
+ *                   ax holds n. No uretprobes: they replace the return address
+ *                   on the goroutine's stack, which Go moves when it grows.
+ *                   A call is keyed by its goroutine (r14 holds the g pointer
+ *                   in Go code), which may change threads during the call.
+ *
+ * The connection: the fd of the socket syscall made inside the call:
+ * mongo_wire.h's own syscall programs (compiled with MW_TLS) hand it to
+ * mw_tls_nested, which stops at once when no TLS call is in flight (tls_live),
+ * and records it into the call in flight of the thread (OpenSSL) or of the
+ * goroutine (Go: r14 of the user registers saved at the syscall). A call that
+ * made none (its bytes were already decrypted in the library's buffer) takes
+ * the fd last seen for its SSL * / *tls.Conn (tls_conn_fd). A call with
+ * plaintext and no fd at all is counted (T_NOFD): a server that drives
+ * OpenSSL through memory BIOs (asio, as mongod does) makes no syscall inside
+ * SSL_read, and its TLS traffic is not decoded.
+ *
+ * The state of a TLS connection is conns[fd | MW_TLS_FD]: a key apart from
+ * the fd's own (its ciphertext, which the syscall path sees as non-protocol
+ * bytes and counts once as a TLS connection, C_TLS). Requests complete at the
+ * return of the read call that completed them (after decryption); replies are
+ * timed at the entry of the write call that carries their first bytes (before
+ * encryption): the server's time, without the crypto of either side.
+ *
+ * Copyright 2025 mongoprobe authors. Licensed under the Apache License 2.0.
+ */
+
+#define MW_TLS_FD 0x80000000U   /* conns key of a TLS connection's plaintext */
+
+/* counters of the TLS hooks (per-CPU array "tls_counts"; cumulative) */
+#define T_DECODED   0           /* TLS connections whose plaintext was fed */
+#define T_NOFD      1           /* TLS calls with plaintext and no known fd */
+#define T_CALLS     2           /* TLS read/write calls that returned bytes */
+#define T_MAX       3
+
+#ifndef MW_TLS_CALLS_MAX
+#define MW_TLS_CALLS_MAX 65536      /* calls in flight (threads, goroutines) */
+#endif
+
+/* one TLS read or write in flight, from its entry to its return */
+struct mw_tcall {
+    u64 buf;                    /* plaintext buffer */
+    u64 len;                    /* its size (read) or the bytes to write */
+    u64 conn;                   /* SSL * or *tls.Conn: the fd cache's key */
+    u64 ts;                     /* entry time (replies are timed at write entry) */
+    u64 nptr;                   /* SSL_*_ex: where the byte count is returned */
+    u32 fd;                     /* of a socket syscall made inside the call */
+    u8 has_fd;
+    u8 live;
+    u8 tx;
+    u8 pad;
+};
+
+/* LRU: an entry whose call never returned (a thread killed in it) ages out */
+BPF_F_TABLE("lru_hash", u64, struct mw_tcall, tls_calls, MW_TLS_CALLS_MAX, 0);
+BPF_F_TABLE("lru_hash", u64, u32, tls_conn_fd, MW_CONNS, 0);
+/* the 2nd..8th messages of one TLS call (tail calls need programs of the
+ * caller's type: these are uprobes, mw_jmp's are tracepoints) */
+BPF_PROG_ARRAY(mw_jmp_tls, 2);
+BPF_PERCPU_ARRAY(tls_counts, u64, T_MAX);
+/* TLS calls in flight in the target, all threads: the nested-syscall programs
+ * stop at this when it is 0, so a server with a TLS library and no TLS traffic
+ * pays one array read per read/write. (It may drift up when a call never
+ * returns, which only keeps the gate open; it never drifts down.) */
+BPF_ARRAY(tls_live, s64, 1);
+
+static __always_inline void mw_tls_count(u32 idx)
+{
+    u64 *v = tls_counts.lookup(&idx);
+    if (v)
+        *v += 1;
+}
+
+static __always_inline int mw_tls_ours(void)
+{
+    return (bpf_get_current_pid_tgid() >> 32) == MW_TARGET_PID;
+}
+
+static __always_inline void mw_tls_enter(u64 key, u64 conn, u64 buf, u64 len, u64 nptr,
+                                         int tx)
+{
+    struct mw_tcall t = {.buf = buf, .len = len, .conn = conn, .nptr = nptr,
+                         .live = 1, .tx = tx};
+    if (tx)
+        t.ts = bpf_ktime_get_ns();
+    struct mw_tcall *old = tls_calls.lookup(&key);
+    if (!old || !old->live) {   /* a re-entry (Go's stack growth) is not a new call */
+        u32 z = 0;
+        s64 *n = tls_live.lookup(&z);
+        if (n)
+            __sync_fetch_and_add(n, 1);
+    }
+    tls_calls.update(&key, &t);
+}
+
+/* a socket syscall of the target (called by mongo_wire.h's programs once the pid
+ * is known to be the target's): its fd goes to the TLS call in flight, if any,
+ * of this thread (OpenSSL) or goroutine (Go) */
+static __always_inline void mw_tls_nested(u64 fd)
+{
+    u32 z = 0;
+    s64 *live = tls_live.lookup(&z);
+    if (!live || *live <= 0)
+        return;
+    struct mw_tcall *t;
+#ifdef MW_TLS_OPENSSL
+    u64 tid = bpf_get_current_pid_tgid();
+    t = tls_calls.lookup(&tid);
+    if (t && t->live) {
+        t->fd = fd;
+        t->has_fd = 1;
+    }
+#endif
+#ifdef MW_TLS_GO
+    /* r14 (the goroutine) of the registers saved at the syscall: struct
+     * pt_regs begins r15, r14 */
+    u64 g = 0;
+    struct pt_regs *p = (struct pt_regs *)bpf_task_pt_regs(
+        (struct task_struct *)bpf_get_current_task_btf());
+    if (bpf_probe_read_kernel(&g, sizeof(g), (char *)p + 8) == 0 && g) {
+        t = tls_calls.lookup(&g);
+        if (t && t->live) {
+            t->fd = fd;
+            t->has_fd = 1;
+        }
+    }
+#endif
+}
+
+/* close(fd) of the target (from mongo_wire.h's program): the plaintext state
+ * goes too */
+static __always_inline void mw_tls_close(u32 fd)
+{
+    u32 ck = fd | MW_TLS_FD;
+    struct mw_conn *c = conns.lookup(&ck);
+    if (!c)
+        return;
+    if (c->nslots)
+        mw_count(C_NOREPLY_LOST, c->nslots);
+    conns.delete(&ck);
+}
+
+/* the first plaintext of TLS connection fd: count it as decoded (and as a TLS
+ * connection, if its ciphertext was not seen: C_TLS - T_DECODED is then
+ * what was not decoded) */
+static __always_inline void mw_tls_mark(u32 fd)
+{
+    u8 *v = tls_fds.lookup(&fd);
+    if (v) {
+        if (*v & 2)
+            return;
+        *v |= 2;
+        mw_tls_count(T_DECODED);
+        return;
+    }
+    u8 two = 2;
+    if (tls_fds.insert(&fd, &two) == 0) {
+        mw_count(C_TLS, 1);
+        mw_tls_count(T_DECODED);
+    }
+}
+
+/* mw_frame of mongo_wire.h, chaining through mw_jmp_tls */
+static __always_inline int mw_tls_frame(void *ctx, struct mw_args *a, struct mw_conn *c,
+                                        int tx)
+{
+    int done;
+    a->off = 0;
+    a->iter = 0;
+    if (tx) {
+        mw_tx_first(ctx, a, c);
+        done = mw_tx_step(ctx, a, c);
+    } else {
+        mw_rx_first(a, c);
+        done = mw_rx_step(a, c);
+    }
+    if (done)
+        return 0;
+    struct mw_args *m = mw_args_of_task(1);
+    if (!m) {
+        mw_count(C_DROPPED, 1);
+        return 0;
+    }
+    __builtin_memcpy(m, a, sizeof(*m));
+    m->live = 0;                /* not a syscall in flight */
+    mw_jmp_tls.call(ctx, tx ? MW_JMP_TX : MW_JMP_RX);
+    return 0;
+}
+
+/* the call of key returned n bytes (ok: it succeeded; for the _ex calls n is
+ * read from where the call returned it) */
+static __always_inline int mw_tls_return(void *ctx, u64 key, s64 n, int ok)
+{
+    struct mw_tcall *t = tls_calls.lookup(&key);
+    if (!t || !t->live)
+        return 0;
+    t->live = 0;
+    u32 z = 0;
+    s64 *live = tls_live.lookup(&z);
+    if (live)
+        __sync_fetch_and_add(live, -1);
+    if (!ok)
+        return 0;
+    if (t->nptr) {
+        u64 got = 0;
+        if (bpf_probe_read_user(&got, sizeof(got), (void *)t->nptr) != 0)
+            return 0;
+        n = got;
+    }
+    if (n <= 0)
+        return 0;
+    mw_tls_count(T_CALLS);
+    u32 fd;
+    u64 conn = t->conn;
+    if (t->has_fd) {
+        fd = t->fd;
+        u32 *old = tls_conn_fd.lookup(&conn);
+        if (!old || *old != fd)
+            tls_conn_fd.update(&conn, &fd);
+    } else {
+        u32 *old = tls_conn_fd.lookup(&conn);
+        if (!old) {
+            mw_tls_count(T_NOFD);
+            return 0;
+        }
+        fd = *old;
+    }
+    u32 ck = fd | MW_TLS_FD;
+    struct mw_conn *c = conns.lookup(&ck);
+    struct mw_args a = {.buf = t->buf, .cap = t->len, .ret = n, .fd = ck, .ts = t->ts};
+    /* one branch per direction, each with what the verifier must see of c */
+    if (t->tx) {
+        if (!c)
+            return 0;           /* writes matter only on connections that sent a request */
+        return mw_tls_frame(ctx, &a, c, 1);
+    }
+    if (!c)
+        mw_tls_mark(fd);
+    a.now = bpf_ktime_get_ns();
+    return mw_tls_frame(ctx, &a, c, 0);
+}
+
+int mw_rx_more_tls(struct pt_regs *ctx)
+{
+    struct mw_args *a = mw_args_of_task(0);
+    if (!a)
+        return 0;
+    u32 fd = a->fd;
+    struct mw_conn *c = conns.lookup(&fd);
+    if (!mw_rx_step(a, c))
+        mw_jmp_tls.call(ctx, MW_JMP_RX);
+    return 0;
+}
+
+int mw_tx_more_tls(struct pt_regs *ctx)
+{
+    struct mw_args *a = mw_args_of_task(0);
+    if (!a)
+        return 0;
+    u32 fd = a->fd;
+    struct mw_conn *c = conns.lookup(&fd);
+    if (!c)
+        return 0;
+    if (!mw_tx_step(ctx, a, c))
+        mw_jmp_tls.call(ctx, MW_JMP_TX);
+    return 0;
+}
+
+/* ---- the library's functions ----------------------------------------------- */
+
+#ifdef MW_TLS_OPENSSL
+/* int SSL_read(SSL *s, void *buf, int num); int SSL_write(SSL *s, const void
+ * *buf, int num); int SSL_read_ex(SSL *s, void *buf, size_t num, size_t
+ * *readbytes); int SSL_write_ex(SSL *s, const void *buf, size_t num, size_t
+ * *written) */
+int mw_ssl_read_enter(struct pt_regs *ctx)
+{
+    if (mw_tls_ours())
+        mw_tls_enter(bpf_get_current_pid_tgid(), PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx),
+                     (u32)PT_REGS_PARM3(ctx), 0, 0);
+    return 0;
+}
+
+int mw_ssl_write_enter(struct pt_regs *ctx)
+{
+    if (mw_tls_ours())
+        mw_tls_enter(bpf_get_current_pid_tgid(), PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx),
+                     (u32)PT_REGS_PARM3(ctx), 0, 1);
+    return 0;
+}
+
+int mw_ssl_read_ex_enter(struct pt_regs *ctx)
+{
+    if (mw_tls_ours())
+        mw_tls_enter(bpf_get_current_pid_tgid(), PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx),
+                     PT_REGS_PARM3(ctx), PT_REGS_PARM4(ctx), 0);
+    return 0;
+}
+
+int mw_ssl_write_ex_enter(struct pt_regs *ctx)
+{
+    if (mw_tls_ours())
+        mw_tls_enter(bpf_get_current_pid_tgid(), PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx),
+                     PT_REGS_PARM3(ctx), PT_REGS_PARM4(ctx), 1);
+    return 0;
+}
+
+/* SSL_read/SSL_write: > 0 is the byte count */
+int mw_ssl_return(struct pt_regs *ctx)
+{
+    if (!mw_tls_ours())
+        return 0;
+    s32 ret = PT_REGS_RC(ctx);
+    return mw_tls_return(ctx, bpf_get_current_pid_tgid(), ret, ret > 0);
+}
+
+/* SSL_read_ex/SSL_write_ex: 1 on success, the count where their 4th argument points */
+int mw_ssl_ex_return(struct pt_regs *ctx)
+{
+    if (!mw_tls_ours())
+        return 0;
+    s32 ret = PT_REGS_RC(ctx);
+    return mw_tls_return(ctx, bpf_get_current_pid_tgid(), 0, ret == 1);
+}
+#endif
+
+#ifdef MW_TLS_GO
+/* func (c *Conn) Read(b []byte) (int, error); func (c *Conn) Write(b []byte)
+ * (int, error): c in ax, b's pointer in bx and length in cx; at RET n in ax */
+int mw_go_read_enter(struct pt_regs *ctx)
+{
+    if (mw_tls_ours())
+        mw_tls_enter(ctx->r14, ctx->ax, ctx->bx, ctx->cx, 0, 0);
+    return 0;
+}
+
+int mw_go_write_enter(struct pt_regs *ctx)
+{
+    if (mw_tls_ours())
+        mw_tls_enter(ctx->r14, ctx->ax, ctx->bx, ctx->cx, 0, 1);
+    return 0;
+}
+
+int mw_go_return(struct pt_regs *ctx)
+{
+    if (!mw_tls_ours())
+        return 0;
+    s64 n = ctx->ax;
+    return mw_tls_return(ctx, ctx->r14, n, n > 0);
+}
+#endif
