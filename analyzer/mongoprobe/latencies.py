@@ -120,7 +120,8 @@ class Latencies:
         clock (``offset_ns``: wall minus monotonic); ``events`` a wire_events table or
         an ``event_store.EventSource``."""
         tot, hists, ctot, chists, ctr, err = [], [], [], [], [], []
-        for s in slices:
+        # (in time order: a probe may give a second late, see bpftrace_latency)
+        for s in sorted(slices, key=lambda s: s.start_ns):
             t, length = (s.start_ns + offset_ns) / 1e9, s.length_ns / 1e9
             for (cmd, op), a in s.rows.items():
                 tot.append((t, length, cmd, op, a.count, a.sum_ns, a.max_ns, a.noreply,

@@ -85,6 +85,8 @@ class BpftraceLatency:
         self.open_heads = 0                  # at @end: requests due on open connections
         self.open_waiting = 0                # ... and still waiting
         self._cur: Slice | None = None
+        self._printed: set[int] = set()      # seconds whose @slice line was read
+        self._late: dict[int, Slice] = {}    # map set -> its maps printed at exit
         self._names: dict[str, tuple[str, str]] = {}   # "W0,W1,W2,OP" -> (command, op)
 
     # --- feeding --------------------------------------------------------------------
@@ -108,13 +110,21 @@ class BpftraceLatency:
         return []
 
     def close(self) -> list[Slice]:
-        """The slice being read, if any (a probe cut before ``@end``)."""
-        return self._finish()
+        """The slice being read, if any (a probe cut before ``@end``), and those
+        printed at exit."""
+        done = self._finish()
+        for view in sorted(self._late):
+            self._cur = self._late[view]
+            done += self._finish()
+        self._late = {}
+        return sorted(done, key=lambda s: s.start_ns)
 
     def _printf(self, text: str) -> list[Slice]:
         if text.startswith("@slice "):
             done = self._finish()
-            self._cur = Slice(int(text.split()[1]) * SLICE_NS, SLICE_NS)
+            sec = int(text.split()[1])
+            self._printed.add(sec)
+            self._cur = Slice(sec * SLICE_NS, SLICE_NS)
             return done
         if text.startswith("@end"):
             done = self._finish()
@@ -147,11 +157,11 @@ class BpftraceLatency:
             if kind == "e":
                 self._events(value)
                 continue
-            if self._cur is None:
+            if self._cur is None and not self.ended:
                 continue
-            cur = self._cur
+            cur = self._cur if self._cur is not None else self._late_slice(int(view))
             if kind in ("h", "s", "m", "n", "x"):
-                self._command_map(kind, value)
+                self._command_map(cur, kind, value)
                 continue
             for key, v in value.items():
                 k = _ints(key)
@@ -166,11 +176,26 @@ class BpftraceLatency:
                 elif kind == "mc":
                     agg.max_ns = max(agg.max_ns, int(v))
 
-    def _command_map(self, kind: str, value: dict) -> None:
+    def _late_slice(self, view: int) -> Slice:
+        """The slice of a map set bpftrace printed at its exit, after ``@end``: the
+        interval's print() and clear() of a second are async, and bpftrace 0.17 can
+        lose them at exit (bpftrace issues #2646, #3924), leaving that second in
+        its maps. It is the earliest second of that set never printed (else the
+        one after the last printed)."""
+        s = self._late.get(view)
+        if s is None:
+            first = min(self._printed, default=0)
+            last = max(self._printed, default=-1)
+            sec = next((x for x in range(first, last + 4)
+                        if x % 3 == view and x not in self._printed), last + 1)
+            s = self._late[view] = Slice(sec * SLICE_NS, SLICE_NS)
+        return s
+
+    def _command_map(self, cur: Slice, kind: str, value: dict) -> None:
         """One of the slice's per-command maps (@h, @s, @m, @n, @x): keys are
         ``W0,W1,W2,OP`` (and ``,BUCKET`` for @h, ``,CODE`` for @x: failed replies). An hour at 50k requests/s prints
         millions of these entries: names are decoded once per key prefix."""
-        rows, names = self._cur.rows, self._names
+        rows, names = cur.rows, self._names
         for key, v in value.items():
             if kind in ("h", "x"):
                 key, _, b = key.rpartition(",")
