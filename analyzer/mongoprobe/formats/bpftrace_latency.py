@@ -115,7 +115,7 @@ class BpftraceLatency:
         done = self._finish()
         for view in sorted(self._late):
             self._cur = self._late[view]
-            done += self._finish()
+            done += self._finish()      # (None: nothing)
         self._late = {}
         return sorted(done, key=lambda s: s.start_ns)
 
@@ -154,6 +154,8 @@ class BpftraceLatency:
             kind, view = name[1:-1], name[-1]
             if not view.isdigit():
                 continue
+            if self.ended and self._cur is None and self._late_slice(int(view)) is None:
+                continue        # printed already: bpftrace's exit print of an uncleared map
             if kind == "e":
                 self._events(value)
                 continue
@@ -176,20 +178,20 @@ class BpftraceLatency:
                 elif kind == "mc":
                     agg.max_ns = max(agg.max_ns, int(v))
 
-    def _late_slice(self, view: int) -> Slice:
-        """The slice of a map set bpftrace printed at its exit, after ``@end``: the
-        interval's print() and clear() of a second are async, and bpftrace 0.17 can
-        lose them at exit (bpftrace issues #2646, #3924), leaving that second in
-        its maps. It is the earliest second of that set never printed (else the
-        one after the last printed)."""
-        s = self._late.get(view)
-        if s is None:
+    def _late_slice(self, view: int) -> Slice | None:
+        """The slice of a map set bpftrace printed at its exit, after ``@end``, or
+        None. print() and clear() are async: bpftrace 0.17 can lose an interval's
+        at exit (bpftrace issues #2646, #3924), leaving a second that was never
+        printed in its maps (a gap in the printed seconds: that second); or run a
+        clear after its exit print, printing again a second already read (no gap:
+        not counted twice)."""
+        if view not in self._late:
             first = min(self._printed, default=0)
             last = max(self._printed, default=-1)
-            sec = next((x for x in range(first, last + 4)
-                        if x % 3 == view and x not in self._printed), last + 1)
-            s = self._late[view] = Slice(sec * SLICE_NS, SLICE_NS)
-        return s
+            sec = next((x for x in range(first, last)
+                        if x % 3 == view and x not in self._printed), None)
+            self._late[view] = None if sec is None else Slice(sec * SLICE_NS, SLICE_NS)
+        return self._late[view]
 
     def _command_map(self, cur: Slice, kind: str, value: dict) -> None:
         """One of the slice's per-command maps (@h, @s, @m, @n, @x): keys are
