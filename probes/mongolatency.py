@@ -171,6 +171,7 @@ WIRE_H = os.path.join(HERE, "mongo_wire.h")
 TLS_H = os.path.join(HERE, "mongo_tls.h")
 sys.path.insert(0, HERE)
 import tlshooks  # noqa: E402  (which TLS library the target uses, where to hook it)
+from compressednames import compressed_command  # noqa: E402
 
 OPCODES = {
     1: "OP_REPLY", 2001: "OP_UPDATE", 2002: "OP_INSERT", 2004: "OP_QUERY",
@@ -235,96 +236,8 @@ MW_PFX = 128                    # mongo_wire.h: bytes of a request kept for its 
 CPFX_SIZE = 16 + MW_PFX         # struct mw_cpfx: an OP_COMPRESSED request's first bytes
 
 
-# ---- compressed requests: the command name from a prefix -------------------
-
-def snappy_prefix(data):
-    """What a raw snappy block's first bytes decode to (as far as they go)."""
-    i = 0
-    while i < len(data) and data[i] & 0x80:     # the uncompressed length (varint)
-        i += 1
-    i += 1
-    out = bytearray()
-    while i < len(data):
-        tag = data[i]
-        kind = tag & 3
-        if kind == 0:                           # literal
-            n = tag >> 2
-            if n < 60:
-                n, i = n + 1, i + 1
-            else:
-                w = n - 59
-                if i + 1 + w > len(data):
-                    break
-                n = int.from_bytes(data[i + 1:i + 1 + w], "little") + 1
-                i += 1 + w
-            out += data[i:i + n]
-            i += n
-            continue
-        if kind == 1:
-            if i + 2 > len(data):
-                break
-            n, off = ((tag >> 2) & 7) + 4, ((tag >> 5) << 8) | data[i + 1]
-            i += 2
-        else:
-            w = 2 if kind == 2 else 4
-            if i + 1 + w > len(data):
-                break
-            n, off = (tag >> 2) + 1, int.from_bytes(data[i + 1:i + 1 + w], "little")
-            i += 1 + w
-        if off == 0 or off > len(out):
-            break
-        for _ in range(n):
-            out.append(out[-off])
-    return bytes(out)
-
-
-def decompress_prefix(compressor, data):
-    """The first bytes of a compressed body (None when this codec cannot be
-    read here: zstd needs the zstandard module, and a whole block)."""
-    try:
-        if compressor == 0:
-            return data
-        if compressor == 1:
-            return snappy_prefix(data)
-        if compressor == 2:
-            import zlib
-            return zlib.decompressobj().decompress(data)
-        if compressor == 3:
-            import zstandard
-            return zstandard.ZstdDecompressor().decompressobj().decompress(data)
-    except Exception:           # a cut stream ends where it ends
-        return None
-    return None
-
-
-def cstring(b, at):
-    end = b.find(b"\0", at)
-    return b[at:end] if end >= 0 else None
-
-
-def compressed_command(pfx, have):
-    """The command name (bytes, at most 24) of an OP_COMPRESSED request from its
-    first bytes, or None. Message: header(16), originalOpcode(4),
-    uncompressedSize(4), compressorId(1), the compressed body."""
-    if have < 26:
-        return None
-    orig = struct.unpack_from("<I", pfx, 16)[0]
-    body = decompress_prefix(pfx[24], bytes(pfx[25:have]))
-    if not body:
-        return None
-    name = None
-    if orig == 2013 and len(body) > 10 and body[4] == 0:
-        name = cstring(body, 10)            # flags(4) kind(1) doclen(4) type(1)
-    elif orig == 2004:
-        ns = cstring(body, 4)
-        if ns is not None:
-            if not ns.endswith(b".$cmd"):
-                return b"find"
-            name = cstring(body, 4 + len(ns) + 1 + 13)
-            if name == b"$query":
-                name = cstring(body, 4 + len(ns) + 1 + 13 + 7 + 5)
-    return name[:24] if name else None
-
+# ---- compressed requests: the command name from a prefix (compressednames.py,
+# shared with the analyzer's reader of mongo_latency.bt's events)
 
 class CompressedNames(object):
     """Names of OP_COMPRESSED requests from their mw_cpfx records, put into

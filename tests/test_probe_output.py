@@ -188,3 +188,25 @@ def test_bpftrace_exit_print_of_a_second_already_read_is_not_counted_twice():
     twice = read_bpftrace_latency(lines[:end + 1] + again + lines[end + 1:], "twice")
     assert twice[2] == once[2] and twice[3] == once[3]
     assert len(twice[1]) == len(once[1]) and len(twice[0]) == len(once[0])
+
+
+def test_recorded_events_name_compressed_commands(tmp_path):
+    """A real mongo_latency.bt PID 0 1 output (tests/wireserver.py --mode mongod, pymongo
+    with compressors=snappy, tests/test_compression.py's workload): record's move of the
+    events to Parquet names each OP_COMPRESSED request from the body bytes printed with
+    it (@z), as the server counted them."""
+    from collections import Counter
+
+    import pandas as pd
+
+    from mongoprobe.collectors import events_to_parquet
+
+    sample = SAMPLES / "mongo_latency-wireserver-snappy.json"
+    (tmp_path / "latency.bt.json").write_text(sample.read_text())
+    out = events_to_parquet(tmp_path, 0, 1)
+    ev = pd.read_parquet(out)
+    got = Counter(ev.loc[ev["opcode"] == "OP_COMPRESSED", "command"])
+    assert got == Counter({"insert": 3, "find": 3, "update": 1, "delete": 1,
+                           "aggregate": 1, "ping": 1, "endSessions": 1})
+    kept = (tmp_path / "latency.bt.json").read_text()
+    assert not any(f'"@{m}{i}"' in kept for m in "ez" for i in range(3))

@@ -442,9 +442,10 @@ def events_to_parquet(run_dir: Path, offset_ns: int, pid: int,
             for line in fh:
                 if not line.endswith("\n"):        # cut by a killed probe
                     continue
-                if line.startswith(('{"type": "map", "data": {"@e0"',
-                                    '{"type": "map", "data": {"@e1"',
-                                    '{"type": "map", "data": {"@e2"')):
+                # a second's events, and the compressed requests' bytes that name
+                # them (printed just before them)
+                if line.startswith(tuple(f'{{"type": "map", "data": {{"@{m}{i}"'
+                                         for m in "ez" for i in range(3))):
                     reader.feed(line)
                     if len(reader.events) >= batch:
                         flush()

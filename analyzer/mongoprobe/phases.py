@@ -524,9 +524,8 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
                          + " ".join(_num(d[k], ".0f", 7) for k in ("p50", "p95", "p99"))
                          + f" {_num(d['max'], '.0f', 9)}")
     if any("[compressed]" in r.latency_us for r in t.itertuples()):
-        lines.append("  ([compressed]: OP_COMPRESSED requests; record's probe, "
-                     "mongo_latency.bt, does not name the command inside yet: "
-                     "mongoprobe latency --engine bcc --events does)")
+        lines.append("  ([compressed]: OP_COMPRESSED requests; the probe's per-second "
+                     "histograms cannot name the command inside: record --events does)")
     failed = [(r.name, cmd, codes) for r in t.itertuples()
               for cmd, codes in sorted(r.failed_replies.items())]
     if failed:

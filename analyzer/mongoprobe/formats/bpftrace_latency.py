@@ -11,6 +11,8 @@ What the probe prints, one JSON object per line (bpftrace's JSON mode)::
     {"type": "map",   "data": {"@x1": {"W0,W1,W2,OP,CODE": N}}}   failed replies (ok: 0)
     {"type": "map",   "data": {"@hc1": {"FD,BUCKET": N}}}, @sc1 {"CPU,FD": [SUM, MAX]}
                                                                  (FLAGS bit 1)
+    {"type": "map",   "data": {"@z1": {"TS,TID": "BYTES"}}}   an OP_COMPRESSED request's
+                                 first 40 body bytes (bpftrace's buf: \\xNN escapes)
     {"type": "map",   "data": {"@e1": {"TS,TID": [LAT, FD, REQID, OP, W0, W1, W2, IN,
                                  OUT, MTC, ERR]}}}     the second's events (EVENTS_EVERY)
     {"type": "map",   "data": {"@no_reply": N}}  ... the counters, cumulative
@@ -43,7 +45,10 @@ that never reached a printed slice show as dropped.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+from functools import cache
+from pathlib import Path
 from typing import Iterable
 
 from .errors import FormatError
@@ -88,6 +93,7 @@ class BpftraceLatency:
         self._printed: set[int] = set()      # seconds whose @slice line was read
         self._late: dict[int, Slice] = {}    # map set -> its maps printed at exit
         self._names: dict[str, tuple[str, str]] = {}   # "W0,W1,W2,OP" -> (command, op)
+        self._zbody: dict[str, bytes] = {}   # "TS,TID" -> a compressed request's bytes
 
     # --- feeding --------------------------------------------------------------------
 
@@ -158,6 +164,9 @@ class BpftraceLatency:
                 continue        # printed already: bpftrace's exit print of an uncleared map
             if kind == "e":
                 self._events(value)
+                continue
+            if kind == "z":
+                self._zbody.update((k, _buf_bytes(v)) for k, v in value.items())
                 continue
             if self._cur is None and not self.ended:
                 continue
@@ -231,9 +240,17 @@ class BpftraceLatency:
             if len(v) not in (10, 11):
                 raise FormatError(self.source, self.lineno, "an event of 11 values", str(v))
             lat, fd, rid, op, w0, w1, w2, bin_, bout, mtc, *err = (int(x) for x in v)
-            self.events.append((ts, lat, tid, fd, rid, opcode_name(op),
-                                name_of_words(w0, w1, w2), bin_, bout, bool(mtc),
-                                err[0] if err else 0))
+            name = name_of_words(w0, w1, w2)
+            body = self._zbody.pop(key, None) if op == 2012 else None
+            if body is not None:
+                # the command inside, decompressed from the body's first bytes
+                # (header bytes are not used: 16 zeros stand for them)
+                inside = compressednames().compressed_command(
+                    bytes(16) + body, 16 + min(len(body), max(bin_ - 16, 0)))
+                if inside:
+                    name = inside.decode("utf-8", "replace")
+            self.events.append((ts, lat, tid, fd, rid, opcode_name(op), name, bin_, bout,
+                                bool(mtc), err[0] if err else 0))
 
     def _finish(self) -> list[Slice]:
         s, self._cur = self._cur, None
@@ -298,6 +315,34 @@ class BpftraceLatency:
             return max(r["requests"] - self.replies - r["no_reply"]
                        - r["requests_without_reply"], 0)
         return self.open_waiting
+
+
+@cache
+def compressednames():
+    """probes/compressednames.py, the one decoder of a compressed request's name (it
+    lives with the probes: the bcc tool runs under the system python3 without this
+    package)."""
+    path = Path(__file__).resolve().parents[3] / "probes" / "compressednames.py"
+    spec = importlib.util.spec_from_file_location("compressednames", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _buf_bytes(text: str) -> bytes:
+    """bpftrace's printing of a buf(): printable bytes as themselves, others \\xNN."""
+    out, i = bytearray(), 0
+    while i < len(text):
+        if text.startswith("\\x", i) and len(text) >= i + 4:
+            try:
+                out.append(int(text[i + 2:i + 4], 16))
+                i += 4
+                continue
+            except ValueError:
+                pass
+        out += text[i].encode("latin-1", "replace")
+        i += 1
+    return bytes(out)
 
 
 def _add_sum_max(agg: Agg, v) -> None:
