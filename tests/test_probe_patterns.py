@@ -114,18 +114,22 @@ def cases(aspect: str) -> list:
 
 
 @contextmanager
-def wireserver(mode: str, workdir: Path) -> Iterator[tuple[int, int]]:
-    """tests/wireserver.py in `mode`: (pid, port). Fails if it reported errors."""
+def wireserver(mode: str, workdir: Path,
+               tls: tuple[Path, Path] | None = None) -> Iterator[tuple[int, int]]:
+    """tests/wireserver.py in `mode` (serving TLS with tls's certificate and key, when
+    given): (pid, port). Fails if it reported errors."""
     err = workdir / "server.err"
+    what = f"wireserver{' --tls' if tls else ''} --mode {mode}"
     with open(err, "w") as errfile:
         proc = subprocess.Popen([sys.executable, str(WIRESERVER), "--port", "0", "--mode", mode,
-                                 "--log", str(workdir / "server.log")],
+                                 "--log", str(workdir / "server.log"),
+                                 *(["--tls", str(tls[0]), str(tls[1])] if tls else [])],
                                 stdout=subprocess.PIPE, stderr=errfile, text=True)  # fmt: skip
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 30)
         line = proc.stdout.readline() if ready else ""
         if not line.startswith("READY "):
-            pytest.fail(f"wireserver --mode {mode} did not start: {line!r} {err.read_text()}")
+            pytest.fail(f"{what} did not start: {line!r} {err.read_text()}")
         yield proc.pid, int(line.split()[1])
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -136,7 +140,7 @@ def wireserver(mode: str, workdir: Path) -> Iterator[tuple[int, int]]:
             proc.wait()
         proc.stdout.close()
     if err.read_text():
-        pytest.fail(f"wireserver --mode {mode} reported errors:\n{err.read_text()}")
+        pytest.fail(f"{what} reported errors:\n{err.read_text()}")
 
 
 CLOCK_NANOSLEEP = {"x86_64": 230, "aarch64": 115}.get(platform.machine())

@@ -16,14 +16,10 @@ Needs root, bcc (python3-bpfcc, kernel headers), openssl, and the FerretDB build
 from __future__ import annotations
 
 import json
-import select
-import signal
 import ssl
 import struct
-import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -33,7 +29,7 @@ from mongoprobe import mixedload, target
 from mongoprobe.formats import wire_events
 from test_latency_ferretdb import (REFUSED, WORKLOAD_COMMANDS, failed_responses,
                                    metrics_delta, response_counts, start_cli, stop_cli)
-from test_probe_patterns import (BCC_TOOL, SYSTEM_PYTHON, WIRESERVER, Probe,
+from test_probe_patterns import (BCC_TOOL, SYSTEM_PYTHON, Probe, wireserver,
                                  _tool_unavailable, from_bcc, sleeping_in_main_loop)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,32 +97,6 @@ def test_ferretdb_tls_counts_match_metrics(tls_target, tmp_path, need_bcc):
     assert (events["fd"] < MW_TLS_FD).all()       # the socket's own fd, not the state key
 
 
-@contextmanager
-def tls_wireserver(mode: str, workdir: Path, cert: Path, key: Path):
-    """tests/wireserver.py --tls in `mode`: (pid, port). Fails if it reported errors."""
-    err = workdir / "server.err"
-    with open(err, "w") as errfile:
-        proc = subprocess.Popen([sys.executable, str(WIRESERVER), "--port", "0", "--mode", mode,
-                                 "--log", str(workdir / "server.log"), "--tls", str(cert),
-                                 str(key)], stdout=subprocess.PIPE, stderr=errfile, text=True)
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], 30)
-        line = proc.stdout.readline() if ready else ""
-        if not line.startswith("READY "):
-            pytest.fail(f"wireserver --tls --mode {mode} did not start: {line!r} {err.read_text()}")
-        yield proc.pid, int(line.split()[1])
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
-    if err.read_text():
-        pytest.fail(f"wireserver --tls --mode {mode} reported errors:\n{err.read_text()}")
-
-
 SPLIT_FAILED = ("a failed reply is recognised from its first 37 bytes in the write that "
                 "completes its header; split writes them as 10, 10, the rest (as on the "
                 "syscall path: test_probe_patterns' known bug)")
@@ -145,7 +115,7 @@ def test_openssl_wireserver_exact(mode, tmp_path):
         cert, key = target._self_signed(tmp_path / "tls")
     except target.TargetError as e:
         pytest.skip(str(e))
-    with tls_wireserver(mode, tmp_path, cert, key) as (pid, port):
+    with wireserver(mode, tmp_path, (cert, key)) as (pid, port):
         probe = Probe([SYSTEM_PYTHON, str(BCC_TOOL), "-p", str(pid), "-j", "--tls", "on"],
                       lambda p: sleeping_in_main_loop(p.proc.pid), tmp_path / "probe.err")
         try:
