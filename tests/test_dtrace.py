@@ -328,10 +328,8 @@ def test_failed_replies_match_ferretdb(ferretdb, tmp_path, need_dtrace):
     OP_QUERY ones) under mongo_time.d and mongo_snoop.d at once: their failed replies per
     command and code == FerretDB's own failed responses, and the {$err} reply it counts
     "ok"; successes count none."""
-    import pymongo
-    from pymongo.errors import OperationFailure
-    from test_latency_ferretdb import (REFUSED, check_failures, failed_responses,
-                                       response_counts, send_legacy)
+    from test_latency_ferretdb import (check_failures, failed_responses, refused_workload,
+                                       response_counts)
 
     events_file = tmp_path / "events.jsonl"
     before = response_counts(ferretdb.metrics_url)
@@ -340,16 +338,7 @@ def test_failed_replies_match_ferretdb(ferretdb, tmp_path, need_dtrace):
             "events": start_cli("latency", "-p", str(ferretdb.pid), "--json", "--engine",
                                 "dtrace", "--events", str(events_file))}
     try:
-        client = pymongo.MongoClient(ferretdb.uri)
-        for _ in range(3):
-            for cmd, code in REFUSED:
-                with pytest.raises(OperationFailure) as exc:
-                    client.test.command(cmd)
-                assert exc.value.code == code
-            client.admin.command("ping")
-        client.close()       # endSessions: CommandNotFound
-        send_legacy(ferretdb.uri)
-        time.sleep(0.5)
+        refused_workload(ferretdb.uri)
     finally:
         outs = {name: stop_cli(proc) for name, proc in clis.items()}
     truth = failed_responses(before, response_counts(ferretdb.metrics_url))

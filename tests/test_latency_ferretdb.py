@@ -112,6 +112,24 @@ LEGACY = [("admin.$cmd", {"buildinfo": 1}, 352), ("admin.$cmd", {"buildinfo": 1}
           ("test.coll", {}, 5739101)]
 
 
+def refused_workload(uri: str) -> None:
+    """Three rounds of REFUSED's commands (each refused with its code) and a ping, the
+    client's endSessions (CommandNotFound), then LEGACY's requests (send_legacy)."""
+    import pymongo
+    from pymongo.errors import OperationFailure
+
+    client = pymongo.MongoClient(uri)
+    for _ in range(3):
+        for cmd, code in REFUSED:
+            with pytest.raises(OperationFailure) as exc:
+                client.test.command(cmd)
+            assert exc.value.code == code
+        client.admin.command("ping")
+    client.close()       # endSessions: CommandNotFound
+    send_legacy(uri)
+    time.sleep(0.5)
+
+
 def send_legacy(uri: str) -> None:
     """LEGACY's requests, and a legacy isMaster that succeeds, on one raw connection."""
     import socket
@@ -163,25 +181,13 @@ def test_failed_replies_match_ferretdb(engine, ferretdb, tmp_path, request):
     OP_QUERY requests it refuses (LEGACY): the probe's failed replies per command and
     code == FerretDB's own failed responses, and the {$err} reply it counts "ok";
     successes (ping, the handshake, a legacy isMaster) count none."""
-    import pymongo
-    from pymongo.errors import OperationFailure
-
     request.getfixturevalue("need_bcc" if engine == "bcc" else "need_bpftrace")
     events_file = tmp_path / "events.jsonl"
     before = response_counts(ferretdb.metrics_url)
     cli = start_cli("latency", "-p", str(ferretdb.pid), "--json", "--engine", engine,
                     "--events", str(events_file))
     try:
-        client = pymongo.MongoClient(ferretdb.uri)
-        for i in range(3):
-            for cmd, code in REFUSED:
-                with pytest.raises(OperationFailure) as exc:
-                    client.test.command(cmd)
-                assert exc.value.code == code
-            client.admin.command("ping")
-        client.close()       # endSessions: CommandNotFound
-        send_legacy(ferretdb.uri)
-        time.sleep(0.5)
+        refused_workload(ferretdb.uri)
     finally:
         out = stop_cli(cli)
     truth = failed_responses(before, response_counts(ferretdb.metrics_url))
