@@ -152,6 +152,9 @@ struct mw_conn {
     /* send side */
     u32 tx_rem;                 /* bytes of the outgoing message still to go */
     u32 stream_id;              /* requestID of the last reply with moreToCome */
+    u32 tx_ahead;               /* bytes framed at a send's entry that its exit
+                                   found unsent: the next sends repeat them */
+    u32 pad2;
     u64 tx_ts;                  /* entry of the send that began the split header */
     char tx_hdr[48];            /* its bytes (header + flags: 20; 48: verifier bound) */
     union mw_name rx_name;
@@ -1028,6 +1031,15 @@ static __always_inline void mw_reply(void *ctx, struct mw_conn *c, u32 fd,
  */
 static __always_inline void mw_tx_first(void *ctx, struct mw_args *a, struct mw_conn *c)
 {
+    if (c->tx_ahead) {
+        /* a send framed at its entry went out in part (or not at all): the
+         * application sends its tail again, and those bytes were framed */
+        u64 s = c->tx_ahead < a->ret ? c->tx_ahead : a->ret;
+        c->tx_ahead -= s;
+        a->buf += s;
+        a->cap = a->cap > s ? a->cap - s : 0;
+        a->ret -= s;
+    }
     u64 ret = a->ret;
     u64 avail = a->cap < ret ? a->cap : ret;
 
@@ -1269,20 +1281,30 @@ static __always_inline int mw_exit(void *ctx, s64 ret, int tx)
     return mw_frame(ctx, a, c, tx);
 }
 
-#if defined(__x86_64__) && !defined(MW_RX_AT_ENTRY)
+#if defined(__x86_64__) && !defined(MW_AT_ENTRY)
 /*
- * Receives need no entry program on x86-64: at the exit tracepoint the task's
- * saved user registers still hold the syscall's arguments (di, si, dx, r10).
- * One program run per receive instead of two, and no per-thread map entry.
- * The registers are trusted only when they are this syscall's: orig_ax is its
- * number and ax its return value (else the receive is counted as dropped).
+ * On x86-64 the exit tracepoints read the syscall's arguments from the task's
+ * saved user registers (di, si, dx, r10), which still hold them:
+ * - receives need no entry program: one program run per receive instead of
+ *   two, and no per-thread storage;
+ * - write and sendto are framed at their entry, from the tracepoint's
+ *   arguments, and their exit only compares the bytes sent with the length
+ *   asked (a partial send sets tx_ahead: the application sends the tail again).
+ * The registers are read by direct loads (bpf_task_pt_regs gives a BTF pointer;
+ * a bpf_probe_read_kernel of them cost ~100 ns here, the loads ~30 ns) and
+ * trusted only when they are this syscall's: orig_ax is its number and ax its
+ * return value (else the call is counted as dropped).
  */
-#define MW_RX_REGS 1
-struct mw_sysregs {             /* struct pt_regs from ax to orig_ax */
-    u64 ax, cx, dx, si, di, orig_ax;
+#define MW_REGS 1
+struct mw_sysregs {
+    u64 dx, si, di;
 };
-#define MW_REGS_AX  80          /* offsetof(struct pt_regs, ax) */
-#define MW_REGS_R10 56          /* offsetof(struct pt_regs, r10): recvfrom's flags */
+
+static __always_inline struct pt_regs *mw_regs(void)
+{
+    return (struct pt_regs *)bpf_task_pt_regs(
+        (struct task_struct *)bpf_get_current_task_btf());
+}
 
 /* kind: 0 read(fd, buf, count), 1 readv(fd, iov, n), 2 recvfrom(fd, buf, len,
  * flags), 3 recvmsg(fd, msg, flags) */
@@ -1291,24 +1313,18 @@ static __always_inline int mw_exit_rx(void *ctx, int nr, s64 ret, int kind)
     u64 id = bpf_get_current_pid_tgid();
     if ((id >> 32) != MW_TARGET_PID || ret <= 0)
         return 0;
-    struct mw_sysregs r = {};
-    struct pt_regs *p = (struct pt_regs *)bpf_task_pt_regs(
-        (struct task_struct *)bpf_get_current_task_btf());
-    if (bpf_probe_read_kernel(&r, sizeof(r), (char *)p + MW_REGS_AX) != 0 ||
-        r.orig_ax != (u64)nr || (s64)r.ax != ret) {
+    struct pt_regs *p = mw_regs();
+    if (p->orig_ax != (u64)nr || (s64)p->ax != ret) {
         mw_count(C_DROPPED, 1);
         return 0;
     }
+    struct mw_sysregs r = {.dx = p->dx, .si = p->si, .di = p->di};
     struct mw_args a = {.fd = r.di, .buf = r.si, .cap = r.dx};
 #ifdef MW_TLS
     mw_tls_nested(r.di);
 #endif
-    if (kind == 2) {
-        u64 flags = 0;
-        bpf_probe_read_kernel(&flags, sizeof(flags), (char *)p + MW_REGS_R10);
-        if (flags & MW_MSG_PEEK)
-            return 0;
-    }
+    if (kind == 2 && (p->r10 & MW_MSG_PEEK))
+        return 0;
     if (kind == 3) {
         /* struct user_msghdr: msg_name(8) msg_namelen(4+4) msg_iov(8) msg_iovlen(8) */
         u64 iov[2] = {};
@@ -1331,6 +1347,48 @@ static __always_inline int mw_exit_rx(void *ctx, int nr, s64 ret, int kind)
     a.ret = ret;
     a.now = bpf_ktime_get_ns();
     return mw_frame(ctx, &a, c, 0);
+}
+
+/* write(fd, buf, count) or sendto(fd, buf, len, ...) at its entry: framed as
+ * if all len bytes go out (they do, but for a full socket buffer, a signal, or
+ * an error) */
+static __always_inline int mw_send(void *ctx, u64 fd, u64 buf, u64 len)
+{
+    u64 id = bpf_get_current_pid_tgid();
+    if ((id >> 32) != MW_TARGET_PID)
+        return 0;
+#ifdef MW_TLS
+    mw_tls_nested(fd);
+#endif
+    u32 k = fd;
+    struct mw_conn *c = conns.lookup(&k);
+    if (!c || (s64)len <= 0)
+        return 0;               /* sends matter only on connections that sent a request */
+    struct mw_args a = {.fd = fd, .buf = buf, .cap = len, .ret = len,
+                        .ts = bpf_ktime_get_ns()};
+    return mw_frame(ctx, &a, c, 1);
+}
+
+/* its exit: the bytes framed at entry that did not go out (an error or
+ * EAGAIN: all of them) come again at the start of the connection's next sends */
+static __always_inline int mw_send_exit(int nr, s64 ret)
+{
+    u64 id = bpf_get_current_pid_tgid();
+    if ((id >> 32) != MW_TARGET_PID)
+        return 0;
+    struct pt_regs *p = mw_regs();
+    if (p->orig_ax != (u64)nr) {
+        mw_count(C_DROPPED, 1);
+        return 0;
+    }
+    s64 len = p->dx;
+    if (ret == len || len <= 0)
+        return 0;
+    u32 fd = p->di;
+    struct mw_conn *c = conns.lookup(&fd);
+    if (c)
+        c->tx_ahead += len - (ret > 0 ? ret : 0);
+    return 0;
 }
 #endif
 
@@ -1360,7 +1418,7 @@ int mw_tx_more(void *ctx)
     return 0;
 }
 
-#ifdef MW_RX_REGS
+#ifdef MW_REGS
 TRACEPOINT_PROBE(syscalls, sys_exit_read)
 { return mw_exit_rx(args, args->__syscall_nr, args->ret, 0); }
 TRACEPOINT_PROBE(syscalls, sys_exit_readv)
@@ -1392,17 +1450,28 @@ TRACEPOINT_PROBE(syscalls, sys_exit_recvmsg)
 { return mw_exit(args, args->ret, 0); }
 #endif
 
+#ifdef MW_REGS
+TRACEPOINT_PROBE(syscalls, sys_enter_write)
+{ return mw_send(args, args->fd, (u64)args->buf, args->count); }
+TRACEPOINT_PROBE(syscalls, sys_exit_write)
+{ return mw_send_exit(args->__syscall_nr, args->ret); }
+TRACEPOINT_PROBE(syscalls, sys_enter_sendto)
+{ return mw_send(args, args->fd, (u64)args->buff, args->len); }
+TRACEPOINT_PROBE(syscalls, sys_exit_sendto)
+{ return mw_send_exit(args->__syscall_nr, args->ret); }
+#else
 TRACEPOINT_PROBE(syscalls, sys_enter_write)
 { return mw_enter(args->fd, (u64)args->buf, args->count, 1); }
 TRACEPOINT_PROBE(syscalls, sys_exit_write)
 { return mw_exit(args, args->ret, 1); }
-TRACEPOINT_PROBE(syscalls, sys_enter_writev)
-{ return mw_enter_vec(args->fd, (u64)args->vec, args->vlen, 1); }
-TRACEPOINT_PROBE(syscalls, sys_exit_writev)
-{ return mw_exit(args, args->ret, 1); }
 TRACEPOINT_PROBE(syscalls, sys_enter_sendto)
 { return mw_enter(args->fd, (u64)args->buff, args->len, 1); }
 TRACEPOINT_PROBE(syscalls, sys_exit_sendto)
+{ return mw_exit(args, args->ret, 1); }
+#endif
+TRACEPOINT_PROBE(syscalls, sys_enter_writev)
+{ return mw_enter_vec(args->fd, (u64)args->vec, args->vlen, 1); }
+TRACEPOINT_PROBE(syscalls, sys_exit_writev)
 { return mw_exit(args, args->ret, 1); }
 TRACEPOINT_PROBE(syscalls, sys_enter_sendmsg)
 { return mw_enter_msg(args->fd, (u64)args->msg, args->flags, 1); }

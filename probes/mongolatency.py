@@ -88,7 +88,8 @@
 # intervals their differences: interval reports add up to the run exactly.
 #
 # Overhead: a receive of the target runs one program (at its exit: the
-# arguments come from the saved registers), a send two; each other process's
+# arguments come from the saved registers), a send two (write and sendto are
+# framed at entry; the exit only checks that every byte went out); each other process's
 # read/write-family syscalls run the pid filter only. Per request: one
 # connection lookup per program, state changed in place, and one per-CPU
 # (second, command, opcode) entry updated at the reply; nothing reaches user

@@ -180,7 +180,7 @@ class Conn:
         body = self.recv_exact(length - 16)
         if (rto, op) != (rid, OP_MSG):
             raise AssertionError(f"failTest reply {opcode_name(op)} to {rto}")
-        doc = bson.decode(body[5:])
+        doc = bson.decode(body[5 : 5 + struct.unpack_from("<i", body, 5)[0]])  # the body section
         if next(iter(doc)) != "ok" or doc["ok"] or doc.get("code", 0) != code:
             raise AssertionError(f"failTest {code}: reply {doc}")
         self.expected.errors_by_command["failTest"] += 1

@@ -14,6 +14,10 @@ server answers every request with `{"ok": 1}` and lets the test pick the syscall
              then the rest), replies longer than 40 bytes in three (10, 10, the rest).
   sendto     recv_into() (the recvfrom syscall) into a 4096-byte buffer; send() replies
              (the sendto syscall).
+  partial    reads as sendto; every OP_MSG reply padded past 64 KiB (a kind-1 section
+             after the body) and sent with send(MSG_DONTWAIT) into a 4 KiB send buffer:
+             sends that go out in part, or not at all (EAGAIN), then the rest again
+             (a non-blocking server answering a large result: Netty, Go).
 
 --tls CERT KEY serves TLS (Python's ssl module: OpenSSL, libssl) with the same
 patterns on the plaintext: mongod and vector read the 16-byte header, then the body
@@ -49,6 +53,7 @@ import argparse
 import datetime
 import json
 import os
+import select
 import signal
 import socket
 import ssl
@@ -69,10 +74,12 @@ from mongoprobe.wire import (
 from mongoprobe.wire import COMPRESSORS, _decompress
 from mongoprobe.wire_encode import encode_op_compressed, encode_op_msg, encode_op_reply
 
-MODES = ("mongod", "readwrite", "vector", "split", "sendto")
+MODES = ("mongod", "readwrite", "vector", "split", "sendto", "partial")
 BUFFER_SIZE = 4096  # FerretDB's buffered reader
 HEADER = struct.Struct("<iiii")  # messageLength, requestID, responseTo, opCode
 LOG_EVERY = 3  # requests per connection between two log writes
+PAD_BYTES = 64 * 1024  # partial: padding of each OP_MSG reply
+SEND_BUFFER = 4096  # partial: SO_SNDBUF (the kernel doubles it)
 QUERY_FAILURE = 2  # OP_REPLY responseFlags: the query failed ($err)
 # commands answered as a driver (pymongo) needs them, not {"ok": 1}
 DRIVER_REPLIES = ("hello", "isMaster", "ismaster", "find", "aggregate", "insert", "update",
@@ -100,7 +107,7 @@ class Connection:
         """One buffered read of at most BUFFER_SIZE bytes (b"" at EOF)."""
         if self.tls:
             return self.sock.recv(BUFFER_SIZE)  # SSL_read_ex
-        if self.mode == "sendto":
+        if self.mode in ("sendto", "partial"):
             buf = bytearray(BUFFER_SIZE)
             n = self.sock.recv_into(buf)  # recvfrom(2)
             return bytes(buf[:n])
@@ -161,11 +168,19 @@ class Connection:
                 n = os.writev(self.fd, [view])  # writev(2), one iovec
             elif self.mode == "sendto":
                 n = self.sock.send(view)  # sendto(2)
+            elif self.mode == "partial":
+                try:
+                    n = self.sock.send(view, socket.MSG_DONTWAIT)  # sendto(2), maybe short
+                except BlockingIOError:  # EAGAIN: nothing went out; wait, send it again
+                    select.select([], [self.sock], [], 10)
+                    n = 0
             else:
                 n = os.write(self.fd, view)  # write(2)
             view = view[n:]
 
     def send(self, reply: bytes) -> None:
+        if self.mode == "partial" and HEADER.unpack_from(reply)[3] == OP_MSG:
+            reply = padded(reply)
         if self.mode == "split":
             cuts = [10, 20] if len(reply) > 40 else [10]
             for start, end in zip([0, *cuts], [*cuts, len(reply)]):
@@ -266,8 +281,6 @@ class Connection:
             return [encode_op_msg(self.reply_id(), request_id, failure(body))]
         if next(iter(body), "") in DRIVER_REPLIES:
             return [encode_op_msg(self.reply_id(), request_id, self.driver_reply(body))]
-        if False:
-            return [encode_op_msg(self.reply_id(), request_id, failure(body))]
         count = body.get("exhaustTest") if flags & EXHAUST_ALLOWED else None
         if not isinstance(count, int) or count < 1:
             return [encode_op_msg(self.reply_id(), request_id, {"ok": 1})]
@@ -278,6 +291,16 @@ class Connection:
             replies.append(encode_op_msg(rid, response_to, {"ok": 1}, flags=more))
             response_to = rid
         return replies
+
+
+def padded(reply: bytes) -> bytes:
+    """An OP_MSG reply with a kind-1 section of PAD_BYTES after its body: the same
+    reply to the probes (they read the header and the body's first bytes), longer than
+    the send buffer."""
+    doc = bson.encode({"pad": "x" * PAD_BYTES})
+    section = b"\x01" + struct.pack("<i", 4 + 4 + len(doc)) + b"pad\0" + doc
+    length = HEADER.unpack_from(reply)[0] + len(section)
+    return struct.pack("<i", length) + reply[4:] + section
 
 
 OK_ZERO = {"double": 0.0, "int": 0, "long": bson.Int64(0), "bool": False}
@@ -314,6 +337,8 @@ def handle(sock: socket.socket, mode: str, log: Log, tls: ssl.SSLContext | None)
         try:
             if tls is not None:
                 sock = tls.wrap_socket(sock, server_side=True)  # the handshake
+            if mode == "partial":
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
             Connection(sock, mode, log).serve()
         except Exception as exc:  # report and drop this connection; the server goes on
             print(f"wireserver: connection fd {sock.fileno()}: {exc!r}", file=sys.stderr, flush=True)
