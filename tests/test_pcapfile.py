@@ -93,7 +93,7 @@ def test_split_equals_one_tshark(name):
     s2 = pcap.summarize(path, port, workers=2).to_json()
     assert s1 == s2
     for k in ("messages", "frames", "port_frames", "lost_segments", "malformed_frames",
-              "fallback", "resynced", "cut_short"):
+              "fallback", "resynced", "cut_short", "first_segment_unknown"):
         assert getattr(d1, k) == getattr(d2, k), k
 
 

@@ -537,9 +537,12 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
     vs = [(r.name, op, r.client_how.get(op), d) for r in t.itertuples()
           for op, d in r.client_vs_server.items()]
     if vs:
+        # as wide as the longest name (YCSB's INSERT-FAILED, a 20-character command)
+        ow = min(24, max(len("operation"), *(len(op) for _, op, _, _ in vs)))
+        cw = min(24, max(len("command"), *(len(d["command"]) for *_, d in vs)))
         lines += ["", "client (the tool's own) vs server (the probe) latency, us",
                   "  (diff: the network, the client's queueing, its driver)",
-                  f"{'phase':{w}s} {'operation':12s} {'command':10s} {'stat':5s} "
+                  f"{'phase':{w}s} {'operation':{ow}s} {'command':{cw}s} {'stat':5s} "
                   f"{'client':>10s} {'server':>10s} {'diff':>10s}"]
         for name, op, how, d in vs:
             first = True
@@ -547,8 +550,8 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
                 c = d["client"].get(k)
                 if c is None:
                     continue
-                head = (f"{name[:w]:{w}s} {op[:12]:12s} {d['command'][:10]:10s}" if first
-                        else " " * (w + 24))
+                head = (f"{name[:w]:{w}s} {op[:ow]:{ow}s} {d['command'][:cw]:{cw}s}" if first
+                        else " " * (w + ow + cw + 2))
                 first = False
                 # a histogram's percentile is the bound of its bucket: at most this
                 bound = "<=" if how == "bucket bound" and k in ("p50", "p95", "p99") else ""

@@ -114,6 +114,9 @@ def cmd_pcap(args: argparse.Namespace) -> int:
     if dec.fallback and not args.json:
         print(f"{dec.fallback - dec.unnamed} messages named by wire.py (tshark's fields "
               f"could not), {dec.unnamed} unnamed", file=sys.stderr)
+    if dec.first_segment_unknown:
+        print(f"mongoprobe: {dec.first_segment_unknown} messages timed at the segment that "
+              "completed them (their first segment lay too far back)", file=sys.stderr)
     for w in dec.warnings:
         print(f"mongoprobe: {dec.path}: {w}", file=sys.stderr)
     if dec.problem:

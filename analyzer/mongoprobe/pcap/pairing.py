@@ -316,6 +316,9 @@ class PcapResult:
                      "malformed_frames": dec.malformed_frames,
                      "decoded_by_wire_py": dec.fallback - dec.unnamed,
                      "unnamed_requests": dec.unnamed, "resynced": dec.resynced,
+                     # multi-segment messages whose first segment lay before the
+                     # decoder's window: timed at the segment that completed them
+                     "timed_at_last_segment": dec.first_segment_unknown,
                      "warnings": list(dec.warnings), "problem": dec.problem}
         return d
 
