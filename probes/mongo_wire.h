@@ -147,7 +147,7 @@ struct mw_conn {
     u8 stream;                  /* last reply had moreToCome */
     u8 head;                    /* oldest slot */
     u8 nslots;                  /* outstanding requests */
-    u8 tx_have;                 /* bytes of a reply header split across sends */
+    u8 tx_have;                 /* bytes of a reply's first 40 split across sends */
     u8 pad;
     /* send side */
     u32 tx_rem;                 /* bytes of the outgoing message still to go */
@@ -156,7 +156,7 @@ struct mw_conn {
                                    found unsent: the next sends repeat them */
     u32 pad2;
     u64 tx_ts;                  /* entry of the send that began the split header */
-    char tx_hdr[48];            /* its bytes (header + flags: 20; 48: verifier bound) */
+    char tx_hdr[48];            /* its bytes (MW_RHDR: 40; 48: verifier bound) */
     union mw_name rx_name;
     struct mw_slot slots[MW_SLOTS];
     char pfx[2 * MW_PFX];       /* slow path: first MW_PFX bytes (2x: verifier bound) */
@@ -1025,9 +1025,10 @@ static __always_inline void mw_reply(void *ctx, struct mw_conn *c, u32 fd,
 }
 
 /*
- * Send, step 1: the first bytes continue the current reply, or complete a reply
- * header whose first 1-15 bytes ended the previous send (a reply written as
- * 10 bytes, then the rest): matched and timed from that first send.
+ * Send, step 1: the first bytes continue the current reply, or complete the
+ * first 40 bytes of a reply (its header, and the body's first element, where a
+ * failure's ok: 0 is) whose start ended an earlier send (a reply written as 10
+ * bytes, 10, then the rest): matched and timed from that first send.
  */
 static __always_inline void mw_tx_first(void *ctx, struct mw_args *a, struct mw_conn *c)
 {
@@ -1050,7 +1051,7 @@ static __always_inline void mw_tx_first(void *ctx, struct mw_args *a, struct mw_
             take = avail;
         MW_OPAQUE(have);
         MW_OPAQUE(take);
-        if (have >= MW_HDR || take > MW_RHDR || take == 0) {
+        if (have >= MW_RHDR || take > MW_RHDR || take == 0) {
             mw_desync_tx(c);
             a->off = ret;
             return;
@@ -1074,12 +1075,20 @@ static __always_inline void mw_tx_first(void *ctx, struct mw_args *a, struct mw_
         __builtin_memcpy(&r, c->tx_hdr, MW_RHDR);   /* bytes past have + take: */
         if (have + take < 20)                       /* not this reply's */
             r.h.flags = 0;
-        c->tx_have = 0;
         if (!mw_valid(&r.h, 0)) {
             mw_desync_tx(c);
             a->off = ret;
             return;
         }
+        if (have + take < MW_RHDR && have + take < (u64)r.h.len && take == ret) {
+            /* the header is here, not yet the bytes that say whether the
+             * reply failed: wait for them (timed from the first send all
+             * the same) */
+            c->tx_have = have + take;
+            a->off = ret;
+            return;
+        }
+        c->tx_have = 0;
         c->tx_sync = 1;
         /* message byte k >= have is at a->buf + k - have */
         mw_reply(ctx, c, a->fd, &r.h, c->tx_ts,
@@ -1141,9 +1150,18 @@ static __always_inline int mw_tx_step(void *ctx, struct mw_args *a, struct mw_co
         mw_desync_tx(c);
         return 1;
     }
+    u64 left = ret - off;
+    if (left < MW_RHDR && left < (u64)r.h.len && hl == left) {
+        /* this send ends inside the reply's first 40 bytes: keep them, match
+         * it when the rest says whether it failed (split sends) */
+        __builtin_memcpy(c->tx_hdr, &r, MW_RHDR);
+        c->tx_have = left;
+        c->tx_ts = a->ts;
+        c->tx_sync = 1;
+        return 1;
+    }
     c->tx_sync = 1;
     mw_reply(ctx, c, a->fd, &r.h, a->ts, mw_failed(&r, hl, a->buf + off, avail - off));
-    u64 left = ret - off;
     u32 n = (u64)r.h.len < left ? (u32)r.h.len : (u32)left;
     c->tx_rem = r.h.len - n;
     a->off = off + n;
