@@ -82,6 +82,8 @@
  * unrolled clauses into BPF), so attach before the load starts;
  * one printf per request on top of that; at thousands of requests per second
  * prefer mongo_time.d.
+ * A receive on a connection not (yet) known as protocol traffic also reads its
+ * first 4 bytes once, to count TLS connections.
  *
  * Caveats:
  * - TLS: mongo_time.d and mongo_snoop.d do not decode TLS plaintext; their

@@ -92,6 +92,8 @@
  * takes about 6 s on a 2-core Linux machine (Oracle DTrace compiles the
  * unrolled clauses into BPF), so attach before the load starts;
  * nothing is printed per request, so the cost stays in the kernel.
+ * A receive on a connection not (yet) known as protocol traffic also reads its
+ * first 4 bytes once, to count TLS connections.
  *
  * Caveats:
  * - TLS: mongo_time.d and mongo_snoop.d do not decode TLS plaintext; their
