@@ -33,6 +33,9 @@
  *
  *   requests: N  replies: N  stream replies: N  no-reply (moreToCome): N
  *   lost: unmatched replies N, requests without reply N, malformed headers N, dropped events 0
+ *   tls:
+ *     connections  N     connections whose bytes were TLS records (or, _tls,
+ *                        whose plaintext was decoded)
  *
  * The per-connection state machine is the one of the Linux probes
  * (probes/README.md): state keyed by (pid, fd), never by requestID alone, freed
@@ -79,10 +82,19 @@
  * unrolled clauses into BPF), so attach before the load starts;
  * one printf per request on top of that; at thousands of requests per second
  * prefer mongo_time.d.
+ * A receive on a connection not (yet) known as protocol traffic also reads its
+ * first 4 bytes once, to count TLS connections.
  *
  * Caveats:
- * - TLS plaintext is not decoded (the bcc tools decode OpenSSL's and Go's:
- *   probes/README.md, "TLS plaintext"); TLS connections' bytes are not headers.
+ * - TLS: mongo_time.d and mongo_snoop.d do not decode TLS plaintext; their
+ *   _tls twins decode OpenSSL's (SSL_read/SSL_write through the pid provider).
+ *   A connection whose bytes are TLS records is counted ("tls:" at END;
+ *   mongoprobe says "not traced: N connections look like TLS").
+ * - Go crypto/tls (FerretDB) is not decoded by any D script: D cannot name
+ *   its functions. A probe description may not hold "/", "(" or ")"
+ *   (crypto/tls.(*Conn).Read); Oracle DTrace's pid provider skips every
+ *   symbol with a "." when it globs; its absolute-address form
+ *   (pid$target:a.out:-:ADDR) matched no probe (dtrace-utils 8a1264bf).
  * - LP64, little-endian targets only (x86-64, arm64): iovec/msghdr offsets are
  *   the 64-bit ones, header fields are read as native int32.
  * - A request header split across two receives (1-15 bytes at a message
@@ -130,6 +142,7 @@ inline int OP_COMPRESSED = 2012;
 inline int OP_MSG = 2013;
 inline int MAX_MESSAGE = 48000000;	/* the server's maxMessageSizeBytes */
 inline int SLOTS = 4;			/* outstanding requests kept per connection */
+inline int TLS_FD = 0x40000000;		/* fd | TLS_FD: a TLS connection's plaintext state */
 
 /*
  * Per connection, keyed [pid, fd] (probes/README.md): declared here because the
@@ -158,6 +171,7 @@ int64_t txhave[int, int];	/* 1-15 bytes of a reply header split across sends, */
 uint64_t txh0[int, int];	/* kept as two little-endian words */
 uint64_t txh1[int, int];
 uint64_t txts[int, int];	/* and the time of that first send */
+int tlsfd[int, int];		/* 1: its bytes are TLS records; 2: its plaintext was decoded */
 
 /* Clause-local variables, typed once (an untyped "this->x = 0" is an int). */
 this int fd;
@@ -203,12 +217,15 @@ this uint64_t et;
 this int64_t vs;
 this uint64_t v;
 this int32_t ec;
+this uint32_t y;		/* a receive's first bytes: a TLS record header? */
+this int tls;
 
 BEGIN
 {
 	/* Counters print even when zero (printa skips empty aggregations). */
 	@requests = sum(0); @replies = sum(0); @stream = sum(0); @noreply = sum(0);
 	@unmatched = sum(0); @without = sum(0); @malformed = sum(0);
+	@tls_conns = sum(0);
 	epoch = timestamp;
 	/* maps DTrace's timestamp to the wall clock (walltimestamp is ns since the epoch) */
 	printf("# clock timestamp_ns=%d walltimestamp_ns=%d\n", timestamp, walltimestamp);
@@ -219,6 +236,12 @@ BEGIN
 	    "ERR");
 }
 
+
+
+
+
+/* Where a message's bytes come from: the receive syscalls' returns and, in the
+ * _tls scripts, the returns of OpenSSL's reads (their plaintext). */
 
 
 
@@ -300,6 +323,27 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	this->kind = 0;
 	this->cmdns = 0;
 	self->rx_go = this->ret > 0;
+}
+
+/*
+ * R0t: a connection whose bytes are TLS records (handshake 0x16 or application
+ * data 0x17, version 3.x; OpenSSL reads a record's 5-byte header alone, Go's
+ * crypto/tls whole records) is not protocol traffic: counted once (@tls_conns,
+ * "tls:" at END), as the Linux probes count it. Never on a connection that
+ * has shown a request header.
+ */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && ((this->ret == 5 && this->n == 5) || this->n >= 16) && !known[pid, this->fd] &&
+    tlsfd[pid, this->fd] == 0/
+{
+	this->y = *(uint32_t *)copyin(this->buf, 4);
+	this->tls = ((this->y & 0xff) == 0x16 || (this->y & 0xff) == 0x17) &&
+	    ((this->y >> 8) & 0xff) == 3 && ((this->y >> 16) & 0xff) <= 4;
+	@tls_conns = sum(this->tls);
+	tlsfd[pid, this->fd] = this->tls;
 }
 
 /* R1: the buffer continues a message whose header came earlier. */
@@ -2355,7 +2399,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->lat = this->lat < 0 ? 0 : this->lat;
 	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
-	    pid, tid, this->fd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
+	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
 	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
 	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
@@ -2569,7 +2613,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->lat = this->lat < 0 ? 0 : this->lat;
 	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
-	    pid, tid, this->fd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
+	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
 	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
 	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
@@ -2781,7 +2825,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->lat = this->lat < 0 ? 0 : this->lat;
 	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
-	    pid, tid, this->fd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
+	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
 	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
 	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
@@ -2993,7 +3037,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->lat = this->lat < 0 ? 0 : this->lat;
 	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
-	    pid, tid, this->fd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
+	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
 	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
 	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
@@ -3205,7 +3249,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->lat = this->lat < 0 ? 0 : this->lat;
 	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
-	    pid, tid, this->fd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
+	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
 	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
 	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
@@ -3308,6 +3352,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 
 /* ---- close: free the connection's state ---------------------------------------- */
 
+
 syscall::close:entry, syscall::close_nocancel:entry
 /pid == $target && known[pid, (int)arg0]/
 {
@@ -3329,6 +3374,12 @@ syscall::close:entry, syscall::close_nocancel:entry
 	slot_op[pid, this->fd, 3] = 0; slot_len[pid, this->fd, 3] = 0;
 }
 
+syscall::close:entry, syscall::close_nocancel:entry
+/pid == $target && tlsfd[pid, (int)arg0] != 0/
+{
+	tlsfd[pid, (int)arg0] = 0;
+}
+
 /* ---- END ------------------------------------------------------------------------ */
 
 END
@@ -3338,5 +3389,8 @@ END
 	    @requests, @replies, @stream, @noreply);
 	printa("lost: unmatched replies %@d, requests without reply %@d, malformed headers %@d, dropped events 0\n",
 	    @unmatched, @without, @malformed);
+	/* TLS connections: whose bytes were TLS records, or whose plaintext came */
+	printf("\ntls:\n");
+	printa("  connections  %@d\n", @tls_conns);
 	printf("(dropped events: DTrace reports its own on stderr, e.g. \"dynamic variable drops\": raise -x dynvarsize)\n");
 }

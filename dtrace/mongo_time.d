@@ -24,6 +24,9 @@
  *
  *   requests: N  replies: N  stream replies: N  no-reply (moreToCome): N
  *   lost: unmatched replies N, requests without reply N, malformed headers N, dropped events 0
+ *   tls:
+ *     connections  N     connections whose bytes were TLS records (or, _tls,
+ *                        whose plaintext was decoded)
  *
  * The per-connection state machine is the one of the Linux probes
  * (probes/README.md): state keyed by (pid, fd), never by requestID alone, freed
@@ -89,10 +92,19 @@
  * takes about 6 s on a 2-core Linux machine (Oracle DTrace compiles the
  * unrolled clauses into BPF), so attach before the load starts;
  * nothing is printed per request, so the cost stays in the kernel.
+ * A receive on a connection not (yet) known as protocol traffic also reads its
+ * first 4 bytes once, to count TLS connections.
  *
  * Caveats:
- * - TLS plaintext is not decoded (the bcc tools decode OpenSSL's and Go's:
- *   probes/README.md, "TLS plaintext"); TLS connections' bytes are not headers.
+ * - TLS: mongo_time.d and mongo_snoop.d do not decode TLS plaintext; their
+ *   _tls twins decode OpenSSL's (SSL_read/SSL_write through the pid provider).
+ *   A connection whose bytes are TLS records is counted ("tls:" at END;
+ *   mongoprobe says "not traced: N connections look like TLS").
+ * - Go crypto/tls (FerretDB) is not decoded by any D script: D cannot name
+ *   its functions. A probe description may not hold "/", "(" or ")"
+ *   (crypto/tls.(*Conn).Read); Oracle DTrace's pid provider skips every
+ *   symbol with a "." when it globs; its absolute-address form
+ *   (pid$target:a.out:-:ADDR) matched no probe (dtrace-utils 8a1264bf).
  * - LP64, little-endian targets only (x86-64, arm64): iovec/msghdr offsets are
  *   the 64-bit ones, header fields are read as native int32.
  * - A request header split across two receives (1-15 bytes at a message
@@ -139,6 +151,7 @@ inline int OP_COMPRESSED = 2012;
 inline int OP_MSG = 2013;
 inline int MAX_MESSAGE = 48000000;	/* the server's maxMessageSizeBytes */
 inline int SLOTS = 4;			/* outstanding requests kept per connection */
+inline int TLS_FD = 0x40000000;		/* fd | TLS_FD: a TLS connection's plaintext state */
 
 /*
  * Per connection, keyed [pid, fd] (probes/README.md): declared here because the
@@ -167,6 +180,7 @@ int64_t txhave[int, int];	/* 1-15 bytes of a reply header split across sends, */
 uint64_t txh0[int, int];	/* kept as two little-endian words */
 uint64_t txh1[int, int];
 uint64_t txts[int, int];	/* and the time of that first send */
+int tlsfd[int, int];		/* 1: its bytes are TLS records; 2: its plaintext was decoded */
 
 /* Clause-local variables, typed once (an untyped "this->x = 0" is an int). */
 this int fd;
@@ -212,12 +226,15 @@ this uint64_t et;
 this int64_t vs;
 this uint64_t v;
 this int32_t ec;
+this uint32_t y;		/* a receive's first bytes: a TLS record header? */
+this int tls;
 
 BEGIN
 {
 	/* Counters print even when zero (printa skips empty aggregations). */
 	@requests = sum(0); @replies = sum(0); @stream = sum(0); @noreply = sum(0);
 	@unmatched = sum(0); @without = sum(0); @malformed = sum(0);
+	@tls_conns = sum(0);
 	epoch = timestamp;
 	/* maps DTrace's timestamp to the wall clock (walltimestamp is ns since the epoch) */
 	printf("# clock timestamp_ns=%d walltimestamp_ns=%d\n", timestamp, walltimestamp);
@@ -225,6 +242,12 @@ BEGIN
 	    $target);
 }
 
+
+
+
+
+/* Where a message's bytes come from: the receive syscalls' returns and, in the
+ * _tls scripts, the returns of OpenSSL's reads (their plaintext). */
 
 
 
@@ -306,6 +329,27 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	this->kind = 0;
 	this->cmdns = 0;
 	self->rx_go = this->ret > 0;
+}
+
+/*
+ * R0t: a connection whose bytes are TLS records (handshake 0x16 or application
+ * data 0x17, version 3.x; OpenSSL reads a record's 5-byte header alone, Go's
+ * crypto/tls whole records) is not protocol traffic: counted once (@tls_conns,
+ * "tls:" at END), as the Linux probes count it. Never on a connection that
+ * has shown a request header.
+ */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && ((this->ret == 5 && this->n == 5) || this->n >= 16) && !known[pid, this->fd] &&
+    tlsfd[pid, this->fd] == 0/
+{
+	this->y = *(uint32_t *)copyin(this->buf, 4);
+	this->tls = ((this->y & 0xff) == 0x16 || (this->y & 0xff) == 0x17) &&
+	    ((this->y >> 8) & 0xff) == 3 && ((this->y >> 16) & 0xff) <= 4;
+	@tls_conns = sum(this->tls);
+	tlsfd[pid, this->fd] = this->tls;
 }
 
 /* R1: the buffer continues a message whose header came earlier. */
@@ -2378,14 +2422,14 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[pid, this->fd, this->s]] = quantize(this->lat);
-	@by_conn[pid, this->fd] = quantize(this->lat);
+	@by_conn[pid, this->fd & ~TLS_FD] = quantize(this->lat);
 	@replies_cmd[slot_cmd[pid, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
 	@total_cmd[slot_cmd[pid, this->fd, this->s]] = sum(this->lat);
-	@total_conn[pid, this->fd] = sum(this->lat);
+	@total_conn[pid, this->fd & ~TLS_FD] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
 	@max_cmd[slot_cmd[pid, this->fd, this->s]] = max(this->lat);
-	@max_conn[pid, this->fd] = max(this->lat);
+	@max_conn[pid, this->fd & ~TLS_FD] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[pid, this->fd] = this->tl + 1;
@@ -2606,14 +2650,14 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[pid, this->fd, this->s]] = quantize(this->lat);
-	@by_conn[pid, this->fd] = quantize(this->lat);
+	@by_conn[pid, this->fd & ~TLS_FD] = quantize(this->lat);
 	@replies_cmd[slot_cmd[pid, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
 	@total_cmd[slot_cmd[pid, this->fd, this->s]] = sum(this->lat);
-	@total_conn[pid, this->fd] = sum(this->lat);
+	@total_conn[pid, this->fd & ~TLS_FD] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
 	@max_cmd[slot_cmd[pid, this->fd, this->s]] = max(this->lat);
-	@max_conn[pid, this->fd] = max(this->lat);
+	@max_conn[pid, this->fd & ~TLS_FD] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[pid, this->fd] = this->tl + 1;
@@ -2832,14 +2876,14 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[pid, this->fd, this->s]] = quantize(this->lat);
-	@by_conn[pid, this->fd] = quantize(this->lat);
+	@by_conn[pid, this->fd & ~TLS_FD] = quantize(this->lat);
 	@replies_cmd[slot_cmd[pid, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
 	@total_cmd[slot_cmd[pid, this->fd, this->s]] = sum(this->lat);
-	@total_conn[pid, this->fd] = sum(this->lat);
+	@total_conn[pid, this->fd & ~TLS_FD] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
 	@max_cmd[slot_cmd[pid, this->fd, this->s]] = max(this->lat);
-	@max_conn[pid, this->fd] = max(this->lat);
+	@max_conn[pid, this->fd & ~TLS_FD] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[pid, this->fd] = this->tl + 1;
@@ -3058,14 +3102,14 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[pid, this->fd, this->s]] = quantize(this->lat);
-	@by_conn[pid, this->fd] = quantize(this->lat);
+	@by_conn[pid, this->fd & ~TLS_FD] = quantize(this->lat);
 	@replies_cmd[slot_cmd[pid, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
 	@total_cmd[slot_cmd[pid, this->fd, this->s]] = sum(this->lat);
-	@total_conn[pid, this->fd] = sum(this->lat);
+	@total_conn[pid, this->fd & ~TLS_FD] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
 	@max_cmd[slot_cmd[pid, this->fd, this->s]] = max(this->lat);
-	@max_conn[pid, this->fd] = max(this->lat);
+	@max_conn[pid, this->fd & ~TLS_FD] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[pid, this->fd] = this->tl + 1;
@@ -3284,14 +3328,14 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[pid, this->fd, this->s]] = quantize(this->lat);
-	@by_conn[pid, this->fd] = quantize(this->lat);
+	@by_conn[pid, this->fd & ~TLS_FD] = quantize(this->lat);
 	@replies_cmd[slot_cmd[pid, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
 	@total_cmd[slot_cmd[pid, this->fd, this->s]] = sum(this->lat);
-	@total_conn[pid, this->fd] = sum(this->lat);
+	@total_conn[pid, this->fd & ~TLS_FD] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
 	@max_cmd[slot_cmd[pid, this->fd, this->s]] = max(this->lat);
-	@max_conn[pid, this->fd] = max(this->lat);
+	@max_conn[pid, this->fd & ~TLS_FD] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[pid, this->fd] = this->tl + 1;
@@ -3402,6 +3446,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 
 /* ---- close: free the connection's state ---------------------------------------- */
 
+
 syscall::close:entry, syscall::close_nocancel:entry
 /pid == $target && known[pid, (int)arg0]/
 {
@@ -3421,6 +3466,12 @@ syscall::close:entry, syscall::close_nocancel:entry
 	slot_op[pid, this->fd, 2] = 0; slot_len[pid, this->fd, 2] = 0;
 	slot_rid[pid, this->fd, 3] = 0; slot_ts[pid, this->fd, 3] = 0;
 	slot_op[pid, this->fd, 3] = 0; slot_len[pid, this->fd, 3] = 0;
+}
+
+syscall::close:entry, syscall::close_nocancel:entry
+/pid == $target && tlsfd[pid, (int)arg0] != 0/
+{
+	tlsfd[pid, (int)arg0] = 0;
 }
 
 /* ---- END ------------------------------------------------------------------------ */
@@ -3461,5 +3512,8 @@ END
 	    @requests, @replies, @stream, @noreply);
 	printa("lost: unmatched replies %@d, requests without reply %@d, malformed headers %@d, dropped events 0\n",
 	    @unmatched, @without, @malformed);
+	/* TLS connections: whose bytes were TLS records, or whose plaintext came */
+	printf("\ntls:\n");
+	printa("  connections  %@d\n", @tls_conns);
 	printf("(dropped events: DTrace reports its own on stderr, e.g. \"dynamic variable drops\": raise -x dynvarsize)\n");
 }

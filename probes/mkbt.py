@@ -13,6 +13,9 @@ and this script expands them:
     %%NAME%%                                        expand a block (indented as the use)
     %%if latency|snoop ...lines... %%endif           keep the lines in one tool only
 
+A tool's name may carry features after "+" ("time+tls": the tool "time" with the
+feature "tls"): %%if keeps its lines when the tool or any of its features is named.
+
 The generated files are committed so each tool runs on its own; tests run
 `mkbt.py --check` so they never drift from the template.
 """
@@ -28,8 +31,12 @@ HERE = Path(__file__).resolve().parent
 TARGETS = {
     HERE / "mongo_wire.bt.in": {"latency": HERE / "mongo_latency.bt",
                                 "snoop": HERE / "mongo_snoop.bt"},
-    HERE.parent / "dtrace" / "mongo_wire.d.in": {"time": HERE.parent / "dtrace" / "mongo_time.d",
-                                                 "snoop": HERE.parent / "dtrace" / "mongo_snoop.d"},
+    HERE.parent / "dtrace" / "mongo_wire.d.in": {
+        "time": HERE.parent / "dtrace" / "mongo_time.d",
+        "snoop": HERE.parent / "dtrace" / "mongo_snoop.d",
+        # the same with OpenSSL's SSL_read/SSL_write through the pid provider
+        "time+tls": HERE.parent / "dtrace" / "mongo_time_tls.d",
+        "snoop+tls": HERE.parent / "dtrace" / "mongo_snoop_tls.d"},
 }
 USE = re.compile(r"^(\s*)%%([A-Z_]+)%%\s*$")
 
@@ -49,7 +56,7 @@ def expand(template: str, tool: str) -> str:
                 body.append(inner)
             blocks[name] = body
         elif s.startswith("%%if "):
-            keep.append(keep[-1] and tool in s.split()[1].split("|"))
+            keep.append(keep[-1] and selects(s, tool))
         elif s == "%%endif":
             keep.pop()
         elif keep[-1]:
@@ -72,12 +79,17 @@ def expand(template: str, tool: str) -> str:
     return "\n".join(subst(out)) + "\n"
 
 
+def selects(directive: str, tool: str) -> bool:
+    """Does "%%if a|b" keep its lines in tool ("name" or "name+feature+...")?"""
+    return bool(set(tool.split("+")) & set(directive.split()[1].split("|")))
+
+
 def filter_tool(lines: list[str], tool: str) -> list[str]:
     keep, res = [True], []
     for line in lines:
         s = line.strip()
         if s.startswith("%%if "):
-            keep.append(keep[-1] and tool in s.split()[1].split("|"))
+            keep.append(keep[-1] and selects(s, tool))
         elif s == "%%endif":
             keep.pop()
         elif keep[-1]:

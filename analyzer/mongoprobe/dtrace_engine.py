@@ -5,10 +5,16 @@ One path for every subcommand: ``run`` starts ``dtrace -s dtrace/SCRIPT -p PID``
 END still runs and prints), and returns its stdout lines and what DTrace reported
 lost on stderr. The readers turn those lines into the summaries the other engines
 give: ``latency_summary`` (mongo_time.d), ``snoop_events`` (mongo_snoop.d).
+
+TLS (``--tls auto|on|off``): ``tls_script`` swaps a wire script for its ``_tls``
+twin (OpenSSL's SSL_read/SSL_write through the pid provider) when
+``probes/tlshooks.py`` finds OpenSSL in the target; ``tls_report`` reads the
+scripts' ``tls:`` block into the ``untraced``/``tls`` keys the other engines give.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from typing import Callable
@@ -34,7 +40,8 @@ AGG_PER_CONN = 8192
 
 def wire_options(script: str, max_connections: int = probes.MAX_CONNECTIONS) -> tuple[str, ...]:
     """The -x options of a wire script sized for ``max_connections`` (never below
-    WIRE_OPTIONS' sizes)."""
+    WIRE_OPTIONS' sizes; a ``_tls`` script's are its plain twin's)."""
+    script = script.replace("_tls.d", ".d")
     mb = 1 << 20
     dyn = max(16 * mb, max_connections * DYNVAR_PER_CONN)
     opts = [f"dynvarsize={-(-dyn // mb)}m"]
@@ -42,6 +49,91 @@ def wire_options(script: str, max_connections: int = probes.MAX_CONNECTIONS) -> 
         opts.append(f"aggsize={-(-max(4 * mb, max_connections * AGG_PER_CONN) // mb)}m")
     return tuple(opts) + tuple(o for o in WIRE_OPTIONS[script]
                                if not o.startswith("dynvarsize="))
+
+
+@dataclass
+class TlsChoice:
+    """What ``tls_script`` chose: the script to run, its macro arguments, the OpenSSL
+    hooked (a description, or None) and lines to say on stderr."""
+    script: str
+    args: tuple[str, ...] = ()
+    hooked: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _tlshooks():
+    """probes/tlshooks.py (which TLS library a process uses; shared with the bcc tools)."""
+    import importlib.util
+
+    path = probes.probes_dir() / "tlshooks.py"
+    spec = importlib.util.spec_from_file_location("tlshooks", path)
+    if spec is None or not path.exists():
+        raise probes.ProbeError(f"{path} not found (set MONGOPROBE_PROBES to the probes/ folder)")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def tls_script(script: str, pid: int, mode: str = "auto") -> TlsChoice:
+    """The wire script to run for ``--tls MODE``: ``script``'s ``_tls`` twin, with the
+    OpenSSL module as $1 ("libssl.so.3", or "a.out" when OpenSSL is in the executable),
+    when ``mode`` is auto or on and the target has OpenSSL; else ``script`` itself.
+    ``mode`` on without OpenSSL: ProbeError (Go's crypto/tls cannot be hooked from D:
+    its probe descriptions cannot name the functions)."""
+    if mode == "off":
+        return TlsChoice(script)
+    name = script.removesuffix(".d")
+    th = _tlshooks()
+    try:
+        hooks = th.find(pid)
+    except (OSError, th.TlsError) as e:     # TlsError: found, not hookable
+        if mode == "on":
+            raise probes.ProbeError(f"--tls on: {e}") from None
+        return TlsChoice(script, notes=[f"{name}: TLS plaintext not decoded: {e}"])
+    notes = [f"{name}: TLS Go crypto/tls in {h.shown} is not decoded by DTrace (D cannot "
+             "name crypto/tls.(*Conn).Read/Write): its connections are only counted; "
+             "--engine bcc decodes them" for h in hooks if h.kind == "go"]
+    ssl = [h for h in hooks if h.kind == "openssl"]
+    if not ssl:
+        if mode == "on":
+            what = " (only Go crypto/tls, which D cannot name)" if notes else ""
+            raise probes.ProbeError(f"--tls on: PID {pid} has no OpenSSL for DTrace to hook"
+                                    f"{what}; --engine bcc decodes OpenSSL and Go crypto/tls")
+        return TlsChoice(script, notes=notes)
+    h = ssl[0]
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        exe = None
+    module = "a.out" if h.shown == exe else os.path.basename(h.shown)
+    hooked = (f"OpenSSL {'/'.join(h.funcs)} in {h.shown} (pid provider: entry and "
+              "return)")
+    tls = f"{name}_tls.d"
+    return TlsChoice(tls, (module,), hooked,
+                     notes + [f"{name}_tls: TLS plaintext from {hooked}"])
+
+
+def tls_report(text: str, hooked: str | None) -> tuple[dict, dict | None]:
+    """The wire scripts' ``tls:`` block -> (untraced, tls) as the other engines give them:
+    ``untraced`` {"tls_connections" (TLS connections not decoded), "tls_hooked",
+    "tls_calls_without_socket"}; ``tls`` {"hooked": [...], "connections" (decoded),
+    "calls"} when OpenSSL was hooked, else None. ({}, None) for output without the block
+    (scripts older than it)."""
+    import io
+
+    from .formats.quantize import parse_scalars
+
+    s = parse_scalars(io.StringIO(text), "dtrace")
+    t = {r.key: int(r.value) for r in s.itertuples(index=False) if r.name == "tls"}
+    if not t:
+        return {}, None
+    decoded = t.get("decoded", 0)
+    untraced = {"tls_connections": t.get("connections", 0) - decoded,
+                "tls_hooked": 1 if hooked else 0,
+                "tls_calls_without_socket": t.get("calls_without_socket", 0)}
+    tls = ({"hooked": [hooked], "connections": decoded, "calls": t.get("calls", 0)}
+           if hooked else None)
+    return untraced, tls
 
 
 @dataclass
@@ -92,17 +184,20 @@ def failed(run: DtraceRun) -> str | None:
     return (errors or run.stderr or [f"exit status {run.returncode}"])[-1]
 
 
-def latency_summary(run: DtraceRun, pid: int | None = None):
-    """mongo_time.d's END output -> latency.LatencySummary (engine "dtrace")."""
+def latency_summary(run: DtraceRun, pid: int | None = None, hooked: str | None = None):
+    """mongo_time.d's END output -> latency.LatencySummary (engine "dtrace"); ``hooked``:
+    the OpenSSL mongo_time_tls.d hooked (TlsChoice.hooked)."""
     from . import latency
     from .formats.dtrace_latency import (parse_dtrace_failures, parse_dtrace_latency,
                                          parse_dtrace_latency_totals)
 
     text = "".join(run.lines)
-    return latency.from_dtrace_quantize(parse_dtrace_latency(text, "mongo_time.d"),
-                                        parse_dtrace_latency_totals(text, "mongo_time.d"),
-                                        run.dropped, pid,
-                                        parse_dtrace_failures(text, "mongo_time.d"))
+    s = latency.from_dtrace_quantize(parse_dtrace_latency(text, "mongo_time.d"),
+                                     parse_dtrace_latency_totals(text, "mongo_time.d"),
+                                     run.dropped, pid,
+                                     parse_dtrace_failures(text, "mongo_time.d"))
+    s.untraced, s.tls = tls_report(text, hooked)
+    return s
 
 
 def snoop_events(lines: list[str]) -> pd.DataFrame:

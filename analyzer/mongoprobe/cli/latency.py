@@ -26,9 +26,11 @@ def _positive(s: str) -> int:
     return n
 
 TLS_HELP = ("decode TLS plaintext through uprobes on the target's TLS library: "
-            "--engine bcc only (OpenSSL SSL_read/SSL_write/SSL_read_ex/SSL_write_ex in "
-            "libssl or the executable; Go crypto/tls (*Conn).Read/Write); bpftrace and "
-            "dtrace count TLS connections but do not decode them. auto (default): hook "
+            "--engine bcc (OpenSSL SSL_read/SSL_write/SSL_read_ex/SSL_write_ex in "
+            "libssl or the executable; Go crypto/tls (*Conn).Read/Write); "
+            "--engine dtrace: OpenSSL only (pid provider; D cannot name Go's "
+            "functions); bpftrace counts TLS connections but does not decode them. "
+            "auto (default): hook "
             "the library when the target has one; on: fail when none can be hooked; "
             "off: syscalls only")
 
@@ -41,6 +43,7 @@ LATENCY_EXAMPLES = """examples:
   mongoprobe latency -p 4127 --events ev.jsonl -d 30   # exact, per request
   mongoprobe latency -p 4127 --events ev.parquet --events-sample 100 -d 30
   mongoprobe latency -p 4127 --engine bcc --tls on   # TLS plaintext (OpenSSL, Go)
+  mongoprobe latency -p 4127 --engine dtrace --tls on -d 30   # OpenSSL's plaintext
 """
 
 SNOOP_EXAMPLES = """examples:
@@ -52,9 +55,6 @@ SNOOP_EXAMPLES = """examples:
 
 def _check_trace(args: argparse.Namespace) -> None:
     check_trace(args.engine, args.pid)
-    if args.engine == "dtrace" and args.tls == "on":
-        raise CommandError("--tls on: the D scripts do not decode TLS; --engine bcc does "
-                           "(OpenSSL, Go crypto/tls)", 2)
 
 
 def _started(probe, args: argparse.Namespace, sizing: str | None = None) -> None:
@@ -154,15 +154,24 @@ def cmd_latency(args: argparse.Namespace) -> int:
 
 
 def _run_dtrace(script: str, args: argparse.Namespace, on_line=None):
-    from .. import dtrace_engine
+    """Run a wire script (its _tls twin when --tls finds OpenSSL): (run, hooked)."""
+    from .. import dtrace_engine, probes
+    try:
+        tls = dtrace_engine.tls_script(script, args.pid, args.tls)
+    except probes.ProbeError as e:
+        raise CommandError(str(e)) from None
+    for note in tls.notes:      # what was hooked, or why not
+        print(note, file=sys.stderr, flush=True)
+    script = tls.script
     options = dtrace_engine.wire_options(script, args.max_connections)
-    return run_dtrace(script, args.pid, args.duration,
-                      lambda lines: any(ln.startswith("requests: ") for ln in lines),
-                      on_line=on_line, options=options,
-                      banner=f"{script}: sized for {args.max_connections} connections "
-                             f"(--max-connections): -x {' -x '.join(options)}\n"
-                             f"Tracing MongoDB requests of PID {args.pid} (dtrace "
-                             f"{script})... Hit Ctrl-C to end.")
+    run = run_dtrace(script, args.pid, args.duration,
+                     lambda lines: any(ln.startswith("requests: ") for ln in lines),
+                     args=tls.args, on_line=on_line, options=options,
+                     banner=f"{script}: sized for {args.max_connections} connections "
+                            f"(--max-connections): -x {' -x '.join(options)}\n"
+                            f"Tracing MongoDB requests of PID {args.pid} (dtrace "
+                            f"{script})... Hit Ctrl-C to end.")
+    return run, tls.hooked
 
 
 def _dtrace_full_hint(run, script: str, args: argparse.Namespace) -> None:
@@ -186,18 +195,19 @@ def _latency_dtrace(args: argparse.Namespace) -> int:
                            "--engine bpftrace|bcc")
     if args.events:
         from ..formats import wire_events
-        run = _run_dtrace("mongo_snoop.d", args)
+        run, hooked = _run_dtrace("mongo_snoop.d", args)
         events = dtrace_engine.snoop_events(run.lines)
         summary = latency.from_events(events, engine="dtrace", pid=args.pid,
                                       checked=wire_events.snoop_checks_replies(run.lines))
         summary.counts, summary.lost = dtrace_engine.snoop_footer(run.lines)
         summary.lost["dropped"] = run.dropped
+        summary.untraced, summary.tls = dtrace_engine.tls_report("".join(run.lines), hooked)
         from ..formats.wire_events import write_events_json
         with open(args.events, "w") as fh:
             write_events_json(events, fh)
     else:
-        run = _run_dtrace("mongo_time.d", args)
-        summary = dtrace_engine.latency_summary(run, args.pid)
+        run, hooked = _run_dtrace("mongo_time.d", args)
+        summary = dtrace_engine.latency_summary(run, args.pid, hooked)
     _print_summary(summary, args)
     print(run.loss_line(), file=sys.stderr)
     _dtrace_full_hint(run, "mongo_snoop.d" if args.events else "mongo_time.d", args)
@@ -224,10 +234,14 @@ def _snoop_dtrace(args: argparse.Namespace) -> int:
         elif row or line.startswith("TIME(s)"):
             print(line, end="", flush=True)
 
-    run = _run_dtrace("mongo_snoop.d", args, on_line=show)
+    run, hooked = _run_dtrace("mongo_snoop.d", args, on_line=show)
     counts, lost = dtrace_engine.snoop_footer(run.lines)
     lost["dropped"] = run.dropped
     print(latency.footer(counts, lost), file=sys.stderr if args.json else sys.stdout)
+    untraced, tls = dtrace_engine.tls_report("".join(run.lines), hooked)
+    for line in (latency.tls_line(tls), latency.untraced_line(untraced)):
+        if line:
+            print(line, file=sys.stderr if args.json else sys.stdout)
     print(run.loss_line(), file=sys.stderr)
     _dtrace_full_hint(run, "mongo_snoop.d", args)
     return 0

@@ -97,12 +97,15 @@ def snoop_checks_replies(lines: Iterable[str]) -> bool:
 
 def parse_snoop(lines: Iterable[str], source: str = "<snoop>") -> pd.DataFrame:
     """mongo_snoop.bt / mongo_snoop.d text output. Banner, header, comments, blank lines
-    and mongo_snoop.d's footer (``requests:``, ``lost:``, ``(dropped events...``) are skipped."""
+    and mongo_snoop.d's footer (``requests:``, ``lost:``, the ``tls:`` block, ``(dropped
+    events...``: everything from ``requests:`` on) are skipped."""
     rows = []
+    footer = False
     for n, line in enumerate(lines, 1):
         s = line.strip()
-        if not s or s.startswith(("#", "TIME", "Tracing", "Attaching", "@", "requests: ",
-                                  "lost: ", "(dropped events")):
+        footer = footer or s.startswith("requests: ")
+        if footer or not s or s.startswith(("#", "TIME", "Tracing", "Attaching", "@",
+                                            "lost: ", "(dropped events", "TLS plaintext")):
             continue
         row = parse_snoop_line(s)
         if row is None:

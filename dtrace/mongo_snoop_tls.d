@@ -1,0 +1,3830 @@
+#!/usr/sbin/dtrace -s
+/*
+ * mongo_snoop_tls.d	mongo_snoop.d (below) plus the TLS plaintext of OpenSSL.
+ * mongo_snoop.d	MongoDB wire-protocol requests of one server, one line each.
+ *		For illumos/SmartOS, FreeBSD, macOS and Linux (Oracle DTrace), uses DTrace.
+ *
+ * USAGE: dtrace -s mongo_snoop_tls.d -p PID MODULE [-x dynvarsize=64m] [-x bufsize=16m]
+ * USAGE: dtrace -s mongo_snoop.d -p PID [-x dynvarsize=64m] [-x bufsize=16m]
+ *        (runs until Ctrl-C or SIGTERM; mongoprobe snoop --engine dtrace runs it)
+ *
+ * This _tls script is the plain one plus OpenSSL's plaintext: MODULE is the
+ * object holding SSL_read/SSL_write, as the pid provider names it (the basename
+ * of the libssl the process maps, e.g. libssl.so.3, or a.out when OpenSSL is
+ * linked into the executable). mongoprobe latency|snoop --engine dtrace --tls
+ * auto|on picks it when probes/tlshooks.py finds OpenSSL in the target; with
+ * --tls off, or no OpenSSL found, it runs the plain script.
+ *
+ * The DTrace twin of probes/mongo_snoop.bt, with its line layout: one line per
+ * request when its first reply is sent (mongoprobe.formats.wire_events reads
+ * both):
+ *
+ *   TIME(s) PID TID FD REQID OPCODE COMMAND BYTES_IN BYTES_OUT LAT(us) F ERR
+ *
+ * TIME is seconds since the start ("# clock" maps it to the wall clock), REQID
+ * the request's requestID, BYTES_IN/OUT the request's and the first reply's
+ * messageLength, LAT the server's own time (the receive that completed the
+ * request to the send that carries its reply), F "m" when the reply has
+ * moreToCome (an exhaust stream follows), ERR 0, or the error code of a reply
+ * that failed (-1: it had none; "Replies that failed" in probes/README.md).
+ * At the end: the footer every mongoprobe tool prints.
+ *
+ * Example (tests/wireserver.py --mode mongod; samples/dtrace/, three lines):
+ *
+ *   TIME(s)  PID   TID   FD REQID OPCODE COMMAND     BYTES_IN BYTES_OUT LAT(us) F
+ *   0.083480 30627 30709 6  1     OP_MSG find              75        34 87.680  -
+ *   0.084984 30627 30709 6  4     OP_MSG insert        100098        34 169.883 -
+ *   0.139154 30627 30720 12 1     OP_MSG exhaustTest       57        34 52.138  m
+ *
+ * Read it as: fd 6's 100 KB insert (received by header, then body, as mongod
+ * reads) was answered 170 us after its last byte arrived; the exhaust request
+ * on fd 12 was answered with moreToCome, so a stream of replies followed.
+ *
+ *   requests: N  replies: N  stream replies: N  no-reply (moreToCome): N
+ *   lost: unmatched replies N, requests without reply N, malformed headers N, dropped events 0
+ *   tls:
+ *     connections  N     connections whose bytes were TLS records (or, _tls,
+ *                        whose plaintext was decoded)
+ *     decoded  N         of them, connections whose plaintext was decoded
+ *     calls  N           OpenSSL calls that returned plaintext
+ *     calls_without_socket  N   of them, with no socket known (not decoded)
+ *
+ * The per-connection state machine is the one of the Linux probes
+ * (probes/README.md): state keyed by (pid, fd), never by requestID alone, freed
+ * on close(); a header is valid when 16 <= messageLength <= 48000000 and the
+ * opcode is known; up to 8 messages per receive and 4 per send (D has no loops:
+ * the clauses are unrolled); a ring of 4 outstanding requests per connection
+ * (pipelining), matched oldest first; exhaust replies counted as stream
+ * replies; a reply header split across sends completed from the next send;
+ * command names from the buffer that holds them (mongod reads the 16-byte
+ * header, then the body). OP_MSG: first key of the kind-0 body; OP_QUERY on
+ * "db.$cmd": first key of the query (unwrapping $query), else "find"; legacy
+ * opcodes: the opcode name; OP_COMPRESSED: "[compressed]". Copies headers and
+ * names only, never document contents.
+ *
+ * Syscalls hooked, on one pid (-p), with the first iovec of the vector forms:
+ *   Linux:           read readv recvfrom recvmsg / write writev sendto sendmsg, close
+ *   illumos/SmartOS: read readv recv recvfrom recvmsg / write writev send sendto
+ *                    sendmsg, close
+ *   FreeBSD:         read readv recvfrom recvmsg / write writev sendto sendmsg, close
+ *   macOS:           the FreeBSD set plus each *_nocancel variant
+ * Names are listed rather than globbed (syscall::read*: would also match
+ * readlink); "#pragma D option zdefs" lets the names an OS lacks match nothing
+ * (check the "matched N probes" line for a misspelt one).
+ *
+ * CHECKED: Oracle DTrace 2.0 on Linux 6.18 (dtrace-utils 8a1264bf, x86-64):
+ * compiled by dtrace -e and run (tests/test_dtrace.py) on FerretDB v1.24.0
+ * (read/write; per-command counts equal its /debug/metrics and
+ * probes/mongo_latency.bt's on the same workload) and on tests/wireserver.py
+ * in every mode (recvmsg header-then-body and sendmsg as mongod, readv/writev,
+ * recvfrom/sendto, replies split across writes; pipelining, moreToCome,
+ * OP_QUERY, OP_COMPRESSED, exhaust): exact counts, nothing lost.
+ * NOT CHECKED on illumos/SmartOS, FreeBSD or macOS: the D compiler's checks
+ * are the same there, but no run has been made. Unchecked there: the recv and
+ * send syscalls (illumos), the *_nocancel variants (macOS), that arg1 holds a
+ * syscall's return value at :return, copyin() of a variable length (T4) and
+ * the struct msghdr/iovec offsets (LP64 assumed). Treat the first run as a
+ * test and compare its counts with the server's own (mongod serverStatus
+ * opcounters).
+ *
+ * Overhead: every read/write-family syscall of the pid runs a few hundred DIF
+ * instructions (more per message received) and a few dynamic-variable lookups
+ * (not yet measured under DTrace: bench/ measures the Linux probes); starting
+ * takes about 6 s on a 2-core Linux machine (Oracle DTrace compiles the
+ * unrolled clauses into BPF), so attach before the load starts;
+ * one printf per request on top of that; at thousands of requests per second
+ * prefer mongo_time.d.
+ * A receive on a connection not (yet) known as protocol traffic also reads its
+ * first 4 bytes once, to count TLS connections.
+ * The _tls script adds, per request, 4 uprobe hits (SSL_read and SSL_write,
+ * entry and return; their traps cost more than the clauses) and the framing
+ * of the plaintext. Measured on a 2-CPU Linux VM shared with other runs
+ * (Oracle DTrace 8a1264bf; tests/wireserver.py --tls --mode readwrite, one
+ * connection, a Python client sending 3,000 pings, 3 alternating runs,
+ * medians): 18,900 requests/s untraced, 8,300 under mongo_time.d (which
+ * sees only ciphertext), 3,900 under mongo_time_tls.d: about 130 us more per
+ * request than mongo_time.d, 200 us more than untraced. DTrace's own BPF
+ * programs of mongo_time_tls.d ran 126 us per request (bpf_stats:
+ * run_time_ns of its 27 programs over the 3,000 requests), the rest is the
+ * uprobe traps. A server spending ~1 ms of CPU per request would lose some
+ * 20% (an estimate from these figures, not measured); a fast one far more:
+ * measure with and without before trusting its throughput.
+ *
+ * TLS plaintext (OpenSSL; probes/README.md, "TLS plaintext", the bcc twin):
+ *   pid$target:MODULE:SSL_read, SSL_write, SSL_read_ex, SSL_write_ex at entry
+ *   (buffer, SSL *, the _ex count's address, the time) and return (arg1: the
+ *   return value; _ex: 1, the count copied in). The connection is the fd of
+ *   the socket syscall made inside the call by the same thread (self->),
+ *   else the last fd seen for its SSL *; the plaintext is framed by the same
+ *   clauses as a syscall's bytes, on the state [pid, fd | TLS_FD], apart from
+ *   the fd's ciphertext. A request completes at the return of the read that
+ *   completed it (after decryption); a reply is timed at the entry of the
+ *   write carrying it (before encryption): the server's time without crypto.
+ *   A call with plaintext and no socket known (memory BIOs: mongod's asio)
+ *   is counted (calls_without_socket), not decoded.
+ *
+ * Caveats:
+ * - TLS: mongo_time.d and mongo_snoop.d do not decode TLS plaintext; their
+ *   _tls twins decode OpenSSL's (SSL_read/SSL_write through the pid provider).
+ *   A connection whose bytes are TLS records is counted ("tls:" at END;
+ *   mongoprobe says "not traced: N connections look like TLS").
+ * - Go crypto/tls (FerretDB) is not decoded by any D script: D cannot name
+ *   its functions. A probe description may not hold "/", "(" or ")"
+ *   (crypto/tls.(*Conn).Read); Oracle DTrace's pid provider skips every
+ *   symbol with a "." when it globs; its absolute-address form
+ *   (pid$target:a.out:-:ADDR) matched no probe (dtrace-utils 8a1264bf).
+ * - LP64, little-endian targets only (x86-64, arm64): iovec/msghdr offsets are
+ *   the 64-bit ones, header fields are read as native int32.
+ * - A request header split across two receives (1-15 bytes at a message
+ *   boundary) counts as malformed and resets the framing (the Linux probes do
+ *   the same; the analyzer's stream decoder handles it).
+ * - Command names are cut at 32 bytes, OP_QUERY namespaces at 63.
+ * - Command name strings stay in dynamic variables per (pid, fd) until the fd
+ *   number is reused (a string dynamic variable cannot be freed portably).
+ * - Losses of DTrace itself are printed on stderr, not in the footer ("N
+ *   dynamic variable drops": raise -x dynvarsize; "N drops on CPU": raise
+ *   -x bufsize); mongoprobe counts them into "dropped events".
+ * - macOS: System Integrity Protection must allow DTrace (csrutil enable
+ *   --without dtrace), or the syscall provider is unavailable.
+ * - Oracle DTrace on Linux: mount debugfs first; stop a background dtrace with
+ *   SIGTERM (it ignores SIGINT when started in the background).
+ *
+ * Copyright the mongoprobe authors. Licensed under the Apache License, Version 2.0.
+ * Derived from mongo_snoop.d by Max Bruning (Joyent, 2014), who took the first
+ * 16 bytes of every send/recv as a header and printed opcodes as numbers.
+ * Generated from mongo_wire.d.in by probes/mkbt.py: edit the template, not this file.
+ */
+
+#pragma D option quiet
+#pragma D option zdefs
+#pragma D option strsize=64
+/*
+ * No dynvarsize/bufsize pragma: a pragma overrides the command line's -x (checked
+ * on Oracle DTrace: -x dynvarsize=64 did not shrink a pragma's 16m), so the sizes
+ * are left to -x. mongoprobe's --max-connections N (default 10,000) passes
+ * dynvarsize = max(16m, 4 KB x N) (a connection's state, its 4 request slots
+ * included) and, for mongo_time.d, aggsize = max(4m, 8 KB x N) (its per-connection
+ * quantize, sum and max; 2 KB each lost updates at 10,000 connections); bufsize=8m
+ * for snoop. At 10,000 connections: -x dynvarsize=40m -x aggsize=80m, exact.
+ */
+#pragma D option switchrate=10hz
+
+inline int OP_REPLY = 1;
+inline int OP_UPDATE = 2001;
+inline int OP_INSERT = 2002;
+inline int OP_QUERY = 2004;
+inline int OP_GET_MORE = 2005;
+inline int OP_DELETE = 2006;
+inline int OP_KILL_CURSORS = 2007;
+inline int OP_COMPRESSED = 2012;
+inline int OP_MSG = 2013;
+inline int MAX_MESSAGE = 48000000;	/* the server's maxMessageSizeBytes */
+inline int SLOTS = 4;			/* outstanding requests kept per connection */
+inline int TLS_FD = 0x40000000;		/* fd | TLS_FD: a TLS connection's plaintext state */
+
+/*
+ * Per connection, keyed [pid, fd] (probes/README.md): declared here because the
+ * D compiler wants every variable declared or assigned before it is read.
+ * A zero value frees a dynamic variable.
+ */
+int known[int, int];		/* the fd has shown a valid request header */
+int64_t rxrem[int, int];	/* bytes of the incoming message still to come */
+int64_t rxpos[int, int];	/* bytes of it received so far */
+int rxneed[int, int];		/* its command name is still to be read */
+int rxop[int, int];		/* its opCode, requestID, messageLength, moreToCome */
+int rxrid[int, int];
+int64_t rxlen[int, int];
+int rxmtc[int, int];
+string rxcmd[int, int];		/* its command name */
+int64_t head[int, int];		/* ring of SLOTS outstanding requests: head - tail */
+int64_t tail[int, int];
+int slot_rid[int, int, int];	/* [pid, fd, n % SLOTS]: requestID, time, ... */
+uint64_t slot_ts[int, int, int];
+int slot_op[int, int, int];
+int64_t slot_len[int, int, int];
+string slot_cmd[int, int, int];
+int64_t txrem[int, int];	/* bytes of the outgoing message still to come */
+int stream[int, int];		/* exhaust: requestID of the last moreToCome reply */
+int64_t txhave[int, int];	/* 1-15 bytes of a reply header split across sends, */
+uint64_t txh0[int, int];	/* kept as two little-endian words */
+uint64_t txh1[int, int];
+uint64_t txts[int, int];	/* and the time of that first send */
+int tlsfd[int, int];		/* 1: its bytes are TLS records; 2: its plaintext was decoded */
+int tls_conn[int, uint64_t];	/* [pid, SSL *]: its socket's fd + 1 */
+uint64_t tls_ssl[int, int];	/* [pid, fd]: the SSL * last seen on it (freed at close) */
+/* an OpenSSL call in flight on this thread, typed here (the first assignment,
+ * a literal 0, would make a pointer an int) */
+self uint64_t tl_ssl;		/* its SSL * */
+self uint64_t tl_buf;		/* its plaintext buffer */
+self uint64_t tl_nptr;		/* SSL_*_ex: where the byte count is returned */
+self uint64_t tl_ts;		/* its entry time */
+self int tl_fd;			/* fd + 1 of a socket syscall made inside it */
+self int tl_live;
+
+/* Clause-local variables, typed once (an untyped "this->x = 0" is an int). */
+this int fd;
+this int64_t ret;		/* bytes the syscall moved */
+this int64_t n;			/* of them, bytes in the first buffer (iovec) */
+this uint64_t buf;		/* user address of the first buffer */
+this int64_t off;		/* offset of the next header in the buffer */
+this int64_t rem;
+this int stop;
+this int it;			/* this unrolled round has a header to read */
+this int64_t len;
+this int rid;
+this int rto;
+this int op;
+this int o;
+this int valid;
+this int fin;			/* the message is complete */
+this int want;			/* read the command name from this->b */
+this uint64_t b;		/* user address of message offset 16 (the body) */
+this uint64_t k0;
+this int kind;
+this string ns;			/* OP_QUERY namespace */
+this int64_t nslen;
+this int cmdns;
+this int nr;			/* no reply expected */
+this int64_t hd;
+this int64_t tl;
+this int64_t k;
+this int64_t s;
+this int mtc;
+this uint64_t ts;
+this int64_t lat;
+this int64_t have;
+this uint64_t h0;
+this uint64_t h1;
+this string opname;
+this int64_t err;		/* the reply failed: its code, -1 (none); 0: it did not */
+this int64_t e;			/* message offset of its first document's first element */
+this int64_t ep;		/* of the element after ok: 0, or of $err */
+this int64_t es;
+this uint64_t ey;
+this uint64_t et;
+this int64_t vs;
+this uint64_t v;
+this int32_t ec;
+this uint32_t y;		/* a receive's first bytes: a TLS record header? */
+this int tls;
+this int64_t tn;		/* plaintext bytes an OpenSSL call moved */
+this int tfd;			/* its socket's fd + 1 (0: none known) */
+
+BEGIN
+{
+	/* Counters print even when zero (printa skips empty aggregations). */
+	@requests = sum(0); @replies = sum(0); @stream = sum(0); @noreply = sum(0);
+	@unmatched = sum(0); @without = sum(0); @malformed = sum(0);
+	@tls_conns = sum(0);
+	@tls_decoded = sum(0); @tls_calls = sum(0); @tls_nofd = sum(0);
+	epoch = timestamp;
+	/* maps DTrace's timestamp to the wall clock (walltimestamp is ns since the epoch) */
+	printf("# clock timestamp_ns=%d walltimestamp_ns=%d\n", timestamp, walltimestamp);
+	printf("TLS plaintext of PID %d: OpenSSL SSL_read/SSL_write/SSL_read_ex/SSL_write_ex in %s (pid provider)\n",
+	    $target, $$1);
+	printf("Tracing MongoDB wire protocol of PID %d (read/write/readv/writev/recv*/send*)... Hit Ctrl-C to end.\n",
+	    $target);
+	printf("%-14s %-7s %-7s %-4s %-11s %-13s %-16s %8s %9s %-10s %s %s\n", "TIME(s)", "PID",
+	    "TID", "FD", "REQID", "OPCODE", "COMMAND", "BYTES_IN", "BYTES_OUT", "LAT(us)", "F",
+	    "ERR");
+}
+
+
+
+
+
+/* Where a message's bytes come from: the receive syscalls' returns and, in the
+ * _tls scripts, the returns of OpenSSL's reads (their plaintext). */
+
+
+
+
+
+
+
+
+/* ---- receives: remember fd and buffer (first iovec) at entry ----------------- */
+
+syscall::read:entry, syscall::read_nocancel:entry,
+syscall::recv:entry, syscall::recvfrom:entry, syscall::recvfrom_nocancel:entry
+/pid == $target/
+{
+	self->rx_fd = (int)arg0;
+	self->rx_buf = (uint64_t)arg1;
+	self->rx_cap = (int64_t)arg2;
+	self->rx_armed = 1;
+}
+
+syscall::readv:entry, syscall::readv_nocancel:entry
+/pid == $target && (int)arg2 > 0/
+{
+	/* struct iovec { void *iov_base; size_t iov_len; } (LP64) */
+	self->rx_fd = (int)arg0;
+	self->rx_buf = *(uint64_t *)copyin(arg1, 8);
+	self->rx_cap = *(int64_t *)copyin(arg1 + 8, 8);
+	self->rx_armed = 1;
+}
+
+syscall::recvmsg:entry, syscall::recvmsg_nocancel:entry
+/pid == $target/
+{
+	/* struct msghdr (LP64): msg_iov @16, msg_iovlen @24 */
+	self->rx_iov = *(uint64_t *)copyin(arg1 + 16, 8);
+	self->rx_iovlen = *(int64_t *)copyin(arg1 + 24, 8);
+	self->rx_fd = (int)arg0;
+}
+
+syscall::recvmsg:entry, syscall::recvmsg_nocancel:entry
+/pid == $target && self->rx_iovlen > 0 && self->rx_iov != 0/
+{
+	self->rx_buf = *(uint64_t *)copyin(self->rx_iov, 8);
+	self->rx_cap = *(int64_t *)copyin(self->rx_iov + 8, 8);
+	self->rx_armed = 1;
+}
+
+syscall::recvmsg:entry, syscall::recvmsg_nocancel:entry
+/pid == $target/
+{
+	self->rx_iov = 0;
+	self->rx_iovlen = 0;
+}
+
+/* ---- OpenSSL: the plaintext of SSL_read/SSL_write(_ex) ------------------------- */
+
+/*
+ * int SSL_read(SSL *s, void *buf, int num), SSL_write(SSL *s, const void *buf,
+ * int num): > 0 at return is the byte count. SSL_read_ex(SSL *s, void *buf,
+ * size_t num, size_t *readbytes), SSL_write_ex(..., size_t *written): 1 at
+ * return, the count where the 4th argument points. A call is its thread's
+ * (self->); writes are timed here, at entry, before encryption.
+ */
+pid$target:$1:SSL_read:entry, pid$target:$1:SSL_write:entry
+{
+	self->tl_ssl = (uint64_t)arg0;
+	self->tl_buf = (uint64_t)arg1;
+	self->tl_nptr = 0;
+	self->tl_fd = 0;
+	self->tl_ts = timestamp;
+	self->tl_live = 1;
+}
+
+pid$target:$1:SSL_read_ex:entry, pid$target:$1:SSL_write_ex:entry
+{
+	self->tl_ssl = (uint64_t)arg0;
+	self->tl_buf = (uint64_t)arg1;
+	self->tl_nptr = (uint64_t)arg3;
+	self->tl_fd = 0;
+	self->tl_ts = timestamp;
+	self->tl_live = 1;
+}
+
+/* The connection: the fd of a socket syscall made inside the call (+ 1: 0 is
+ * none), else the last one seen for its SSL * (a record already decrypted in
+ * OpenSSL's buffer is returned with no syscall). */
+syscall::read:entry, syscall::read_nocancel:entry,
+syscall::recv:entry, syscall::recvfrom:entry, syscall::recvfrom_nocancel:entry,
+syscall::readv:entry, syscall::readv_nocancel:entry,
+syscall::recvmsg:entry, syscall::recvmsg_nocancel:entry,
+syscall::write:entry, syscall::write_nocancel:entry,
+syscall::send:entry, syscall::sendto:entry, syscall::sendto_nocancel:entry,
+syscall::writev:entry, syscall::writev_nocancel:entry,
+syscall::sendmsg:entry, syscall::sendmsg_nocancel:entry
+/self->tl_live/
+{
+	self->tl_fd = (int)arg0 + 1;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
+/self->tl_live/
+{
+	this->tn = 0;
+	this->tfd = self->tl_fd != 0 ? self->tl_fd : tls_conn[pid, self->tl_ssl];
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_write:return
+/self->tl_live && (int)arg1 > 0/
+{
+	this->tn = (int)arg1;
+}
+
+pid$target:$1:SSL_read_ex:return, pid$target:$1:SSL_write_ex:return
+/self->tl_live && (int)arg1 == 1 && self->tl_nptr != 0/
+{
+	this->tn = *(int64_t *)copyin(self->tl_nptr, 8);
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
+/self->tl_live && this->tn > 0/
+{
+	@tls_calls = sum(1);
+	/* plaintext with no socket known for it (memory BIOs: mongod's asio) */
+	@tls_nofd = sum(this->tfd == 0);
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
+/self->tl_live && self->tl_fd != 0 && tls_conn[pid, self->tl_ssl] != self->tl_fd/
+{
+	tls_conn[pid, self->tl_ssl] = self->tl_fd;
+	tls_ssl[pid, self->tl_fd - 1] = self->tl_ssl;
+}
+
+/* ---- receives at return: framing, headers, command names ---------------------- */
+
+/*
+ * R0: every this-> variable a later clause reads is set here or before it in
+ * the same firing (clause-local variables are undefined until assigned);
+ * self->rx_go guards the rest of this firing.
+ */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_armed/
+{
+	this->ret = (int64_t)arg1;	/* arg0 and arg1 both hold the return value */
+	this->fd = self->rx_fd;
+	this->buf = self->rx_buf;
+	/* bytes that landed in the first buffer: only there can a header be read */
+	this->n = this->ret < self->rx_cap ? this->ret : self->rx_cap;
+	this->rem = rxrem[pid, this->fd];
+	this->off = 0;
+	this->stop = 0;
+	this->it = 0;
+	this->fin = 0;
+	this->want = 0;
+	this->kind = 0;
+	this->cmdns = 0;
+	self->rx_go = this->ret > 0;
+}
+
+/*
+ * R0t: a connection whose bytes are TLS records (handshake 0x16 or application
+ * data 0x17, version 3.x; OpenSSL reads a record's 5-byte header alone, Go's
+ * crypto/tls whole records) is not protocol traffic: counted once (@tls_conns,
+ * "tls:" at END), as the Linux probes count it. Never on a connection that
+ * has shown a request header.
+ */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && ((this->ret == 5 && this->n == 5) || this->n >= 16) && !known[pid, this->fd] &&
+    tlsfd[pid, this->fd] == 0/
+{
+	this->y = *(uint32_t *)copyin(this->buf, 4);
+	this->tls = ((this->y & 0xff) == 0x16 || (this->y & 0xff) == 0x17) &&
+	    ((this->y >> 8) & 0xff) == 3 && ((this->y >> 16) & 0xff) <= 4;
+	@tls_conns = sum(this->tls);
+	tlsfd[pid, this->fd] = this->tls;
+}
+
+/*
+ * R0s: OpenSSL's read returned this->tn bytes of plaintext (the TLS clauses
+ * above): frame them on the connection's plaintext state, fd | TLS_FD.
+ */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return
+/self->tl_live/
+{
+	this->ret = this->tn;
+	this->fd = (this->tfd - 1) | TLS_FD;
+	this->buf = self->tl_buf;
+	this->n = this->tn;
+	this->rem = rxrem[pid, this->fd];
+	this->off = 0;
+	this->stop = 0;
+	this->it = 0;
+	this->fin = 0;
+	this->want = 0;
+	this->kind = 0;
+	this->cmdns = 0;
+	self->rx_go = this->tn > 0 && this->tfd != 0;
+	self->rx_armed = 1;
+}
+
+/* the connection's first plaintext: decoded (and a TLS connection, if its
+ * ciphertext was not seen: @tls_conns - @tls_decoded is what was not decoded) */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return
+/self->rx_go && (tlsfd[pid, this->tfd - 1] & 2) == 0/
+{
+	@tls_conns = sum(tlsfd[pid, this->tfd - 1] == 0);
+	@tls_decoded = sum(1);
+	tlsfd[pid, this->tfd - 1] = tlsfd[pid, this->tfd - 1] | 2;
+}
+
+/* R1: the buffer continues a message whose header came earlier. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->rem > 0/
+{
+	this->off = this->rem < this->ret ? this->rem : this->ret;
+	/* mongod's pattern: the header came alone, the body (offset 16) starts here */
+	this->want = rxneed[pid, this->fd] && rxpos[pid, this->fd] == 16 && this->n >= 16;
+	this->b = this->buf;
+	this->fin = this->off == this->rem;
+	rxrem[pid, this->fd] = this->rem - this->off;
+	rxpos[pid, this->fd] = this->fin ? 0 : rxpos[pid, this->fd] + this->off;
+}
+/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
+ * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
+ * document, its first key (the command) @10. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+{
+	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
+	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+}
+
+/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+{
+	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
+	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
+ * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+{
+	this->ns = copyinstr(this->b + 4, 63);
+	this->nslen = strlen(this->ns);
+	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	rxcmd[pid, this->fd] = "find";
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+}
+
+/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[pid, this->fd] == "$query"/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want/
+{
+	rxneed[pid, this->fd] = 0;
+}
+/* C1: the request is complete: count it. moreToCome and the legacy insert,
+ * update, delete and killCursors expect no reply. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin/
+{
+	this->o = rxop[pid, this->fd];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
+	@requests = sum(1);
+	@noreply = sum(this->nr);
+	rxneed[pid, this->fd] = 0;
+	this->hd = head[pid, this->fd];
+}
+
+/* C2: the ring is full: the oldest request never got its reply (it stays
+ * counted in @without, which every request taking a slot adds to). */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+{
+	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+}
+
+/* C3: it expects a reply: take a slot, start its clock. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr/
+{
+	this->s = this->hd % SLOTS;
+	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
+	slot_ts[pid, this->fd, this->s] = timestamp;
+	slot_op[pid, this->fd, this->s] = this->o;
+	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
+	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
+	head[pid, this->fd] = this->hd + 1;
+	@without = sum(1);
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->want = 0;
+	this->fin = 0;
+}
+
+/* R2: new messages, each starting with a MsgHeader: at most 8 per receive
+ * (D has no loops: the same clauses, unrolled). */
+/* M: a new message at this->off, starting with a MsgHeader. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
+	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
+	    this->op == OP_GET_MORE || this->op == OP_KILL_CURSORS);
+}
+
+/* not a request header: on a protocol connection it is malformed (framing is
+ * reset), elsewhere (a log or data file of the same pid) it is not ours */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && !this->valid/
+{
+	@malformed = sum(known[pid, this->fd] ? 1 : 0);
+	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && this->valid/
+{
+	known[pid, this->fd] = 1;
+	rxop[pid, this->fd] = this->op;
+	rxrid[pid, this->fd] = this->rid;
+	rxlen[pid, this->fd] = this->len;
+	rxmtc[pid, this->fd] = 0;
+	this->o = this->op;
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* the header alone (mongod reads 16 bytes first): the name comes next */
+	this->want = this->n - this->off > 16;
+	this->b = this->buf + this->off + 16;
+	rxneed[pid, this->fd] = !this->want;
+	this->fin = this->len <= this->ret - this->off;
+	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	this->off = this->fin ? this->off + this->len : this->ret;
+}
+/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
+ * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
+ * document, its first key (the command) @10. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+{
+	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
+	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+}
+
+/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+{
+	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
+	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
+ * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+{
+	this->ns = copyinstr(this->b + 4, 63);
+	this->nslen = strlen(this->ns);
+	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	rxcmd[pid, this->fd] = "find";
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+}
+
+/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[pid, this->fd] == "$query"/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want/
+{
+	rxneed[pid, this->fd] = 0;
+}
+/* C1: the request is complete: count it. moreToCome and the legacy insert,
+ * update, delete and killCursors expect no reply. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin/
+{
+	this->o = rxop[pid, this->fd];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
+	@requests = sum(1);
+	@noreply = sum(this->nr);
+	rxneed[pid, this->fd] = 0;
+	this->hd = head[pid, this->fd];
+}
+
+/* C2: the ring is full: the oldest request never got its reply (it stays
+ * counted in @without, which every request taking a slot adds to). */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+{
+	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+}
+
+/* C3: it expects a reply: take a slot, start its clock. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr/
+{
+	this->s = this->hd % SLOTS;
+	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
+	slot_ts[pid, this->fd, this->s] = timestamp;
+	slot_op[pid, this->fd, this->s] = this->o;
+	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
+	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
+	head[pid, this->fd] = this->hd + 1;
+	@without = sum(1);
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->want = 0;
+	this->fin = 0;
+}
+/* M: a new message at this->off, starting with a MsgHeader. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
+	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
+	    this->op == OP_GET_MORE || this->op == OP_KILL_CURSORS);
+}
+
+/* not a request header: on a protocol connection it is malformed (framing is
+ * reset), elsewhere (a log or data file of the same pid) it is not ours */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && !this->valid/
+{
+	@malformed = sum(known[pid, this->fd] ? 1 : 0);
+	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && this->valid/
+{
+	known[pid, this->fd] = 1;
+	rxop[pid, this->fd] = this->op;
+	rxrid[pid, this->fd] = this->rid;
+	rxlen[pid, this->fd] = this->len;
+	rxmtc[pid, this->fd] = 0;
+	this->o = this->op;
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* the header alone (mongod reads 16 bytes first): the name comes next */
+	this->want = this->n - this->off > 16;
+	this->b = this->buf + this->off + 16;
+	rxneed[pid, this->fd] = !this->want;
+	this->fin = this->len <= this->ret - this->off;
+	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	this->off = this->fin ? this->off + this->len : this->ret;
+}
+/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
+ * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
+ * document, its first key (the command) @10. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+{
+	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
+	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+}
+
+/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+{
+	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
+	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
+ * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+{
+	this->ns = copyinstr(this->b + 4, 63);
+	this->nslen = strlen(this->ns);
+	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	rxcmd[pid, this->fd] = "find";
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+}
+
+/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[pid, this->fd] == "$query"/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want/
+{
+	rxneed[pid, this->fd] = 0;
+}
+/* C1: the request is complete: count it. moreToCome and the legacy insert,
+ * update, delete and killCursors expect no reply. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin/
+{
+	this->o = rxop[pid, this->fd];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
+	@requests = sum(1);
+	@noreply = sum(this->nr);
+	rxneed[pid, this->fd] = 0;
+	this->hd = head[pid, this->fd];
+}
+
+/* C2: the ring is full: the oldest request never got its reply (it stays
+ * counted in @without, which every request taking a slot adds to). */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+{
+	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+}
+
+/* C3: it expects a reply: take a slot, start its clock. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr/
+{
+	this->s = this->hd % SLOTS;
+	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
+	slot_ts[pid, this->fd, this->s] = timestamp;
+	slot_op[pid, this->fd, this->s] = this->o;
+	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
+	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
+	head[pid, this->fd] = this->hd + 1;
+	@without = sum(1);
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->want = 0;
+	this->fin = 0;
+}
+/* M: a new message at this->off, starting with a MsgHeader. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
+	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
+	    this->op == OP_GET_MORE || this->op == OP_KILL_CURSORS);
+}
+
+/* not a request header: on a protocol connection it is malformed (framing is
+ * reset), elsewhere (a log or data file of the same pid) it is not ours */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && !this->valid/
+{
+	@malformed = sum(known[pid, this->fd] ? 1 : 0);
+	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && this->valid/
+{
+	known[pid, this->fd] = 1;
+	rxop[pid, this->fd] = this->op;
+	rxrid[pid, this->fd] = this->rid;
+	rxlen[pid, this->fd] = this->len;
+	rxmtc[pid, this->fd] = 0;
+	this->o = this->op;
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* the header alone (mongod reads 16 bytes first): the name comes next */
+	this->want = this->n - this->off > 16;
+	this->b = this->buf + this->off + 16;
+	rxneed[pid, this->fd] = !this->want;
+	this->fin = this->len <= this->ret - this->off;
+	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	this->off = this->fin ? this->off + this->len : this->ret;
+}
+/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
+ * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
+ * document, its first key (the command) @10. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+{
+	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
+	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+}
+
+/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+{
+	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
+	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
+ * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+{
+	this->ns = copyinstr(this->b + 4, 63);
+	this->nslen = strlen(this->ns);
+	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	rxcmd[pid, this->fd] = "find";
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+}
+
+/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[pid, this->fd] == "$query"/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want/
+{
+	rxneed[pid, this->fd] = 0;
+}
+/* C1: the request is complete: count it. moreToCome and the legacy insert,
+ * update, delete and killCursors expect no reply. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin/
+{
+	this->o = rxop[pid, this->fd];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
+	@requests = sum(1);
+	@noreply = sum(this->nr);
+	rxneed[pid, this->fd] = 0;
+	this->hd = head[pid, this->fd];
+}
+
+/* C2: the ring is full: the oldest request never got its reply (it stays
+ * counted in @without, which every request taking a slot adds to). */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+{
+	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+}
+
+/* C3: it expects a reply: take a slot, start its clock. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr/
+{
+	this->s = this->hd % SLOTS;
+	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
+	slot_ts[pid, this->fd, this->s] = timestamp;
+	slot_op[pid, this->fd, this->s] = this->o;
+	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
+	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
+	head[pid, this->fd] = this->hd + 1;
+	@without = sum(1);
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->want = 0;
+	this->fin = 0;
+}
+/* M: a new message at this->off, starting with a MsgHeader. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
+	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
+	    this->op == OP_GET_MORE || this->op == OP_KILL_CURSORS);
+}
+
+/* not a request header: on a protocol connection it is malformed (framing is
+ * reset), elsewhere (a log or data file of the same pid) it is not ours */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && !this->valid/
+{
+	@malformed = sum(known[pid, this->fd] ? 1 : 0);
+	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && this->valid/
+{
+	known[pid, this->fd] = 1;
+	rxop[pid, this->fd] = this->op;
+	rxrid[pid, this->fd] = this->rid;
+	rxlen[pid, this->fd] = this->len;
+	rxmtc[pid, this->fd] = 0;
+	this->o = this->op;
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* the header alone (mongod reads 16 bytes first): the name comes next */
+	this->want = this->n - this->off > 16;
+	this->b = this->buf + this->off + 16;
+	rxneed[pid, this->fd] = !this->want;
+	this->fin = this->len <= this->ret - this->off;
+	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	this->off = this->fin ? this->off + this->len : this->ret;
+}
+/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
+ * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
+ * document, its first key (the command) @10. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+{
+	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
+	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+}
+
+/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+{
+	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
+	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
+ * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+{
+	this->ns = copyinstr(this->b + 4, 63);
+	this->nslen = strlen(this->ns);
+	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	rxcmd[pid, this->fd] = "find";
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+}
+
+/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[pid, this->fd] == "$query"/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want/
+{
+	rxneed[pid, this->fd] = 0;
+}
+/* C1: the request is complete: count it. moreToCome and the legacy insert,
+ * update, delete and killCursors expect no reply. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin/
+{
+	this->o = rxop[pid, this->fd];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
+	@requests = sum(1);
+	@noreply = sum(this->nr);
+	rxneed[pid, this->fd] = 0;
+	this->hd = head[pid, this->fd];
+}
+
+/* C2: the ring is full: the oldest request never got its reply (it stays
+ * counted in @without, which every request taking a slot adds to). */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+{
+	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+}
+
+/* C3: it expects a reply: take a slot, start its clock. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr/
+{
+	this->s = this->hd % SLOTS;
+	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
+	slot_ts[pid, this->fd, this->s] = timestamp;
+	slot_op[pid, this->fd, this->s] = this->o;
+	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
+	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
+	head[pid, this->fd] = this->hd + 1;
+	@without = sum(1);
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->want = 0;
+	this->fin = 0;
+}
+/* M: a new message at this->off, starting with a MsgHeader. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
+	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
+	    this->op == OP_GET_MORE || this->op == OP_KILL_CURSORS);
+}
+
+/* not a request header: on a protocol connection it is malformed (framing is
+ * reset), elsewhere (a log or data file of the same pid) it is not ours */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && !this->valid/
+{
+	@malformed = sum(known[pid, this->fd] ? 1 : 0);
+	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && this->valid/
+{
+	known[pid, this->fd] = 1;
+	rxop[pid, this->fd] = this->op;
+	rxrid[pid, this->fd] = this->rid;
+	rxlen[pid, this->fd] = this->len;
+	rxmtc[pid, this->fd] = 0;
+	this->o = this->op;
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* the header alone (mongod reads 16 bytes first): the name comes next */
+	this->want = this->n - this->off > 16;
+	this->b = this->buf + this->off + 16;
+	rxneed[pid, this->fd] = !this->want;
+	this->fin = this->len <= this->ret - this->off;
+	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	this->off = this->fin ? this->off + this->len : this->ret;
+}
+/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
+ * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
+ * document, its first key (the command) @10. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+{
+	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
+	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+}
+
+/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+{
+	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
+	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
+ * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+{
+	this->ns = copyinstr(this->b + 4, 63);
+	this->nslen = strlen(this->ns);
+	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	rxcmd[pid, this->fd] = "find";
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+}
+
+/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[pid, this->fd] == "$query"/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want/
+{
+	rxneed[pid, this->fd] = 0;
+}
+/* C1: the request is complete: count it. moreToCome and the legacy insert,
+ * update, delete and killCursors expect no reply. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin/
+{
+	this->o = rxop[pid, this->fd];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
+	@requests = sum(1);
+	@noreply = sum(this->nr);
+	rxneed[pid, this->fd] = 0;
+	this->hd = head[pid, this->fd];
+}
+
+/* C2: the ring is full: the oldest request never got its reply (it stays
+ * counted in @without, which every request taking a slot adds to). */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+{
+	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+}
+
+/* C3: it expects a reply: take a slot, start its clock. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr/
+{
+	this->s = this->hd % SLOTS;
+	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
+	slot_ts[pid, this->fd, this->s] = timestamp;
+	slot_op[pid, this->fd, this->s] = this->o;
+	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
+	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
+	head[pid, this->fd] = this->hd + 1;
+	@without = sum(1);
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->want = 0;
+	this->fin = 0;
+}
+/* M: a new message at this->off, starting with a MsgHeader. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
+	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
+	    this->op == OP_GET_MORE || this->op == OP_KILL_CURSORS);
+}
+
+/* not a request header: on a protocol connection it is malformed (framing is
+ * reset), elsewhere (a log or data file of the same pid) it is not ours */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && !this->valid/
+{
+	@malformed = sum(known[pid, this->fd] ? 1 : 0);
+	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && this->valid/
+{
+	known[pid, this->fd] = 1;
+	rxop[pid, this->fd] = this->op;
+	rxrid[pid, this->fd] = this->rid;
+	rxlen[pid, this->fd] = this->len;
+	rxmtc[pid, this->fd] = 0;
+	this->o = this->op;
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* the header alone (mongod reads 16 bytes first): the name comes next */
+	this->want = this->n - this->off > 16;
+	this->b = this->buf + this->off + 16;
+	rxneed[pid, this->fd] = !this->want;
+	this->fin = this->len <= this->ret - this->off;
+	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	this->off = this->fin ? this->off + this->len : this->ret;
+}
+/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
+ * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
+ * document, its first key (the command) @10. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+{
+	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
+	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+}
+
+/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+{
+	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
+	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
+ * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+{
+	this->ns = copyinstr(this->b + 4, 63);
+	this->nslen = strlen(this->ns);
+	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	rxcmd[pid, this->fd] = "find";
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+}
+
+/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[pid, this->fd] == "$query"/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want/
+{
+	rxneed[pid, this->fd] = 0;
+}
+/* C1: the request is complete: count it. moreToCome and the legacy insert,
+ * update, delete and killCursors expect no reply. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin/
+{
+	this->o = rxop[pid, this->fd];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
+	@requests = sum(1);
+	@noreply = sum(this->nr);
+	rxneed[pid, this->fd] = 0;
+	this->hd = head[pid, this->fd];
+}
+
+/* C2: the ring is full: the oldest request never got its reply (it stays
+ * counted in @without, which every request taking a slot adds to). */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+{
+	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+}
+
+/* C3: it expects a reply: take a slot, start its clock. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr/
+{
+	this->s = this->hd % SLOTS;
+	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
+	slot_ts[pid, this->fd, this->s] = timestamp;
+	slot_op[pid, this->fd, this->s] = this->o;
+	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
+	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
+	head[pid, this->fd] = this->hd + 1;
+	@without = sum(1);
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->want = 0;
+	this->fin = 0;
+}
+/* M: a new message at this->off, starting with a MsgHeader. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
+	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
+	    this->op == OP_GET_MORE || this->op == OP_KILL_CURSORS);
+}
+
+/* not a request header: on a protocol connection it is malformed (framing is
+ * reset), elsewhere (a log or data file of the same pid) it is not ours */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && !this->valid/
+{
+	@malformed = sum(known[pid, this->fd] ? 1 : 0);
+	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && this->valid/
+{
+	known[pid, this->fd] = 1;
+	rxop[pid, this->fd] = this->op;
+	rxrid[pid, this->fd] = this->rid;
+	rxlen[pid, this->fd] = this->len;
+	rxmtc[pid, this->fd] = 0;
+	this->o = this->op;
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* the header alone (mongod reads 16 bytes first): the name comes next */
+	this->want = this->n - this->off > 16;
+	this->b = this->buf + this->off + 16;
+	rxneed[pid, this->fd] = !this->want;
+	this->fin = this->len <= this->ret - this->off;
+	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	this->off = this->fin ? this->off + this->len : this->ret;
+}
+/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
+ * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
+ * document, its first key (the command) @10. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+{
+	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
+	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+}
+
+/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+{
+	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
+	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
+ * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+{
+	this->ns = copyinstr(this->b + 4, 63);
+	this->nslen = strlen(this->ns);
+	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	rxcmd[pid, this->fd] = "find";
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+}
+
+/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[pid, this->fd] == "$query"/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want/
+{
+	rxneed[pid, this->fd] = 0;
+}
+/* C1: the request is complete: count it. moreToCome and the legacy insert,
+ * update, delete and killCursors expect no reply. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin/
+{
+	this->o = rxop[pid, this->fd];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
+	@requests = sum(1);
+	@noreply = sum(this->nr);
+	rxneed[pid, this->fd] = 0;
+	this->hd = head[pid, this->fd];
+}
+
+/* C2: the ring is full: the oldest request never got its reply (it stays
+ * counted in @without, which every request taking a slot adds to). */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+{
+	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+}
+
+/* C3: it expects a reply: take a slot, start its clock. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr/
+{
+	this->s = this->hd % SLOTS;
+	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
+	slot_ts[pid, this->fd, this->s] = timestamp;
+	slot_op[pid, this->fd, this->s] = this->o;
+	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
+	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
+	head[pid, this->fd] = this->hd + 1;
+	@without = sum(1);
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->want = 0;
+	this->fin = 0;
+}
+/* M: a new message at this->off, starting with a MsgHeader. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
+	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
+	    this->op == OP_GET_MORE || this->op == OP_KILL_CURSORS);
+}
+
+/* not a request header: on a protocol connection it is malformed (framing is
+ * reset), elsewhere (a log or data file of the same pid) it is not ours */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && !this->valid/
+{
+	@malformed = sum(known[pid, this->fd] ? 1 : 0);
+	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->it && this->valid/
+{
+	known[pid, this->fd] = 1;
+	rxop[pid, this->fd] = this->op;
+	rxrid[pid, this->fd] = this->rid;
+	rxlen[pid, this->fd] = this->len;
+	rxmtc[pid, this->fd] = 0;
+	this->o = this->op;
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* the header alone (mongod reads 16 bytes first): the name comes next */
+	this->want = this->n - this->off > 16;
+	this->b = this->buf + this->off + 16;
+	rxneed[pid, this->fd] = !this->want;
+	this->fin = this->len <= this->ret - this->off;
+	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	this->off = this->fin ? this->off + this->len : this->ret;
+}
+/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
+ * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
+ * document, its first key (the command) @10. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+{
+	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
+	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+}
+
+/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+{
+	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
+	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
+ * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+{
+	this->ns = copyinstr(this->b + 4, 63);
+	this->nslen = strlen(this->ns);
+	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	rxcmd[pid, this->fd] = "find";
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+}
+
+/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[pid, this->fd] == "$query"/
+{
+	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->want/
+{
+	rxneed[pid, this->fd] = 0;
+}
+/* C1: the request is complete: count it. moreToCome and the legacy insert,
+ * update, delete and killCursors expect no reply. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin/
+{
+	this->o = rxop[pid, this->fd];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
+	@requests = sum(1);
+	@noreply = sum(this->nr);
+	rxneed[pid, this->fd] = 0;
+	this->hd = head[pid, this->fd];
+}
+
+/* C2: the ring is full: the oldest request never got its reply (it stays
+ * counted in @without, which every request taking a slot adds to). */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+{
+	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+}
+
+/* C3: it expects a reply: take a slot, start its clock. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->fin && !this->nr/
+{
+	this->s = this->hd % SLOTS;
+	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
+	slot_ts[pid, this->fd, this->s] = timestamp;
+	slot_op[pid, this->fd, this->s] = this->o;
+	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
+	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
+	head[pid, this->fd] = this->hd + 1;
+	@without = sum(1);
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go/
+{
+	this->want = 0;
+	this->fin = 0;
+}
+
+/* R3: a header split across receives, more than 8 messages, or bytes past the
+ * first iovec: the framing is lost until the next valid header. */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_go && this->off < this->ret && known[pid, this->fd]/
+{
+	@malformed = sum(1);
+	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+}
+
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/self->rx_armed/
+{
+	self->rx_armed = 0;
+	self->rx_go = 0;
+	self->rx_fd = 0;
+	self->rx_buf = 0;
+	self->rx_cap = 0;
+}
+
+/* ---- sends: the buffer and the time at entry, framing at return ---------------- */
+
+/* only on connections that sent a valid request: log and data-file writes of
+ * the same pid cost a dynamic-variable lookup and nothing more */
+syscall::write:entry, syscall::write_nocancel:entry,
+syscall::send:entry, syscall::sendto:entry, syscall::sendto_nocancel:entry
+/pid == $target && known[pid, (int)arg0]/
+{
+	self->tx_fd = (int)arg0;
+	self->tx_buf = (uint64_t)arg1;
+	self->tx_cap = (int64_t)arg2;
+	self->tx_armed = 1;
+}
+
+syscall::writev:entry, syscall::writev_nocancel:entry
+/pid == $target && (int)arg2 > 0 && known[pid, (int)arg0]/
+{
+	self->tx_fd = (int)arg0;
+	self->tx_buf = *(uint64_t *)copyin(arg1, 8);
+	self->tx_cap = *(int64_t *)copyin(arg1 + 8, 8);
+	self->tx_armed = 1;
+}
+
+syscall::sendmsg:entry, syscall::sendmsg_nocancel:entry
+/pid == $target && known[pid, (int)arg0]/
+{
+	self->tx_iov = *(uint64_t *)copyin(arg1 + 16, 8);
+	self->tx_iovlen = *(int64_t *)copyin(arg1 + 24, 8);
+	self->tx_fd = (int)arg0;
+}
+
+syscall::sendmsg:entry, syscall::sendmsg_nocancel:entry
+/pid == $target && self->tx_iovlen > 0 && self->tx_iov != 0/
+{
+	self->tx_buf = *(uint64_t *)copyin(self->tx_iov, 8);
+	self->tx_cap = *(int64_t *)copyin(self->tx_iov + 8, 8);
+	self->tx_armed = 1;
+}
+
+syscall::sendmsg:entry, syscall::sendmsg_nocancel:entry
+/pid == $target/
+{
+	self->tx_iov = 0;
+	self->tx_iovlen = 0;
+}
+
+/* The reply's clock stops here, at entry, before the kernel copies it out. */
+syscall::write:entry, syscall::write_nocancel:entry,
+syscall::send:entry, syscall::sendto:entry, syscall::sendto_nocancel:entry,
+syscall::writev:entry, syscall::writev_nocancel:entry,
+syscall::sendmsg:entry, syscall::sendmsg_nocancel:entry
+/self->tx_armed/
+{
+	self->tx_ts = timestamp;
+}
+
+/* T0: see R0. */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_armed/
+{
+	this->ret = (int64_t)arg1;
+	this->fd = self->tx_fd;
+	this->buf = self->tx_buf;
+	this->n = this->ret < self->tx_cap ? this->ret : self->tx_cap;
+	this->ts = self->tx_ts;
+	this->rem = txrem[pid, this->fd];
+	this->have = txhave[pid, this->fd];
+	this->off = 0;
+	this->stop = 0;
+	this->it = 0;
+	this->valid = 0;
+	self->tx_go = this->ret > 0 && known[pid, this->fd];
+}
+
+/* T0s: OpenSSL's write took this->tn bytes of plaintext, timed at its entry
+ * (before encryption), on a connection that sent a request. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
+/self->tl_live/
+{
+	this->ret = this->tn;
+	this->fd = (this->tfd - 1) | TLS_FD;
+	this->buf = self->tl_buf;
+	this->n = this->tn;
+	this->ts = self->tl_ts;
+	this->rem = txrem[pid, this->fd];
+	this->have = txhave[pid, this->fd];
+	this->off = 0;
+	this->stop = 0;
+	this->it = 0;
+	this->valid = 0;
+	self->tx_go = this->tn > 0 && this->tfd != 0 && known[pid, this->fd];
+	self->tx_armed = 1;
+}
+
+/* T1: the rest of a reply split across sends. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->rem > 0/
+{
+	this->off = this->rem < this->ret ? this->rem : this->ret;
+	txrem[pid, this->fd] = this->rem - this->off;
+}
+
+/* T2: a reply header begun in the last send (its first this->have bytes kept in
+ * txh0/txh1): complete it from this buffer, byte by byte. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->have > 0 && this->n >= 20 - this->have/
+{
+	this->h0 = txh0[pid, this->fd];
+	this->h1 = txh1[pid, this->fd];
+	this->q = (uint8_t *)copyin(this->buf, 20 - this->have);
+	this->x0 = (uint64_t)(this->have > 0 ? (this->h0 >> 0) & 0xff : this->q[0 - this->have]);
+	this->x1 = (uint64_t)(this->have > 1 ? (this->h0 >> 8) & 0xff : this->q[1 - this->have]);
+	this->x2 = (uint64_t)(this->have > 2 ? (this->h0 >> 16) & 0xff : this->q[2 - this->have]);
+	this->x3 = (uint64_t)(this->have > 3 ? (this->h0 >> 24) & 0xff : this->q[3 - this->have]);
+	this->x4 = (uint64_t)(this->have > 4 ? (this->h0 >> 32) & 0xff : this->q[4 - this->have]);
+	this->x5 = (uint64_t)(this->have > 5 ? (this->h0 >> 40) & 0xff : this->q[5 - this->have]);
+	this->x6 = (uint64_t)(this->have > 6 ? (this->h0 >> 48) & 0xff : this->q[6 - this->have]);
+	this->x7 = (uint64_t)(this->have > 7 ? (this->h0 >> 56) & 0xff : this->q[7 - this->have]);
+	this->x8 = (uint64_t)(this->have > 8 ? (this->h1 >> 0) & 0xff : this->q[8 - this->have]);
+	this->x9 = (uint64_t)(this->have > 9 ? (this->h1 >> 8) & 0xff : this->q[9 - this->have]);
+	this->x10 = (uint64_t)(this->have > 10 ? (this->h1 >> 16) & 0xff : this->q[10 - this->have]);
+	this->x11 = (uint64_t)(this->have > 11 ? (this->h1 >> 24) & 0xff : this->q[11 - this->have]);
+	this->x12 = (uint64_t)(this->have > 12 ? (this->h1 >> 32) & 0xff : this->q[12 - this->have]);
+	this->x13 = (uint64_t)(this->have > 13 ? (this->h1 >> 40) & 0xff : this->q[13 - this->have]);
+	this->x14 = (uint64_t)(this->have > 14 ? (this->h1 >> 48) & 0xff : this->q[14 - this->have]);
+	this->x15 = (uint64_t)(this->have > 15 ? (this->h1 >> 56) & 0xff : this->q[15 - this->have]);
+	this->len = (int32_t)(this->x0 | this->x1 << 8 | this->x2 << 16 | this->x3 << 24);
+	this->rid = (int32_t)(this->x4 | this->x5 << 8 | this->x6 << 16 | this->x7 << 24);
+	this->rto = (int32_t)(this->x8 | this->x9 << 8 | this->x10 << 16 | this->x11 << 24);
+	this->op = (int32_t)(this->x12 | this->x13 << 8 | this->x14 << 16 | this->x15 << 24);
+	this->mtc = this->op == OP_MSG && (this->q[16 - this->have] & 2) != 0;
+	this->ts = txts[pid, this->fd];
+	this->off = -this->have;
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_REPLY || this->op == OP_COMPRESSED);
+	txhave[pid, this->fd] = 0; txh0[pid, this->fd] = 0; txh1[pid, this->fd] = 0;
+	txts[pid, this->fd] = 0;
+}
+
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->have > 0 && this->n >= 20 - this->have && !this->valid/
+{
+	@malformed = sum(1);
+	this->off = this->ret;
+	this->stop = 1;
+}
+/* P1: a reply header (this->len, rid, rto, op, mtc) at this->off (negative when
+ * its first bytes came in an earlier send), sent at this->ts. Match it against
+ * the outstanding requests, oldest first; older ones skipped over never got
+ * their reply (they stay counted in @without). */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid/
+{
+	this->tl = tail[pid, this->fd];
+	this->hd = head[pid, this->fd];
+	this->k = this->tl < this->hd &&
+	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    this->tl + 1 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    this->tl + 2 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    this->tl + 3 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+}
+
+/*
+ * F: did the matched reply fail? (probes/README.md, "Replies that failed"):
+ * this->err 0 (no), its code, or -1 (failed, no code). Read only from the
+ * bytes of this send. this->e, the message offset of the first element of its
+ * (first) document: an OP_MSG whose body section comes first (kind 0 @20, the
+ * element @25); an OP_REPLY (responseFlags @16, the document @36, the element
+ * @40), failed also when QueryFailure (bit 1) is set.
+ */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->e = this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
+	    this->off + 33 <= this->n ?
+	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
+	    this->off + 48 <= this->n ? 40 : 0;
+	this->err = this->e == 40 &&
+	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->ep = 0;
+	this->vs = 0;
+}
+
+/* F1: the first element: "ok" with a number or bool (its value's size), or, in an
+ * OP_REPLY, "$err" (a string: a legacy query's failure). */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
+	this->et = this->ey & 0xff;
+	this->vs = (this->ey & 0xffffff00) != 0x006b6f00 ? 0 :
+	    this->et == 1 || this->et == 0x12 ? 8 : this->et == 0x10 ? 4 : this->et == 8 ? 1 : 0;
+	this->ep = this->e == 40 && (this->ey & 0xffffffffffff) == 0x007272652402 ? 40 : 0;
+	this->err = this->ep != 0 ? -1 : this->err;
+}
+
+/* F2: ok's value: zero (a double's sign ignored) is a failure; the code follows. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+    this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
+{
+	this->v = this->vs == 8 ?
+	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
+	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
+	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	this->err = this->v == 0 ? -1 : this->err;
+	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
+}
+
+/* F3: a string element at this->ep, errmsg (after ok) or $err: skip it (its int32
+ * length follows the name). */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+    this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->es = this->ey == 0x0067736d72726502 ? 8 :
+	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
+	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+}
+
+/* F4: the code: an int32 element "code" at this->ep. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+    this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->err = this->ec != 0 ? this->ec : this->err;
+}
+
+/* P2: the reply to an outstanding request: one line. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->tl = this->tl + this->k;
+	this->s = this->tl % SLOTS;
+	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
+	this->o = slot_op[pid, this->fd, this->s];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->lat = this->lat < 0 ? 0 : this->lat;
+	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
+	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
+	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
+	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
+	    this->mtc ? "m" : "-", this->err);
+	@replies = sum(1);
+	@without = sum(-1);
+	tail[pid, this->fd] = this->tl + 1;
+	/* moreToCome: more replies follow, each answering the previous one */
+	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+}
+
+
+/* P3: the next reply of an exhaust stream: counted, not timed again. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
+    stream[pid, this->fd] == this->rto/
+{
+	@stream = sum(1);
+	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	this->k = SLOTS + 1;
+}
+
+/* P4: a reply to nothing this script saw. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k == SLOTS/
+{
+	@unmatched = sum(1);
+}
+
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid/
+{
+	this->fin = this->len <= this->ret - this->off;
+	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	this->off = this->fin ? this->off + this->len : this->ret;
+	this->valid = 0;
+}
+
+/* T3: replies, each starting with a MsgHeader: at most 4 per send. */
+/* S: a reply header at this->off. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+	this->valid = 0;
+}
+
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->rto = *(int32_t *)copyin(this->buf + this->off + 8, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_REPLY || this->op == OP_COMPRESSED);
+	/* moreToCome on an OP_MSG reply: an exhaust stream follows */
+	this->mtc = this->op == OP_MSG && this->n - this->off >= 20 ?
+	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 : 0;
+}
+
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->it && !this->valid/
+{
+	@malformed = sum(1);
+	txrem[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+/* P1: a reply header (this->len, rid, rto, op, mtc) at this->off (negative when
+ * its first bytes came in an earlier send), sent at this->ts. Match it against
+ * the outstanding requests, oldest first; older ones skipped over never got
+ * their reply (they stay counted in @without). */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid/
+{
+	this->tl = tail[pid, this->fd];
+	this->hd = head[pid, this->fd];
+	this->k = this->tl < this->hd &&
+	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    this->tl + 1 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    this->tl + 2 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    this->tl + 3 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+}
+
+/*
+ * F: did the matched reply fail? (probes/README.md, "Replies that failed"):
+ * this->err 0 (no), its code, or -1 (failed, no code). Read only from the
+ * bytes of this send. this->e, the message offset of the first element of its
+ * (first) document: an OP_MSG whose body section comes first (kind 0 @20, the
+ * element @25); an OP_REPLY (responseFlags @16, the document @36, the element
+ * @40), failed also when QueryFailure (bit 1) is set.
+ */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->e = this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
+	    this->off + 33 <= this->n ?
+	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
+	    this->off + 48 <= this->n ? 40 : 0;
+	this->err = this->e == 40 &&
+	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->ep = 0;
+	this->vs = 0;
+}
+
+/* F1: the first element: "ok" with a number or bool (its value's size), or, in an
+ * OP_REPLY, "$err" (a string: a legacy query's failure). */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
+	this->et = this->ey & 0xff;
+	this->vs = (this->ey & 0xffffff00) != 0x006b6f00 ? 0 :
+	    this->et == 1 || this->et == 0x12 ? 8 : this->et == 0x10 ? 4 : this->et == 8 ? 1 : 0;
+	this->ep = this->e == 40 && (this->ey & 0xffffffffffff) == 0x007272652402 ? 40 : 0;
+	this->err = this->ep != 0 ? -1 : this->err;
+}
+
+/* F2: ok's value: zero (a double's sign ignored) is a failure; the code follows. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+    this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
+{
+	this->v = this->vs == 8 ?
+	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
+	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
+	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	this->err = this->v == 0 ? -1 : this->err;
+	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
+}
+
+/* F3: a string element at this->ep, errmsg (after ok) or $err: skip it (its int32
+ * length follows the name). */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+    this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->es = this->ey == 0x0067736d72726502 ? 8 :
+	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
+	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+}
+
+/* F4: the code: an int32 element "code" at this->ep. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+    this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->err = this->ec != 0 ? this->ec : this->err;
+}
+
+/* P2: the reply to an outstanding request: one line. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->tl = this->tl + this->k;
+	this->s = this->tl % SLOTS;
+	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
+	this->o = slot_op[pid, this->fd, this->s];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->lat = this->lat < 0 ? 0 : this->lat;
+	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
+	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
+	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
+	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
+	    this->mtc ? "m" : "-", this->err);
+	@replies = sum(1);
+	@without = sum(-1);
+	tail[pid, this->fd] = this->tl + 1;
+	/* moreToCome: more replies follow, each answering the previous one */
+	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+}
+
+
+/* P3: the next reply of an exhaust stream: counted, not timed again. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
+    stream[pid, this->fd] == this->rto/
+{
+	@stream = sum(1);
+	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	this->k = SLOTS + 1;
+}
+
+/* P4: a reply to nothing this script saw. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k == SLOTS/
+{
+	@unmatched = sum(1);
+}
+
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid/
+{
+	this->fin = this->len <= this->ret - this->off;
+	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	this->off = this->fin ? this->off + this->len : this->ret;
+	this->valid = 0;
+}
+/* S: a reply header at this->off. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+	this->valid = 0;
+}
+
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->rto = *(int32_t *)copyin(this->buf + this->off + 8, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_REPLY || this->op == OP_COMPRESSED);
+	/* moreToCome on an OP_MSG reply: an exhaust stream follows */
+	this->mtc = this->op == OP_MSG && this->n - this->off >= 20 ?
+	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 : 0;
+}
+
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->it && !this->valid/
+{
+	@malformed = sum(1);
+	txrem[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+/* P1: a reply header (this->len, rid, rto, op, mtc) at this->off (negative when
+ * its first bytes came in an earlier send), sent at this->ts. Match it against
+ * the outstanding requests, oldest first; older ones skipped over never got
+ * their reply (they stay counted in @without). */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid/
+{
+	this->tl = tail[pid, this->fd];
+	this->hd = head[pid, this->fd];
+	this->k = this->tl < this->hd &&
+	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    this->tl + 1 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    this->tl + 2 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    this->tl + 3 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+}
+
+/*
+ * F: did the matched reply fail? (probes/README.md, "Replies that failed"):
+ * this->err 0 (no), its code, or -1 (failed, no code). Read only from the
+ * bytes of this send. this->e, the message offset of the first element of its
+ * (first) document: an OP_MSG whose body section comes first (kind 0 @20, the
+ * element @25); an OP_REPLY (responseFlags @16, the document @36, the element
+ * @40), failed also when QueryFailure (bit 1) is set.
+ */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->e = this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
+	    this->off + 33 <= this->n ?
+	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
+	    this->off + 48 <= this->n ? 40 : 0;
+	this->err = this->e == 40 &&
+	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->ep = 0;
+	this->vs = 0;
+}
+
+/* F1: the first element: "ok" with a number or bool (its value's size), or, in an
+ * OP_REPLY, "$err" (a string: a legacy query's failure). */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
+	this->et = this->ey & 0xff;
+	this->vs = (this->ey & 0xffffff00) != 0x006b6f00 ? 0 :
+	    this->et == 1 || this->et == 0x12 ? 8 : this->et == 0x10 ? 4 : this->et == 8 ? 1 : 0;
+	this->ep = this->e == 40 && (this->ey & 0xffffffffffff) == 0x007272652402 ? 40 : 0;
+	this->err = this->ep != 0 ? -1 : this->err;
+}
+
+/* F2: ok's value: zero (a double's sign ignored) is a failure; the code follows. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+    this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
+{
+	this->v = this->vs == 8 ?
+	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
+	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
+	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	this->err = this->v == 0 ? -1 : this->err;
+	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
+}
+
+/* F3: a string element at this->ep, errmsg (after ok) or $err: skip it (its int32
+ * length follows the name). */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+    this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->es = this->ey == 0x0067736d72726502 ? 8 :
+	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
+	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+}
+
+/* F4: the code: an int32 element "code" at this->ep. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+    this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->err = this->ec != 0 ? this->ec : this->err;
+}
+
+/* P2: the reply to an outstanding request: one line. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->tl = this->tl + this->k;
+	this->s = this->tl % SLOTS;
+	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
+	this->o = slot_op[pid, this->fd, this->s];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->lat = this->lat < 0 ? 0 : this->lat;
+	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
+	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
+	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
+	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
+	    this->mtc ? "m" : "-", this->err);
+	@replies = sum(1);
+	@without = sum(-1);
+	tail[pid, this->fd] = this->tl + 1;
+	/* moreToCome: more replies follow, each answering the previous one */
+	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+}
+
+
+/* P3: the next reply of an exhaust stream: counted, not timed again. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
+    stream[pid, this->fd] == this->rto/
+{
+	@stream = sum(1);
+	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	this->k = SLOTS + 1;
+}
+
+/* P4: a reply to nothing this script saw. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k == SLOTS/
+{
+	@unmatched = sum(1);
+}
+
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid/
+{
+	this->fin = this->len <= this->ret - this->off;
+	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	this->off = this->fin ? this->off + this->len : this->ret;
+	this->valid = 0;
+}
+/* S: a reply header at this->off. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+	this->valid = 0;
+}
+
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->rto = *(int32_t *)copyin(this->buf + this->off + 8, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_REPLY || this->op == OP_COMPRESSED);
+	/* moreToCome on an OP_MSG reply: an exhaust stream follows */
+	this->mtc = this->op == OP_MSG && this->n - this->off >= 20 ?
+	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 : 0;
+}
+
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->it && !this->valid/
+{
+	@malformed = sum(1);
+	txrem[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+/* P1: a reply header (this->len, rid, rto, op, mtc) at this->off (negative when
+ * its first bytes came in an earlier send), sent at this->ts. Match it against
+ * the outstanding requests, oldest first; older ones skipped over never got
+ * their reply (they stay counted in @without). */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid/
+{
+	this->tl = tail[pid, this->fd];
+	this->hd = head[pid, this->fd];
+	this->k = this->tl < this->hd &&
+	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    this->tl + 1 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    this->tl + 2 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    this->tl + 3 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+}
+
+/*
+ * F: did the matched reply fail? (probes/README.md, "Replies that failed"):
+ * this->err 0 (no), its code, or -1 (failed, no code). Read only from the
+ * bytes of this send. this->e, the message offset of the first element of its
+ * (first) document: an OP_MSG whose body section comes first (kind 0 @20, the
+ * element @25); an OP_REPLY (responseFlags @16, the document @36, the element
+ * @40), failed also when QueryFailure (bit 1) is set.
+ */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->e = this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
+	    this->off + 33 <= this->n ?
+	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
+	    this->off + 48 <= this->n ? 40 : 0;
+	this->err = this->e == 40 &&
+	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->ep = 0;
+	this->vs = 0;
+}
+
+/* F1: the first element: "ok" with a number or bool (its value's size), or, in an
+ * OP_REPLY, "$err" (a string: a legacy query's failure). */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
+	this->et = this->ey & 0xff;
+	this->vs = (this->ey & 0xffffff00) != 0x006b6f00 ? 0 :
+	    this->et == 1 || this->et == 0x12 ? 8 : this->et == 0x10 ? 4 : this->et == 8 ? 1 : 0;
+	this->ep = this->e == 40 && (this->ey & 0xffffffffffff) == 0x007272652402 ? 40 : 0;
+	this->err = this->ep != 0 ? -1 : this->err;
+}
+
+/* F2: ok's value: zero (a double's sign ignored) is a failure; the code follows. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+    this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
+{
+	this->v = this->vs == 8 ?
+	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
+	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
+	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	this->err = this->v == 0 ? -1 : this->err;
+	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
+}
+
+/* F3: a string element at this->ep, errmsg (after ok) or $err: skip it (its int32
+ * length follows the name). */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+    this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->es = this->ey == 0x0067736d72726502 ? 8 :
+	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
+	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+}
+
+/* F4: the code: an int32 element "code" at this->ep. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+    this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->err = this->ec != 0 ? this->ec : this->err;
+}
+
+/* P2: the reply to an outstanding request: one line. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->tl = this->tl + this->k;
+	this->s = this->tl % SLOTS;
+	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
+	this->o = slot_op[pid, this->fd, this->s];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->lat = this->lat < 0 ? 0 : this->lat;
+	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
+	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
+	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
+	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
+	    this->mtc ? "m" : "-", this->err);
+	@replies = sum(1);
+	@without = sum(-1);
+	tail[pid, this->fd] = this->tl + 1;
+	/* moreToCome: more replies follow, each answering the previous one */
+	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+}
+
+
+/* P3: the next reply of an exhaust stream: counted, not timed again. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
+    stream[pid, this->fd] == this->rto/
+{
+	@stream = sum(1);
+	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	this->k = SLOTS + 1;
+}
+
+/* P4: a reply to nothing this script saw. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k == SLOTS/
+{
+	@unmatched = sum(1);
+}
+
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid/
+{
+	this->fin = this->len <= this->ret - this->off;
+	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	this->off = this->fin ? this->off + this->len : this->ret;
+	this->valid = 0;
+}
+/* S: a reply header at this->off. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go/
+{
+	this->it = !this->stop && this->off + 16 <= this->n;
+	this->valid = 0;
+}
+
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->it/
+{
+	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
+	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
+	this->rto = *(int32_t *)copyin(this->buf + this->off + 8, 4);
+	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_REPLY || this->op == OP_COMPRESSED);
+	/* moreToCome on an OP_MSG reply: an exhaust stream follows */
+	this->mtc = this->op == OP_MSG && this->n - this->off >= 20 ?
+	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 : 0;
+}
+
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->it && !this->valid/
+{
+	@malformed = sum(1);
+	txrem[pid, this->fd] = 0;
+	this->off = this->ret;
+	this->stop = 1;
+}
+/* P1: a reply header (this->len, rid, rto, op, mtc) at this->off (negative when
+ * its first bytes came in an earlier send), sent at this->ts. Match it against
+ * the outstanding requests, oldest first; older ones skipped over never got
+ * their reply (they stay counted in @without). */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid/
+{
+	this->tl = tail[pid, this->fd];
+	this->hd = head[pid, this->fd];
+	this->k = this->tl < this->hd &&
+	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    this->tl + 1 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    this->tl + 2 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    this->tl + 3 < this->hd &&
+	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+}
+
+/*
+ * F: did the matched reply fail? (probes/README.md, "Replies that failed"):
+ * this->err 0 (no), its code, or -1 (failed, no code). Read only from the
+ * bytes of this send. this->e, the message offset of the first element of its
+ * (first) document: an OP_MSG whose body section comes first (kind 0 @20, the
+ * element @25); an OP_REPLY (responseFlags @16, the document @36, the element
+ * @40), failed also when QueryFailure (bit 1) is set.
+ */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->e = this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
+	    this->off + 33 <= this->n ?
+	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
+	    this->off + 48 <= this->n ? 40 : 0;
+	this->err = this->e == 40 &&
+	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->ep = 0;
+	this->vs = 0;
+}
+
+/* F1: the first element: "ok" with a number or bool (its value's size), or, in an
+ * OP_REPLY, "$err" (a string: a legacy query's failure). */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
+	this->et = this->ey & 0xff;
+	this->vs = (this->ey & 0xffffff00) != 0x006b6f00 ? 0 :
+	    this->et == 1 || this->et == 0x12 ? 8 : this->et == 0x10 ? 4 : this->et == 8 ? 1 : 0;
+	this->ep = this->e == 40 && (this->ey & 0xffffffffffff) == 0x007272652402 ? 40 : 0;
+	this->err = this->ep != 0 ? -1 : this->err;
+}
+
+/* F2: ok's value: zero (a double's sign ignored) is a failure; the code follows. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+    this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
+{
+	this->v = this->vs == 8 ?
+	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
+	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
+	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	this->err = this->v == 0 ? -1 : this->err;
+	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
+}
+
+/* F3: a string element at this->ep, errmsg (after ok) or $err: skip it (its int32
+ * length follows the name). */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+    this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->es = this->ey == 0x0067736d72726502 ? 8 :
+	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
+	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+}
+
+/* F4: the code: an int32 element "code" at this->ep. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+    this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
+{
+	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
+	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->err = this->ec != 0 ? this->ec : this->err;
+}
+
+/* P2: the reply to an outstanding request: one line. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k < SLOTS/
+{
+	this->tl = this->tl + this->k;
+	this->s = this->tl % SLOTS;
+	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
+	this->o = slot_op[pid, this->fd, this->s];
+	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
+	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
+	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
+	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
+	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->lat = this->lat < 0 ? 0 : this->lat;
+	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
+	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
+	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
+	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
+	    this->mtc ? "m" : "-", this->err);
+	@replies = sum(1);
+	@without = sum(-1);
+	tail[pid, this->fd] = this->tl + 1;
+	/* moreToCome: more replies follow, each answering the previous one */
+	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+}
+
+
+/* P3: the next reply of an exhaust stream: counted, not timed again. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
+    stream[pid, this->fd] == this->rto/
+{
+	@stream = sum(1);
+	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	this->k = SLOTS + 1;
+}
+
+/* P4: a reply to nothing this script saw. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid && this->k == SLOTS/
+{
+	@unmatched = sum(1);
+}
+
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->valid/
+{
+	this->fin = this->len <= this->ret - this->off;
+	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	this->off = this->fin ? this->off + this->len : this->ret;
+	this->valid = 0;
+}
+
+/* T4: a reply header split across sends: keep its first bytes. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->off < this->ret && this->n == this->ret && this->ret - this->off < 16/
+{
+	this->have = this->ret - this->off;
+	this->p = (uint8_t *)copyin(this->buf + this->off, this->have);
+	txh0[pid, this->fd] = (uint64_t)this->p[0] |
+	    (this->have > 1 ? (uint64_t)this->p[1] << 8 : 0) |
+	    (this->have > 2 ? (uint64_t)this->p[2] << 16 : 0) |
+	    (this->have > 3 ? (uint64_t)this->p[3] << 24 : 0) |
+	    (this->have > 4 ? (uint64_t)this->p[4] << 32 : 0) |
+	    (this->have > 5 ? (uint64_t)this->p[5] << 40 : 0) |
+	    (this->have > 6 ? (uint64_t)this->p[6] << 48 : 0) |
+	    (this->have > 7 ? (uint64_t)this->p[7] << 56 : 0);
+	txh1[pid, this->fd] =
+	    (this->have > 8 ? (uint64_t)this->p[8] : 0) |
+	    (this->have > 9 ? (uint64_t)this->p[9] << 8 : 0) |
+	    (this->have > 10 ? (uint64_t)this->p[10] << 16 : 0) |
+	    (this->have > 11 ? (uint64_t)this->p[11] << 24 : 0) |
+	    (this->have > 12 ? (uint64_t)this->p[12] << 32 : 0) |
+	    (this->have > 13 ? (uint64_t)this->p[13] << 40 : 0) |
+	    (this->have > 14 ? (uint64_t)this->p[14] << 48 : 0);
+	txhave[pid, this->fd] = this->have;
+	txts[pid, this->fd] = this->ts;
+	this->off = this->ret;
+}
+
+/* T5: bytes that could not be framed (past the first iovec, more than 4 replies). */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_go && this->off < this->ret/
+{
+	@malformed = sum(1);
+	txrem[pid, this->fd] = 0;
+}
+
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/self->tx_armed/
+{
+	self->tx_armed = 0;
+	self->tx_go = 0;
+	self->tx_fd = 0;
+	self->tx_buf = 0;
+	self->tx_cap = 0;
+	self->tx_ts = 0;
+}
+
+/* ---- close: free the connection's state ---------------------------------------- */
+
+
+syscall::close:entry, syscall::close_nocancel:entry
+/pid == $target && known[pid, (int)arg0]/
+{
+	/* requests still waiting never got a reply: they stay counted in @without */
+	this->fd = (int)arg0;
+	known[pid, this->fd] = 0;
+	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	rxop[pid, this->fd] = 0; rxrid[pid, this->fd] = 0; rxlen[pid, this->fd] = 0;
+	rxmtc[pid, this->fd] = 0; head[pid, this->fd] = 0; tail[pid, this->fd] = 0;
+	txrem[pid, this->fd] = 0; stream[pid, this->fd] = 0; txhave[pid, this->fd] = 0;
+	txh0[pid, this->fd] = 0; txh1[pid, this->fd] = 0; txts[pid, this->fd] = 0;
+	slot_rid[pid, this->fd, 0] = 0; slot_ts[pid, this->fd, 0] = 0;
+	slot_op[pid, this->fd, 0] = 0; slot_len[pid, this->fd, 0] = 0;
+	slot_rid[pid, this->fd, 1] = 0; slot_ts[pid, this->fd, 1] = 0;
+	slot_op[pid, this->fd, 1] = 0; slot_len[pid, this->fd, 1] = 0;
+	slot_rid[pid, this->fd, 2] = 0; slot_ts[pid, this->fd, 2] = 0;
+	slot_op[pid, this->fd, 2] = 0; slot_len[pid, this->fd, 2] = 0;
+	slot_rid[pid, this->fd, 3] = 0; slot_ts[pid, this->fd, 3] = 0;
+	slot_op[pid, this->fd, 3] = 0; slot_len[pid, this->fd, 3] = 0;
+}
+
+/* the plaintext state of a TLS connection, and its SSL * */
+syscall::close:entry, syscall::close_nocancel:entry
+/pid == $target && known[pid, (int)arg0 | TLS_FD]/
+{
+	this->fd = (int)arg0 | TLS_FD;
+	known[pid, this->fd] = 0;
+	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	rxop[pid, this->fd] = 0; rxrid[pid, this->fd] = 0; rxlen[pid, this->fd] = 0;
+	rxmtc[pid, this->fd] = 0; head[pid, this->fd] = 0; tail[pid, this->fd] = 0;
+	txrem[pid, this->fd] = 0; stream[pid, this->fd] = 0; txhave[pid, this->fd] = 0;
+	txh0[pid, this->fd] = 0; txh1[pid, this->fd] = 0; txts[pid, this->fd] = 0;
+	slot_rid[pid, this->fd, 0] = 0; slot_ts[pid, this->fd, 0] = 0;
+	slot_op[pid, this->fd, 0] = 0; slot_len[pid, this->fd, 0] = 0;
+	slot_rid[pid, this->fd, 1] = 0; slot_ts[pid, this->fd, 1] = 0;
+	slot_op[pid, this->fd, 1] = 0; slot_len[pid, this->fd, 1] = 0;
+	slot_rid[pid, this->fd, 2] = 0; slot_ts[pid, this->fd, 2] = 0;
+	slot_op[pid, this->fd, 2] = 0; slot_len[pid, this->fd, 2] = 0;
+	slot_rid[pid, this->fd, 3] = 0; slot_ts[pid, this->fd, 3] = 0;
+	slot_op[pid, this->fd, 3] = 0; slot_len[pid, this->fd, 3] = 0;
+}
+
+syscall::close:entry, syscall::close_nocancel:entry
+/pid == $target && tls_ssl[pid, (int)arg0] != 0/
+{
+	tls_conn[pid, tls_ssl[pid, (int)arg0]] = 0;
+	tls_ssl[pid, (int)arg0] = 0;
+}
+
+syscall::close:entry, syscall::close_nocancel:entry
+/pid == $target && tlsfd[pid, (int)arg0] != 0/
+{
+	tlsfd[pid, (int)arg0] = 0;
+}
+
+/* the TLS call is over (after the framing clauses of its plaintext) */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
+/self->tl_live/
+{
+	self->tl_live = 0;
+	self->tl_ssl = 0;
+	self->tl_buf = 0;
+	self->tl_nptr = 0;
+	self->tl_fd = 0;
+	self->tl_ts = 0;
+}
+
+/* ---- END ------------------------------------------------------------------------ */
+
+END
+{
+	printf("\n");
+	printa("requests: %@d  replies: %@d  stream replies: %@d  no-reply (moreToCome): %@d\n",
+	    @requests, @replies, @stream, @noreply);
+	printa("lost: unmatched replies %@d, requests without reply %@d, malformed headers %@d, dropped events 0\n",
+	    @unmatched, @without, @malformed);
+	/* TLS connections: whose bytes were TLS records, or whose plaintext came */
+	printf("\ntls:\n");
+	printa("  connections  %@d\n", @tls_conns);
+	printa("  decoded  %@d\n", @tls_decoded);
+	printa("  calls  %@d\n", @tls_calls);
+	printa("  calls_without_socket  %@d\n", @tls_nofd);
+	printf("(dropped events: DTrace reports its own on stderr, e.g. \"dynamic variable drops\": raise -x dynvarsize)\n");
+}
