@@ -360,11 +360,31 @@ def tls_hooks(tool, pid, mode):
     return hooks
 
 
+def fix_uprobe_binding():
+    """Debian's python3-bpfcc 0.26 declares libbcc's bpf_attach_uprobe with six
+    arguments; the C function takes seven, the last ref_ctr_offset (the file
+    offset of a USDT semaphore the kernel increments in the target's memory
+    while the probe is on). The seventh then is whatever lies on the stack (6,
+    here): the kernel takes it as a counter to write in the target, and refuses
+    (EINVAL; "ref_ctr_offset mismatch" in dmesg) any later uprobe at the same
+    address from another tracer (bpftrace, DTrace: 0), or ours after theirs.
+    Called before attaching: bcc's calls then pass 0."""
+    from bcc import libbcc
+    f = libbcc.lib.bpf_attach_uprobe
+    if len(getattr(f, "argtypes", None) or ()) != 6:
+        return                  # a binding that passes ref_ctr_offset itself
+    raw = ct.CDLL("libbcc.so.0", use_errno=True)["bpf_attach_uprobe"]
+    raw.restype = ct.c_int
+    raw.argtypes = list(f.argtypes) + [ct.c_uint32]
+    libbcc.lib.bpf_attach_uprobe = lambda *args: raw(*(args + (0,)))
+
+
 def attach_tls(b, pid, hooks):
     """mongo_tls.h's programs: its tail-call targets and the library's
     functions (the syscall programs of mongo_wire.h, compiled with MW_TLS, hand
     the fds of nested socket syscalls to it)."""
     from bcc import BPF
+    fix_uprobe_binding()
     jmp = b["mw_jmp_tls"]
     for i, name in enumerate(("mw_rx_more_tls", "mw_tx_more_tls")):
         fn = b.load_func(name, BPF.KPROBE)
