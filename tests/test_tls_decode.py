@@ -6,7 +6,12 @@
 - tests/wireserver.py --tls (Python's ssl: OpenSSL's libssl.so.3, SSL_read_ex and
   SSL_write_ex) in mongod's pattern (the 16-byte header, then the body), buffered
   4 KiB reads, and replies split across writes, driven by tests/wireclient.py's
-  scenarios over TLS: every count exact, nothing lost.
+  scenarios over TLS: every count exact, nothing lost;
+- the same with --tls-bio memory (asyncio's TLS transport: OpenSSL on memory BIOs,
+  no socket syscall inside SSL_read/SSL_write, as mongod's asio): the plaintext keyed
+  by SSL *, every connection tied to its socket; pymongo over it, mongosnoop's lines
+  per command == the requests the server served; 300 short connections through maps
+  sized for 16: the SSL *-keyed state is freed at SSL_free.
 
 Also: where tlshooks.find puts the Go return probes (each offset is a RET byte).
 
@@ -102,20 +107,29 @@ SPLIT_FAILED = ("a failed reply is recognised from its first 37 bytes in the wri
                 "syscall path: test_probe_patterns' known bug)")
 
 
-@pytest.mark.parametrize("mode", ["mongod", "readwrite", "split"])
-def test_openssl_wireserver_exact(mode, tmp_path):
-    """wireclient's scenarios (pipelining, a 100 KB insert, moreToCome, OP_QUERY,
-    OP_COMPRESSED, exhaust, failed commands) over TLS on 4 connections at once: the
-    plaintext from OpenSSL's SSL_read_ex/SSL_write_ex counted as the syscall path counts
-    plain traffic."""
+def _tls_cert(tmp_path: Path) -> tuple[Path, Path]:
     reason = _tool_unavailable("bcc")
     if reason:
         pytest.skip(reason)
     try:
-        cert, key = target._self_signed(tmp_path / "tls")
+        return target._self_signed(tmp_path / "tls")
     except target.TargetError as e:
         pytest.skip(str(e))
-    with wireserver(mode, tmp_path, (cert, key)) as (pid, port):
+
+
+# (mode, BIO): with memory BIOs asyncio reads the plaintext in chunks of up to 256 KiB
+# whatever the mode, so readwrite would repeat mongod; split still splits the writes
+@pytest.mark.parametrize("mode,bio", [("mongod", "socket"), ("readwrite", "socket"),
+                                      ("split", "socket"), ("mongod", "memory"),
+                                      ("split", "memory")])
+def test_openssl_wireserver_exact(mode, bio, tmp_path):
+    """wireclient's scenarios (pipelining, a 100 KB insert, moreToCome, OP_QUERY,
+    OP_COMPRESSED, exhaust, failed commands) over TLS on 4 connections at once: the
+    plaintext from OpenSSL's SSL_read_ex/SSL_write_ex counted as the syscall path counts
+    plain traffic; on memory BIOs (no socket syscall inside them) keyed by SSL *, each
+    connection tied to its socket."""
+    cert, key = _tls_cert(tmp_path)
+    with wireserver(mode, tmp_path, (cert, key), ("--tls-bio", bio)) as (pid, port):
         probe = Probe([SYSTEM_PYTHON, str(BCC_TOOL), "-p", str(pid), "-j", "--tls", "on"],
                       lambda p: sleeping_in_main_loop(p.proc.pid), tmp_path / "probe.err")
         try:
@@ -129,6 +143,7 @@ def test_openssl_wireserver_exact(mode, tmp_path):
         pytest.fail(f"probe failed: {probe.describe()}")
     assert "OpenSSL SSL_read/SSL_write/SSL_read_ex/SSL_write_ex" in \
         (tmp_path / "probe.err").read_text()
+    assert "; SSL_free)" in (tmp_path / "probe.err").read_text()
     r = json.loads(lines[-1])
     o = from_bcc(lines)
     assert (o.requests_by_command, o.requests_by_op, o.counts, o.timed_by_command) == (
@@ -138,7 +153,10 @@ def test_openssl_wireserver_exact(mode, tmp_path):
     assert o.lost == dict.fromkeys(o.lost, 0)
     scenarios = len(wireclient.SCENARIOS)
     assert r["tls"]["connections"] == CONNECTIONS * scenarios
+    on_bio = CONNECTIONS * scenarios if bio == "memory" else 0
+    assert (r["tls"]["memory_bio"], r["tls"]["memory_bio_tied"]) == (on_bio, on_bio)
     assert r["untraced"]["tls_connections"] == 0
+    assert r["untraced"]["tls_calls_without_socket"] == 0
     assert all(b > 0 for lows in o.bucket_lows.values() for b in lows)
     failed = (o.errors_by_command, o.error_codes) == (dict(e.errors_by_command),
                                                       dict(e.error_codes))
