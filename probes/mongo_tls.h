@@ -30,17 +30,54 @@
  * and records it into the call in flight of the thread (OpenSSL) or of the
  * goroutine (Go: r14 of the user registers saved at the syscall). A call that
  * made none (its bytes were already decrypted in the library's buffer) takes
- * the fd last seen for its SSL * / *tls.Conn (tls_conn_fd). A call with
- * plaintext and no fd at all is counted (T_NOFD): a server that drives
- * OpenSSL through memory BIOs (asio, as mongod does) makes no syscall inside
- * SSL_read, and its TLS traffic is not decoded.
+ * the fd last seen for its SSL * / *tls.Conn (tls_conn_fd).
  *
- * The state of a TLS connection is conns[fd | MW_TLS_FD]: a key apart from
- * the fd's own (its ciphertext, which the syscall path sees as non-protocol
- * bytes and counts once as a TLS connection, C_TLS). Requests complete at the
- * return of the read call that completed them (after decryption); replies are
- * timed at the entry of the write call that carries their first bytes (before
- * encryption): the server's time, without the crypto of either side.
+ * Memory BIOs (MW_TLS_BIO: OpenSSL with SSL_free found): a server that drives
+ * OpenSSL through memory BIOs (asio's ssl::stream, as mongod does; Python's
+ * asyncio transport) makes no socket syscall inside SSL_read/SSL_write: its
+ * ciphertext moves in syscalls of its own, before SSL_read and after
+ * SSL_write. A call with plaintext, no nested syscall and no fd remembered for
+ * its SSL * keys the connection by the SSL * itself: tls_bio gives the SSL * a
+ * number of its own (this CPU's next one, the CPU in its top 8 bits, claimed
+ * by an atomic insert into tls_bio_owner; LLVM 14 has no fetch-and-add that
+ * returns), and its state is conns[MW_TLS_FD | MW_TLS_SSL | number]: a key
+ * space apart from fds (fd | MW_TLS_FD, fds being below 2^30) and from plain
+ * fds. Requests and replies go through the same state machine. SSL_free (a
+ * uprobe) forgets it: its conns entry (outstanding requests counted as
+ * unanswered, C_NOREPLY_LOST, as at close), tls_bio, tls_bio_owner, and for
+ * any SSL * the fd last seen for it (tls_conn_fd: an SSL *'s address comes
+ * back for a later connection). Without SSL_free such calls stay counted
+ * (T_NOFD): their state would never be freed.
+ *
+ * The tie to the socket (x86-64): after an SSL_write of an untied SSL *, the
+ * thread's next read/write-family syscall (one chance; tls_live is held open
+ * until then) ties it when it is a send (write, writev, sendto, sendmsg: the
+ * saved orig_ax) on an fd whose first received bytes were TLS records
+ * (tls_fds): asio writes the records SSL_write left in the BIO at once, on the
+ * same thread, and so does asyncio (checked: every connection of
+ * tests/wireserver.py --tls-bio memory tied). The tie costs nothing on the hot
+ * path (the gate is open only between an untied SSL_write and the next send)
+ * and is only a name: the state stays keyed by the SSL *; tls_bio_fd (key ->
+ * fd, an LRU kept after SSL_free, as keys are not reused until a CPU's 2^22
+ * numbers wrap) lets user space print the socket's fd for events and -c rows,
+ * and (TLS on memory BIOs: socket not known) with the key's number when no
+ * tie was made (a connection accepted before tracing, whose ClientHello was
+ * not seen). The receive before SSL_read would tie it earlier, but every
+ * receive of the process would then record its fd. T_BIO counts the
+ * connections keyed by SSL * (also in T_DECODED, at their first plaintext
+ * read: their socket's ClientHello counted C_TLS), T_TIED those tied. T_NOFD
+ * is left with what still cannot be decoded: Go calls with no fd, OpenSSL
+ * without SSL_free, or tls_bio full (MW_CONNS SSL objects at once).
+ *
+ * The state of a TLS connection on a socket is conns[fd | MW_TLS_FD]: a key
+ * apart from the fd's own (its ciphertext, which the syscall path sees as
+ * non-protocol bytes and counts once as a TLS connection, C_TLS). Requests
+ * complete at the return of the read call that completed them (after
+ * decryption); replies are timed at the entry of the write call that carries
+ * their first bytes (before encryption): the server's time, without the
+ * crypto of either side.
+ *
+ * Cost of memory BIOs: not measured yet.
  *
  * Copyright 2025 mongoprobe authors. Licensed under the Apache License 2.0.
  */

@@ -127,16 +127,19 @@
 #   libssl mapped by the target, or linked into its executable) and Go's
 #   crypto/tls (*Conn).Read/Write (uprobes at entry and at the RET instructions,
 #   found with objdump). The connection is the fd of the read/write made inside
-#   the call (or the last one of its SSL */tls.Conn): a server that drives
-#   OpenSSL through memory BIOs (asio, mongod) makes none, and its TLS calls are
-#   counted, not decoded. A request completes at the read call's return, a
+#   the call (or the last one of its SSL */tls.Conn). A server that drives
+#   OpenSSL through memory BIOs (asio, mongod) makes none: its connections are
+#   keyed by their SSL *, forgotten at SSL_free (a uprobe), and named by the fd
+#   of the send that follows SSL_write on the thread (-c rows and events show
+#   it; "ssl #N (TLS on memory BIOs: socket not known)" when none was seen).
+#   A request completes at the read call's return, a
 #   reply is timed at the write call's entry (the crypto is left out). With a
 #   TLS library hooked, every read/write of the target runs one more program,
 #   stopped at once while no TLS call is in flight. Checked on FerretDB v1.24.0
 #   (Go crypto/tls, pymongo over TLS: counts equal its metrics) and on
 #   tests/wireserver.py --tls (Python's ssl: libssl.so.3, SSL_read_ex/
 #   SSL_write_ex) in mongod's header-then-body pattern, buffered reads and
-#   split replies.
+#   split replies, and with --tls-bio memory (asyncio's transport: memory BIOs).
 # - -c keys connections by (pid, fd): a reused fd adds to the same row; the
 #   peer address is resolved from /proc when printing ("(closed)" if gone).
 # - --max-connections N (default 10,000) sizes the maps: conns (N connections,

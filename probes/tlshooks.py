@@ -5,7 +5,10 @@
 # A target's TLS plaintext is read through uprobes (probes/mongo_tls.h):
 # - OpenSSL: SSL_read, SSL_write, SSL_read_ex, SSL_write_ex, in a libssl the
 #   process has mapped (/proc/PID/maps), or linked statically into its
-#   executable (the symbols in its ELF symbol tables);
+#   executable (the symbols in its ELF symbol tables); and SSL_free there
+#   (Hook.free), where the state of a connection on memory BIOs (keyed by its
+#   SSL *: asio's ssl::stream, mongod) is forgotten - without it such
+#   connections are not decoded;
 # - Go crypto/tls: crypto/tls.(*Conn).Read and Write in the executable, with the
 #   offsets of their RET instructions (objdump --disassemble=SYMBOL): Go
 #   returns are probed there, not with uretprobes, which corrupt goroutine

@@ -39,6 +39,7 @@ from test_probe_patterns import (BCC_TOOL, SYSTEM_PYTHON, Probe, wireserver,
 
 ROOT = Path(__file__).resolve().parents[1]
 MW_TLS_FD = 0x80000000
+MW_TLS_SSL = 0x40000000  # a memory-BIO connection whose socket is not known
 CONNECTIONS = 4
 
 
@@ -226,3 +227,83 @@ def test_snoop_tls_lines(tls_target, need_bcc):
     assert got == metrics_delta(before, target.request_counts(info.metrics_url))
     assert got["ping"] == 5
     assert all(0 < ln["fd"] < MW_TLS_FD and ln["latency_ns"] > 0 for ln in lines)
+
+
+def _served(counts_file: Path) -> dict[str, int]:
+    """wireserver --counts: requests served per command (OP_COMPRESSED by the one inside)."""
+    out: dict[str, int] = {}
+    for key, n in json.loads(counts_file.read_text()).items():
+        command = key.split(" ", 1)[1]
+        out[command] = out.get(command, 0) + n
+    return out
+
+
+def test_snoop_pymongo_memory_bio(tmp_path):
+    """pymongo over TLS to the memory-BIO server (asyncio's transport), mongosnoop -j:
+    one line per request the server served, per command, each with its socket's fd."""
+    import pymongo
+
+    cert, key = _tls_cert(tmp_path)
+    counts = tmp_path / "served.json"
+    with wireserver("mongod", tmp_path, (cert, key),
+                    ("--tls-bio", "memory", "--counts", str(counts))) as (pid, port):
+        probe = Probe([SYSTEM_PYTHON, str(ROOT / "probes" / "mongosnoop.py"), "-p", str(pid),
+                       "-j", "--tls", "on"],
+                      lambda p: "Tracing MongoDB" in p.stderr.read_text(), tmp_path / "probe.err")
+        try:
+            probe.wait_attached()
+            client = pymongo.MongoClient(f"mongodb://127.0.0.1:{port}/?directConnection=true",
+                                         tls=True, tlsCAFile=str(cert))
+            for i in range(20):
+                client.admin.command("ping")
+                client.test.coll.insert_one({"i": i})
+                client.test.coll.find_one({"i": i})
+            client.close()      # its monitor too: nothing more reaches the server
+            time.sleep(0.5)
+        finally:
+            probe.stop()
+    if probe.proc.returncode != 0:
+        pytest.fail(f"probe failed: {probe.describe()}")
+    lines = [json.loads(ln) for ln in probe.lines if ln.startswith("{")]
+    got: dict[str, int] = {}
+    for ln in lines:
+        got[ln["command"]] = got.get(ln["command"], 0) + 1
+    served = _served(counts)
+    assert got == served
+    assert (served["ping"], served["insert"], served["find"]) == (20, 20, 20)
+    assert all(0 < ln["fd"] < MW_TLS_SSL and ln["latency_ns"] > 0 for ln in lines)
+    footer = (tmp_path / "probe.err").read_text()
+    assert "on memory BIOs" in footer and "not traced" not in footer
+
+
+def test_memory_bio_state_freed(tmp_path):
+    """300 short TLS connections, one after another, to the memory-BIO server, through
+    maps sized for 16 connections (--max-connections 16): each SSL *-keyed state is
+    freed at SSL_free, so none is refused for a full map and every request counts."""
+    cert, key = _tls_cert(tmp_path)
+    n = 300
+    with wireserver("mongod", tmp_path, (cert, key), ("--tls-bio", "memory")) as (pid, port):
+        probe = Probe([SYSTEM_PYTHON, str(BCC_TOOL), "-p", str(pid), "-j", "--tls", "on",
+                       "--max-connections", "16"],
+                      lambda p: sleeping_in_main_loop(p.proc.pid), tmp_path / "probe.err")
+        try:
+            probe.wait_attached()
+            ctx = ssl.create_default_context(cafile=str(cert))
+            for _ in range(n):
+                c = wireclient.Conn(port, ctx)
+                try:
+                    c.call(c.op_msg({"ping": 1}))
+                finally:
+                    c.close()
+            time.sleep(0.3)
+        finally:
+            lines = probe.stop()
+    if probe.proc.returncode != 0:
+        pytest.fail(f"probe failed: {probe.describe()}")
+    r = json.loads(lines[-1])
+    assert r["requests_by_command"] == {"ping": n}
+    assert r["counts"] == {"requests": n, "replies": n, "stream_replies": 0, "no_reply": 0}
+    assert r["lost"] == dict.fromkeys(r["lost"], 0)
+    assert r["full"] == dict.fromkeys(r["full"], 0)
+    assert (r["tls"]["connections"], r["tls"]["memory_bio"]) == (n, n)
+    assert r["untraced"]["tls_calls_without_socket"] == 0
