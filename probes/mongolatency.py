@@ -128,16 +128,19 @@
 #   libssl mapped by the target, or linked into its executable) and Go's
 #   crypto/tls (*Conn).Read/Write (uprobes at entry and at the RET instructions,
 #   found with objdump). The connection is the fd of the read/write made inside
-#   the call (or the last one of its SSL */tls.Conn): a server that drives
-#   OpenSSL through memory BIOs (asio, mongod) makes none, and its TLS calls are
-#   counted, not decoded. A request completes at the read call's return, a
+#   the call (or the last one of its SSL */tls.Conn). A server that drives
+#   OpenSSL through memory BIOs (asio, mongod) makes none: its connections are
+#   keyed by their SSL *, forgotten at SSL_free (a uprobe), and named by the fd
+#   of the send that follows SSL_write on the thread (-c rows and events show
+#   it; "ssl #N (TLS on memory BIOs: socket not known)" when none was seen).
+#   A request completes at the read call's return, a
 #   reply is timed at the write call's entry (the crypto is left out). With a
 #   TLS library hooked, every read/write of the target runs one more program,
 #   stopped at once while no TLS call is in flight. Checked on FerretDB v1.24.0
 #   (Go crypto/tls, pymongo over TLS: counts equal its metrics) and on
 #   tests/wireserver.py --tls (Python's ssl: libssl.so.3, SSL_read_ex/
 #   SSL_write_ex) in mongod's header-then-body pattern, buffered reads and
-#   split replies.
+#   split replies, and with --tls-bio memory (asyncio's transport: memory BIOs).
 # - -c keys connections by (pid, fd): a reused fd adds to the same row; the
 #   peer address is resolved from /proc when printing ("(closed)" if gone).
 # - --max-connections N (default 10,000) sizes the maps: conns (N connections,
@@ -190,10 +193,13 @@ C_REQUESTS, C_REPLIES, C_STREAM, C_NOREPLY, C_UNMATCHED, C_NOREPLY_LOST, \
     C_MALFORMED, C_DROPPED, C_MMSG, C_URING, C_TLS, C_FULL_CONNS, C_FULL_LAT = range(13)
 C_MAX = 13
 # mongo_tls.h's "tls_counts", after C_MAX in raw_counts: TLS connections whose
-# plaintext was decoded, calls with plaintext on no known socket, calls with bytes
-T_DECODED, T_NOFD, T_CALLS = range(C_MAX, C_MAX + 3)
-T_MAX = 3
+# plaintext was decoded, calls with plaintext and no connection to key them by,
+# calls with bytes; of the decoded connections, those keyed by their SSL *
+# (memory BIOs), and of those, the ones tied to their socket's fd
+T_DECODED, T_NOFD, T_CALLS, T_BIO, T_TIED = range(C_MAX, C_MAX + 5)
+T_MAX = 5
 MW_TLS_FD = 0x80000000          # conns/fd key bit of a TLS connection's plaintext
+MW_TLS_SSL = 0x40000000         # with it: a memory-BIO connection, keyed by SSL *
 # the TLS libraries this run hooked (load() sets it): [tlshooks.Hook]
 TLS_HOOKED = []
 # the maps whose filling C_FULL_* count (they are part of C_DROPPED too)
@@ -324,6 +330,9 @@ def bpf_text(pid, by_conn=False, events=False, ringbuf=True, sample=1,
         defs.append("#define MW_TLS 1")
     if "openssl" in kinds:
         defs.append("#define MW_TLS_OPENSSL 1")
+        if all(h.free for h in tls if h.kind == "openssl"):
+            # SSL_free forgets them: memory-BIO connections keyed by SSL *
+            defs.append("#define MW_TLS_BIO 1")
     if "go" in kinds:
         defs.append("#define MW_TLS_GO 1")
     if by_conn:
@@ -398,6 +407,9 @@ def attach_tls(b, pid, hooks):
                                 fn_name="mw_ssl_%s%s_enter" % (way, ex))
                 b.attach_uretprobe(name=h.path, sym=fn, pid=pid,
                                    fn_name="mw_ssl%s_return" % ex)
+            if h.free:
+                b.attach_uprobe(name=h.path, sym=tlshooks.SSL_FREE, pid=pid,
+                                fn_name="mw_ssl_free")
             continue
         for fn, enter in ((tlshooks.GO_READ, "mw_go_read_enter"),
                           (tlshooks.GO_WRITE, "mw_go_write_enter")):
@@ -436,6 +448,7 @@ def load(tool, pid, by_conn=False, events=False, sample=1, max_conns=MAX_CONNECT
                 die(tool, "cannot hook TLS (%s): %s" % (
                     "; ".join(h.describe() for h in tls), str(e).splitlines()[-1]))
             TLS_HOOKED[:] = tls
+            SSL_FDS.set_bpf(b)
             for h in tls:
                 print("%s: TLS plaintext from %s" % (tool, h.describe()), file=sys.stderr)
         return b, ringbuf
@@ -463,7 +476,7 @@ class WallClock(object):
 def event_dict(ev, clock, pid):
     return {
         "time": round(clock.wall(ev.ts), 6),
-        "pid": pid, "tid": ev.tid, "fd": ev.fd & ~MW_TLS_FD,
+        "pid": pid, "tid": ev.tid, "fd": conn_id(ev.fd),
         "request_id": ev.request_id, "opcode": opname(ev.opcode),
         "command": cmdname(ev.cmd), "bytes_in": ev.bytes_in,
         "bytes_out": ev.bytes_out, "latency_ns": ev.latency_ns,
@@ -515,6 +528,49 @@ class Events(object):
 
 def as_event(data):
     return ct.cast(data, ct.POINTER(MwEvent)).contents
+
+
+class SslFds(object):
+    """The sockets of memory-BIO TLS connections (mongo_tls.h keys them by their
+    SSL *, and ties the key to the fd of the send that follows SSL_write): key ->
+    fd from the kernel's tls_bio_fd, looked up once per key and remembered."""
+
+    def __init__(self):
+        self.table = None
+        self.known = {}
+
+    def set_bpf(self, b):
+        try:
+            self.table = b["tls_bio_fd"]
+        except KeyError:        # OpenSSL on memory BIOs not decoded in this run
+            self.table = None
+
+    def fd(self, key):
+        fd = self.known.get(key)
+        if fd is None and self.table is not None:
+            try:
+                fd = int(self.table[self.table.Key(key)].value)
+            except KeyError:    # not tied (yet)
+                return None
+            if len(self.known) > 100000:
+                self.known.clear()
+            self.known[key] = fd
+        return fd
+
+
+SSL_FDS = SslFds()
+
+
+def conn_id(raw):
+    """The connection of a conns key (an event's or aggregate's fd): the fd, that
+    of a TLS connection's socket too; a memory-BIO connection not tied to its
+    socket keeps its key without MW_TLS_FD: MW_TLS_SSL (2^30) | its number."""
+    raw = int(raw)
+    if raw & MW_TLS_FD and raw & MW_TLS_SSL:
+        fd = SSL_FDS.fd(raw)
+        if fd is not None:
+            return fd
+    return raw & ~MW_TLS_FD
 
 
 def raw_counts(b):
@@ -591,15 +647,21 @@ def read_counts(v, extra_dropped=0, pending=0, pid=None):
     syscall)."""
     return {
         # tls_connections: those whose plaintext was not decoded (all of them
-        # when no TLS library is hooked); tls_calls_without_socket: TLS calls
-        # whose plaintext came with no known fd (probes/mongo_tls.h)
+        # when no TLS library is hooked; a memory-BIO connection whose ciphertext
+        # began before tracing may be counted decoded and not seen as TLS: never
+        # below 0); tls_calls_without_socket: TLS calls whose plaintext had no
+        # connection to key it by (probes/mongo_tls.h)
         "untraced": {"mmsg_calls": v[C_MMSG], "io_uring_calls": v[C_URING],
                      "io_uring_fds": io_uring_fds(pid) if pid else 0,
-                     "tls_connections": v[C_TLS] - v[T_DECODED],
+                     "tls_connections": max(0, v[C_TLS] - v[T_DECODED]),
                      "tls_hooked": 1 if TLS_HOOKED else 0,
                      "tls_calls_without_socket": v[T_NOFD]},
+        # memory_bio: of the connections, those keyed by their SSL * (no socket
+        # syscall inside SSL_read/SSL_write), memory_bio_tied: of those, the ones
+        # whose socket fd is known
         "tls": {"hooked": [h.describe() for h in TLS_HOOKED],
-                "connections": v[T_DECODED], "calls": v[T_CALLS]},
+                "connections": v[T_DECODED], "calls": v[T_CALLS],
+                "memory_bio": v[T_BIO], "memory_bio_tied": v[T_TIED]},
         "counts": {"requests": v[C_REQUESTS], "replies": v[C_REPLIES],
                    "stream_replies": v[C_STREAM], "no_reply": v[C_NOREPLY]},
         "lost": {"unmatched_replies": v[C_UNMATCHED],
@@ -623,8 +685,12 @@ def footer(totals, out=sys.stdout):
               l["malformed"], l["dropped"]), file=out)
     tls = totals.get("tls") or {}
     if tls.get("hooked"):
-        print("tls: %d connections decoded (%d calls with plaintext)" % (
-            tls["connections"], tls["calls"]), file=out)
+        bio = ""
+        if tls.get("memory_bio"):
+            bio = "; %d on memory BIOs, %d of them tied to their socket" % (
+                tls["memory_bio"], tls.get("memory_bio_tied", 0))
+        print("tls: %d connections decoded (%d calls with plaintext%s)" % (
+            tls["connections"], tls["calls"], bio), file=out)
     line = untraced_line(totals.get("untraced"))
     if line:
         print(line, file=out)
@@ -651,7 +717,9 @@ def untraced_line(u):
                      % u["tls_connections"])
     if u.get("tls_calls_without_socket"):
         parts.append("%d TLS calls returned plaintext with no socket syscall inside "
-                     "them nor earlier on their connection (memory BIOs?): not decoded"
+                     "them nor earlier on their connection, and no SSL * to key them "
+                     "by (Go crypto/tls on no socket; OpenSSL without SSL_free, or "
+                     "its map full: raise --max-connections): not decoded"
                      % u["tls_calls_without_socket"])
     return "not traced: " + "; ".join(parts) if parts else ""
 
@@ -770,7 +838,7 @@ def take_map(t, now, final, out):
         if not final and (k.slice + 1) * SLICE_NS + GRACE_NS > now:
             continue
         if k.fd:
-            key = ("conn", int(k.fd) & ~MW_TLS_FD)   # a TLS connection's plaintext too
+            key = ("conn", conn_id(k.fd))   # a TLS connection's plaintext too
         else:
             key = ("cmd", (cmdname(k.name.c), opname(int(k.op))))
         agg = out.setdefault(int(k.slice), {}).setdefault(key, Agg())
@@ -872,8 +940,13 @@ except ImportError:                             # pragma: no cover
 HEADERS = {"op": "opcode", "cmd": "command", "conn": "conn"}
 
 
+SSL_UNTIED = "(TLS on memory BIOs: socket not known)"
+
+
 def label(view, key, pid, table):
     if view == "conn":
+        if key & MW_TLS_SSL:
+            return "ssl #%d %s" % (key & ~MW_TLS_SSL, SSL_UNTIED)
         return "fd %d %s" % (key, peer_of(pid, key, table))
     return key
 
@@ -944,7 +1017,10 @@ def json_view(rep, view, pid, lat_by, table):
              "hist": json_hist(d.hist), "requests": n + d.noreply,
              "errors": d.errors,
              "error_codes": {str(c): v for c, v in sorted(d.codes.items())}}
-        if view == "conn":
+        if view == "conn" and key & MW_TLS_SSL:
+            e["fd"] = None
+            e["peer"] = SSL_UNTIED
+        elif view == "conn":
             e["fd"] = key
             e["peer"] = peer_of(pid, key, table)
         out[name] = e
@@ -1137,7 +1213,7 @@ def main(argv=None):
             evfile.write(json.dumps(d) + "\n")
             if lat_by is not None:
                 for view, key in (("op", d["opcode"]), ("cmd", d["command"]),
-                                  ("conn", ev.fd)):
+                                  ("conn", d["fd"])):
                     lat_by.setdefault((view, key), []).append(ev.latency_ns)
         ev_reader = Events(b, ringbuf, on_event)
 

@@ -137,7 +137,7 @@ def main(argv=None):
             out.write(json.dumps(mw.event_dict(ev, clock, args.pid)) + "\n")
         else:
             out.write((HDR + "\n") % (
-                "%.3f" % ((ev.ts - t0) / 1e9), args.pid, ev.tid, ev.fd & ~mw.MW_TLS_FD,
+                "%.3f" % ((ev.ts - t0) / 1e9), args.pid, ev.tid, mw.conn_id(ev.fd),
                 ev.request_id, mw.opname(ev.opcode), mw.cmdname(ev.cmd),
                 ev.bytes_in, ev.bytes_out, "%.2f" % (ev.latency_ns / 1e3)))
 

@@ -5,7 +5,10 @@
 # A target's TLS plaintext is read through uprobes (probes/mongo_tls.h):
 # - OpenSSL: SSL_read, SSL_write, SSL_read_ex, SSL_write_ex, in a libssl the
 #   process has mapped (/proc/PID/maps), or linked statically into its
-#   executable (the symbols in its ELF symbol tables);
+#   executable (the symbols in its ELF symbol tables); and SSL_free there
+#   (Hook.free), where the state of a connection on memory BIOs (keyed by its
+#   SSL *: asio's ssl::stream, mongod) is forgotten - without it such
+#   connections are not decoded;
 # - Go crypto/tls: crypto/tls.(*Conn).Read and Write in the executable, with the
 #   offsets of their RET instructions (objdump --disassemble=SYMBOL): Go
 #   returns are probed there, not with uretprobes, which corrupt goroutine
@@ -27,6 +30,7 @@ import struct
 import subprocess
 
 OPENSSL_FUNCS = ("SSL_read", "SSL_write", "SSL_read_ex", "SSL_write_ex")
+SSL_FREE = "SSL_free"           # memory-BIO connections' state is freed there
 GO_READ = "crypto/tls.(*Conn).Read"
 GO_WRITE = "crypto/tls.(*Conn).Write"
 
@@ -38,18 +42,22 @@ class TlsError(Exception):
 class Hook(object):
     """One library to hook: kind "openssl" or "go", the ELF file's path (as the
     process sees it, under /proc/PID/root), the functions found in it and, for
-    Go, {function: [offsets of its RET instructions]}."""
+    Go, {function: [offsets of its RET instructions]}; for OpenSSL, free: whether
+    SSL_free is there (without it, memory-BIO connections are not decoded: their
+    state, keyed by SSL *, would never be freed)."""
 
-    def __init__(self, kind, path, funcs, rets=None, shown=None):
+    def __init__(self, kind, path, funcs, rets=None, shown=None, free=False):
         self.kind, self.path, self.funcs = kind, path, list(funcs)
         self.rets = rets or {}
         self.shown = shown or path      # the path as the process maps it
+        self.free = free
 
     def describe(self):
         if self.kind == "go":
             return "Go crypto/tls (*Conn).Read/Write in %s (uprobes at entry and at " \
                 "%d RET instructions)" % (self.shown, sum(len(v) for v in self.rets.values()))
-        return "OpenSSL %s in %s (uprobes, uretprobes)" % ("/".join(self.funcs), self.shown)
+        return "OpenSSL %s in %s (uprobes, uretprobes%s)" % (
+            "/".join(self.funcs), self.shown, "; SSL_free" if self.free else "")
 
 
 def elf_symbols(path, wanted):
@@ -128,21 +136,23 @@ def find(pid):
     hooks = []
     exe_link = os.readlink("/proc/%d/exe" % pid)
     exe = "/proc/%d/exe" % pid
-    syms = elf_symbols(exe, OPENSSL_FUNCS + (GO_READ, GO_WRITE))
+    syms = elf_symbols(exe, OPENSSL_FUNCS + (SSL_FREE, GO_READ, GO_WRITE))
     if GO_READ in syms and GO_WRITE in syms:
         rets = dict((fn, ret_offsets(exe, fn, syms[fn][0])) for fn in (GO_READ, GO_WRITE))
         hooks.append(Hook("go", _in_root(pid, exe_link), (GO_READ, GO_WRITE), rets,
                           exe_link))
     static = [fn for fn in OPENSSL_FUNCS if fn in syms]
     if "SSL_read" in static and "SSL_write" in static:
-        hooks.append(Hook("openssl", _in_root(pid, exe_link), static, shown=exe_link))
+        hooks.append(Hook("openssl", _in_root(pid, exe_link), static, shown=exe_link,
+                          free=SSL_FREE in syms))
     for path in mapped_files(pid):
         if not os.path.basename(path).startswith("libssl.so"):
             continue
         real = _in_root(pid, path)
-        funcs = [fn for fn in OPENSSL_FUNCS if fn in elf_symbols(real, OPENSSL_FUNCS)]
+        found = elf_symbols(real, OPENSSL_FUNCS + (SSL_FREE,))
+        funcs = [fn for fn in OPENSSL_FUNCS if fn in found]
         if "SSL_read" in funcs and "SSL_write" in funcs:
-            hooks.append(Hook("openssl", real, funcs, shown=path))
+            hooks.append(Hook("openssl", real, funcs, shown=path, free=SSL_FREE in found))
     return hooks
 
 

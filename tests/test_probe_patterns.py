@@ -114,16 +114,16 @@ def cases(aspect: str) -> list:
 
 
 @contextmanager
-def wireserver(mode: str, workdir: Path,
-               tls: tuple[Path, Path] | None = None) -> Iterator[tuple[int, int]]:
+def wireserver(mode: str, workdir: Path, tls: tuple[Path, Path] | None = None,
+               extra: tuple[str, ...] = ()) -> Iterator[tuple[int, int]]:
     """tests/wireserver.py in `mode` (serving TLS with tls's certificate and key, when
-    given): (pid, port). Fails if it reported errors."""
+    given; more options in extra): (pid, port). Fails if it reported errors."""
     err = workdir / "server.err"
-    what = f"wireserver{' --tls' if tls else ''} --mode {mode}"
+    what = f"wireserver{' --tls' if tls else ''} --mode {mode} {' '.join(extra)}".rstrip()
     with open(err, "w") as errfile:
         proc = subprocess.Popen([sys.executable, str(WIRESERVER), "--port", "0", "--mode", mode,
                                  "--log", str(workdir / "server.log"),
-                                 *(["--tls", str(tls[0]), str(tls[1])] if tls else [])],
+                                 *(["--tls", str(tls[0]), str(tls[1])] if tls else []), *extra],
                                 stdout=subprocess.PIPE, stderr=errfile, text=True)  # fmt: skip
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 30)

@@ -6,7 +6,12 @@
 - tests/wireserver.py --tls (Python's ssl: OpenSSL's libssl.so.3, SSL_read_ex and
   SSL_write_ex) in mongod's pattern (the 16-byte header, then the body), buffered
   4 KiB reads, and replies split across writes, driven by tests/wireclient.py's
-  scenarios over TLS: every count exact, nothing lost.
+  scenarios over TLS: every count exact, nothing lost;
+- the same with --tls-bio memory (asyncio's TLS transport: OpenSSL on memory BIOs,
+  no socket syscall inside SSL_read/SSL_write, as mongod's asio): the plaintext keyed
+  by SSL *, every connection tied to its socket; pymongo over it, mongosnoop's lines
+  per command == the requests the server served; 300 short connections through maps
+  sized for 16: the SSL *-keyed state is freed at SSL_free.
 
 Also: where tlshooks.find puts the Go return probes (each offset is a RET byte).
 
@@ -34,6 +39,7 @@ from test_probe_patterns import (BCC_TOOL, SYSTEM_PYTHON, Probe, wireserver,
 
 ROOT = Path(__file__).resolve().parents[1]
 MW_TLS_FD = 0x80000000
+MW_TLS_SSL = 0x40000000  # a memory-BIO connection whose socket is not known
 CONNECTIONS = 4
 
 
@@ -102,20 +108,29 @@ SPLIT_FAILED = ("a failed reply is recognised from its first 37 bytes in the wri
                 "syscall path: test_probe_patterns' known bug)")
 
 
-@pytest.mark.parametrize("mode", ["mongod", "readwrite", "split"])
-def test_openssl_wireserver_exact(mode, tmp_path):
-    """wireclient's scenarios (pipelining, a 100 KB insert, moreToCome, OP_QUERY,
-    OP_COMPRESSED, exhaust, failed commands) over TLS on 4 connections at once: the
-    plaintext from OpenSSL's SSL_read_ex/SSL_write_ex counted as the syscall path counts
-    plain traffic."""
+def _tls_cert(tmp_path: Path) -> tuple[Path, Path]:
     reason = _tool_unavailable("bcc")
     if reason:
         pytest.skip(reason)
     try:
-        cert, key = target._self_signed(tmp_path / "tls")
+        return target._self_signed(tmp_path / "tls")
     except target.TargetError as e:
         pytest.skip(str(e))
-    with wireserver(mode, tmp_path, (cert, key)) as (pid, port):
+
+
+# (mode, BIO): with memory BIOs asyncio reads the plaintext in chunks of up to 256 KiB
+# whatever the mode, so readwrite would repeat mongod; split still splits the writes
+@pytest.mark.parametrize("mode,bio", [("mongod", "socket"), ("readwrite", "socket"),
+                                      ("split", "socket"), ("mongod", "memory"),
+                                      ("split", "memory")])
+def test_openssl_wireserver_exact(mode, bio, tmp_path):
+    """wireclient's scenarios (pipelining, a 100 KB insert, moreToCome, OP_QUERY,
+    OP_COMPRESSED, exhaust, failed commands) over TLS on 4 connections at once: the
+    plaintext from OpenSSL's SSL_read_ex/SSL_write_ex counted as the syscall path counts
+    plain traffic; on memory BIOs (no socket syscall inside them) keyed by SSL *, each
+    connection tied to its socket."""
+    cert, key = _tls_cert(tmp_path)
+    with wireserver(mode, tmp_path, (cert, key), ("--tls-bio", bio)) as (pid, port):
         probe = Probe([SYSTEM_PYTHON, str(BCC_TOOL), "-p", str(pid), "-j", "--tls", "on"],
                       lambda p: sleeping_in_main_loop(p.proc.pid), tmp_path / "probe.err")
         try:
@@ -129,6 +144,7 @@ def test_openssl_wireserver_exact(mode, tmp_path):
         pytest.fail(f"probe failed: {probe.describe()}")
     assert "OpenSSL SSL_read/SSL_write/SSL_read_ex/SSL_write_ex" in \
         (tmp_path / "probe.err").read_text()
+    assert "; SSL_free)" in (tmp_path / "probe.err").read_text()
     r = json.loads(lines[-1])
     o = from_bcc(lines)
     assert (o.requests_by_command, o.requests_by_op, o.counts, o.timed_by_command) == (
@@ -138,7 +154,10 @@ def test_openssl_wireserver_exact(mode, tmp_path):
     assert o.lost == dict.fromkeys(o.lost, 0)
     scenarios = len(wireclient.SCENARIOS)
     assert r["tls"]["connections"] == CONNECTIONS * scenarios
+    on_bio = CONNECTIONS * scenarios if bio == "memory" else 0
+    assert (r["tls"]["memory_bio"], r["tls"]["memory_bio_tied"]) == (on_bio, on_bio)
     assert r["untraced"]["tls_connections"] == 0
+    assert r["untraced"]["tls_calls_without_socket"] == 0
     assert all(b > 0 for lows in o.bucket_lows.values() for b in lows)
     failed = (o.errors_by_command, o.error_codes) == (dict(e.errors_by_command),
                                                       dict(e.error_codes))
@@ -208,3 +227,86 @@ def test_snoop_tls_lines(tls_target, need_bcc):
     assert got == metrics_delta(before, target.request_counts(info.metrics_url))
     assert got["ping"] == 5
     assert all(0 < ln["fd"] < MW_TLS_FD and ln["latency_ns"] > 0 for ln in lines)
+
+
+def _served(counts_file: Path) -> dict[str, int]:
+    """wireserver --counts: requests served per command (OP_COMPRESSED by the one inside)."""
+    out: dict[str, int] = {}
+    for key, n in json.loads(counts_file.read_text()).items():
+        command = key.split(" ", 1)[1]
+        out[command] = out.get(command, 0) + n
+    return out
+
+
+def test_snoop_pymongo_memory_bio(tmp_path):
+    """pymongo over TLS to the memory-BIO server (asyncio's transport), mongosnoop -j:
+    one line per request the server served, per command, each with its socket's fd."""
+    import pymongo
+
+    cert, key = _tls_cert(tmp_path)
+    counts = tmp_path / "served.json"
+    with wireserver("mongod", tmp_path, (cert, key),
+                    ("--tls-bio", "memory", "--counts", str(counts))) as (pid, port):
+        probe = Probe([SYSTEM_PYTHON, str(ROOT / "probes" / "mongosnoop.py"), "-p", str(pid),
+                       "-j", "--tls", "on"],
+                      lambda p: "Tracing MongoDB" in p.stderr.read_text(), tmp_path / "probe.err")
+        try:
+            probe.wait_attached()
+            client = pymongo.MongoClient(f"mongodb://127.0.0.1:{port}/?directConnection=true",
+                                         tls=True, tlsCAFile=str(cert))
+            for i in range(20):
+                client.admin.command("ping")
+                client.test.coll.insert_one({"i": i})
+                client.test.coll.find_one({"i": i})
+            client.close()      # its monitor too: nothing more reaches the server
+            time.sleep(0.5)
+        finally:
+            probe.stop()
+    if probe.proc.returncode != 0:
+        pytest.fail(f"probe failed: {probe.describe()}")
+    lines = [json.loads(ln) for ln in probe.lines if ln.startswith("{")]
+    got: dict[str, int] = {}
+    for ln in lines:
+        got[ln["command"]] = got.get(ln["command"], 0) + 1
+    served = _served(counts)
+    assert got == served
+    assert (served["ping"], served["insert"], served["find"]) == (20, 20, 20)
+    assert all(0 < ln["fd"] < MW_TLS_SSL and ln["latency_ns"] > 0 for ln in lines)
+    footer = (tmp_path / "probe.err").read_text()
+    assert "on memory BIOs" in footer and "not traced" not in footer
+
+
+def test_memory_bio_state_freed(tmp_path):
+    """300 short TLS connections, one after another, to the memory-BIO server, through
+    maps sized for 16 connections (--max-connections 16): each SSL *-keyed state is
+    freed at SSL_free, so none is refused for a full map, every request counts, and
+    each connection has a key of its own (without SSL_free the allocator hands a new
+    SSL the address of a freed one, which kept its key and state: 5 keys for 300
+    connections, checked by leaving SSL_free unhooked)."""
+    cert, key = _tls_cert(tmp_path)
+    n = 300
+    with wireserver("mongod", tmp_path, (cert, key), ("--tls-bio", "memory")) as (pid, port):
+        probe = Probe([SYSTEM_PYTHON, str(BCC_TOOL), "-p", str(pid), "-j", "--tls", "on",
+                       "--max-connections", "16"],
+                      lambda p: sleeping_in_main_loop(p.proc.pid), tmp_path / "probe.err")
+        try:
+            probe.wait_attached()
+            ctx = ssl.create_default_context(cafile=str(cert))
+            for _ in range(n):
+                c = wireclient.Conn(port, ctx)
+                try:
+                    c.call(c.op_msg({"ping": 1}))
+                finally:
+                    c.close()
+            time.sleep(0.3)
+        finally:
+            lines = probe.stop()
+    if probe.proc.returncode != 0:
+        pytest.fail(f"probe failed: {probe.describe()}")
+    r = json.loads(lines[-1])
+    assert r["requests_by_command"] == {"ping": n}
+    assert r["counts"] == {"requests": n, "replies": n, "stream_replies": 0, "no_reply": 0}
+    assert r["lost"] == dict.fromkeys(r["lost"], 0)
+    assert r["full"] == dict.fromkeys(r["full"], 0)
+    assert (r["tls"]["connections"], r["tls"]["memory_bio"]) == (n, n)
+    assert r["untraced"]["tls_calls_without_socket"] == 0

@@ -25,6 +25,15 @@ patterns on the plaintext: mongod and vector read the 16-byte header, then the b
 replies go out in one SSL_write_ex (split: in its pieces). The syscalls underneath are
 OpenSSL's (read/write of whole records); the log traffic stays plain read/write.
 
+--tls-bio memory (with --tls) serves TLS the way mongod does (asio's ssl::stream):
+OpenSSL on memory BIOs, the socket I/O done apart from SSL_read/SSL_write. It is
+asyncio's TLS transport (asyncio.start_server(ssl=...): ssl.SSLObject on ssl.MemoryBIO),
+one thread for all connections: the event loop recv_into()s the ciphertext (recvfrom),
+then SSL_read_ex reads up to 256 KiB of plaintext from the memory BIO whatever the
+mode; each reply (split: each piece) is one SSL_write_ex into the memory BIO, whose
+ciphertext the loop then send()s (sendto). No socket syscall happens inside
+SSL_read_ex/SSL_write_ex. The replies are the same (Connection.replies).
+
 Replies: OP_MSG `{"ok": 1}` with a per-connection requestID counter (1, 2, ...) and
 responseTo the request's requestID. A command `{"failTest": CODE, "okType": T,
 "errmsgBytes": N}` fails as mongod and FerretDB fail a command: `{"ok": 0, "errmsg":
@@ -42,14 +51,16 @@ reply (snappy and zstd alike, answered with the same codec). Every third request
 reads the log back with read(): non-protocol traffic of the same pid, which the probes
 must ignore.
 
-USAGE: python tests/wireserver.py --port 0 --mode MODE [--log FILE] [--tls CERT KEY]
+USAGE: python tests/wireserver.py --port 0 --mode MODE [--log FILE] [--tls CERT KEY
+       [--tls-bio socket|memory]]
 Prints `READY <port>` on stdout once listening, then nothing but errors (on stderr).
-Serves each connection in a thread; exits on SIGTERM.
+Serves each connection in a thread (--tls-bio memory: an asyncio task); exits on SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime
 import json
 import os
@@ -92,7 +103,7 @@ class Connection:
     """One client connection: reads whole messages and writes replies with MODE's syscalls."""
 
     def __init__(self, sock: socket.socket, mode: str, log: Log) -> None:
-        self.sock = sock
+        self.sock = sock  # (MemoryBioConnection: asyncio's TransportSocket)
         self.fd = sock.fileno()
         self.tls = isinstance(sock, ssl.SSLSocket)  # plaintext through SSL_read/write_ex
         self.mode = mode
@@ -317,6 +328,59 @@ def failure(body: dict) -> dict:
     return reply
 
 
+class MemoryBioConnection(Connection):
+    """A connection of asyncio's TLS transport (--tls-bio memory): the same replies,
+    read from and written to its streams; SSL_read_ex/SSL_write_ex run on memory BIOs
+    and the event loop does the socket I/O."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 mode: str, log: Log) -> None:
+        super().__init__(writer.get_extra_info("socket"), mode, log)
+        self.reader, self.writer = reader, writer
+
+    async def read_message_async(self) -> bytes | None:
+        """The next whole message, or None at EOF (the plaintext was read by asyncio in
+        chunks of up to 256 KiB, whatever the mode)."""
+        try:
+            header = await self.reader.readexactly(16)
+            length = HEADER.unpack(header)[0]
+            if length < 16:
+                raise ValueError(f"messageLength {length}")
+            return header + await self.reader.readexactly(length - 16)
+        except asyncio.IncompleteReadError:
+            return None
+
+    def _write_all(self, data: bytes) -> None:
+        self.writer.write(data)  # one SSL_write_ex, then the loop's send() of the records
+
+    async def serve_async(self) -> None:
+        served = 0
+        while (message := await self.read_message_async()) is not None:
+            for reply in self.replies(message):
+                self.send(reply)
+            await self.writer.drain()
+            served += 1
+            if served % LOG_EVERY == 0:
+                self.log.touch(f"connection fd {self.fd}: {served} requests\n")
+
+
+async def serve_memory_bio(listener: socket.socket, mode: str, log: Log,
+                           tls: ssl.SSLContext) -> None:
+    """--tls-bio memory: asyncio's TLS server on the listening socket."""
+    async def handle_async(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        fd = writer.get_extra_info("socket").fileno()
+        try:
+            await MemoryBioConnection(reader, writer, mode, log).serve_async()
+        except Exception as exc:  # report and drop this connection; the server goes on
+            print(f"wireserver: connection fd {fd}: {exc!r}", file=sys.stderr, flush=True)
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle_async, sock=listener, ssl=tls)
+    async with server:
+        await server.serve_forever()
+
+
 class Log:
     """A log file written with write(2) and read back with read(2): non-protocol I/O."""
 
@@ -352,7 +416,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--counts", help="at exit, write the requests served as JSON: "
                         '{"OPCODE command": n}, OP_COMPRESSED ones by the command inside')
     parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), help="serve TLS with this certificate")
+    parser.add_argument("--tls-bio", choices=("socket", "memory"), default="socket",
+                        help="socket (default): a thread per connection on ssl.SSLSocket (OpenSSL "
+                        "does the socket I/O); memory: asyncio's TLS transport (OpenSSL on "
+                        "memory BIOs, as mongod's asio)")
     args = parser.parse_args(argv)
+    if args.tls_bio == "memory" and not args.tls:
+        parser.error("--tls-bio memory needs --tls CERT KEY")
     tls = None
     if args.tls:
         tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -368,6 +438,9 @@ def main(argv: list[str] | None = None) -> None:
     log = Log(args.log)
     listener = socket.create_server(("127.0.0.1", args.port))
     print(f"READY {listener.getsockname()[1]}", flush=True)
+    if args.tls_bio == "memory":
+        asyncio.run(serve_memory_bio(listener, args.mode, log, tls))
+        return
     while True:
         sock, _ = listener.accept()
         threading.Thread(target=handle, args=(sock, args.mode, log, tls), daemon=True).start()

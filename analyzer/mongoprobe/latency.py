@@ -234,8 +234,9 @@ def untraced_line(u: dict | None) -> str:
                      "0x03) and no TLS library is hooked: their requests are not seen")
     if u.get("tls_calls_without_socket"):
         parts.append(f"{u['tls_calls_without_socket']} TLS calls returned plaintext with no "
-                     "socket syscall inside them nor earlier on their connection (memory "
-                     "BIOs?): not decoded")
+                     "socket syscall inside them nor earlier on their connection, and no "
+                     "SSL * to key them by (Go crypto/tls on no socket; OpenSSL without "
+                     "SSL_free, or its map full: raise --max-connections): not decoded")
     return "not traced: " + "; ".join(parts) if parts else ""
 
 
