@@ -1,4 +1,5 @@
-"""TLS plaintext decoded by the bcc probes (probes/mongo_tls.h), counted exactly:
+"""TLS plaintext decoded by the bcc probes (probes/mongo_tls.h) and bpftrace's
+mongo_latency_tls.bt (OpenSSL only), counted exactly:
 
 - FerretDB serving TLS (Go crypto/tls: uprobes at (*Conn).Read/Write's entry and RET
   instructions), driven by pymongo over TLS: per-command counts == FerretDB's own
@@ -6,11 +7,12 @@
 - tests/wireserver.py --tls (Python's ssl: OpenSSL's libssl.so.3, SSL_read_ex and
   SSL_write_ex) in mongod's pattern (the 16-byte header, then the body), buffered
   4 KiB reads, and replies split across writes, driven by tests/wireclient.py's
-  scenarios over TLS: every count exact, nothing lost.
+  scenarios over TLS: every count exact, nothing lost (bcc and bpftrace alike).
 
 Also: where tlshooks.find puts the Go return probes (each offset is a RET byte).
 
-Needs root, bcc (python3-bpfcc, kernel headers), openssl, and the FerretDB build.
+Needs root, bcc (python3-bpfcc, kernel headers) or bpftrace, openssl, and the FerretDB
+build.
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ from mongoprobe.formats import wire_events
 from test_latency_ferretdb import (REFUSED, WORKLOAD_COMMANDS, failed_responses,
                                    metrics_delta, response_counts, start_cli, stop_cli)
 from test_probe_patterns import (BCC_TOOL, SYSTEM_PYTHON, Probe, wireserver,
-                                 _tool_unavailable, from_bcc, sleeping_in_main_loop)
+                                 _tool_unavailable, from_bcc, from_bpftrace,
+                                 sleeping_in_main_loop)
 
 ROOT = Path(__file__).resolve().parents[1]
+BPFTRACE_TLS_TOOL = ROOT / "probes" / "mongo_latency_tls.bt"
 MW_TLS_FD = 0x80000000
 CONNECTIONS = 4
 
@@ -102,13 +106,48 @@ SPLIT_FAILED = ("a failed reply is recognised from its first 37 bytes in the wri
                 "syscall path: test_probe_patterns' known bug)")
 
 
+def _openssl_probe(engine: str, pid: int, tmp_path: Path) -> Probe:
+    """The engine's latency probe on pid with its OpenSSL hooked: bcc's mongolatency.py
+    --tls on; bpftrace's mongo_latency_tls.bt on the library mongoprobe chooses
+    (wire_probe.bpftrace_tls_hook, as `mongoprobe latency --tls on` runs it)."""
+    if engine == "bcc":
+        return Probe([SYSTEM_PYTHON, str(BCC_TOOL), "-p", str(pid), "-j", "--tls", "on"],
+                     lambda p: sleeping_in_main_loop(p.proc.pid), tmp_path / "probe.err")
+    from mongoprobe import wire_probe
+    hook, notes = wire_probe.bpftrace_tls_hook(pid, "on")
+    assert notes == [f"mongo_latency_tls.bt: TLS plaintext from {hook.describe()}"]
+    return Probe(["bpftrace", "-f", "json", str(BPFTRACE_TLS_TOOL), str(pid), "0", "0",
+                  hook.path],
+                 lambda p: any('"Tracing MongoDB' in line for line in p.lines),
+                 tmp_path / "probe.err")
+
+
+def _openssl_tls_counts(engine: str, lines: list[str], probe_err: Path):
+    """(what the probe said it hooked, TLS connections decoded, TLS connections
+    left undecoded, calls without a socket)."""
+    if engine == "bcc":
+        r = json.loads(lines[-1])
+        return (probe_err.read_text(), r["tls"]["connections"],
+                r["untraced"]["tls_connections"], r["untraced"]["tls_calls_without_socket"])
+    from mongoprobe.formats.bpftrace_latency import BpftraceLatency
+    reader = BpftraceLatency("mongo_latency_tls.bt")
+    for line in lines:
+        reader.feed(line)
+    reader.close()
+    said = "".join(json.loads(ln)["data"] for ln in lines if '"printf"' in ln)
+    u = reader.untraced
+    return (said, reader.tls["connections"], u["tls_connections"],
+            u["tls_calls_without_socket"])
+
+
+@pytest.mark.parametrize("engine", ["bcc", "bpftrace"])
 @pytest.mark.parametrize("mode", ["mongod", "readwrite", "split"])
-def test_openssl_wireserver_exact(mode, tmp_path):
+def test_openssl_wireserver_exact(mode, engine, tmp_path):
     """wireclient's scenarios (pipelining, a 100 KB insert, moreToCome, OP_QUERY,
     OP_COMPRESSED, exhaust, failed commands) over TLS on 4 connections at once: the
     plaintext from OpenSSL's SSL_read_ex/SSL_write_ex counted as the syscall path counts
-    plain traffic."""
-    reason = _tool_unavailable("bcc")
+    plain traffic, by bcc (mongo_tls.h) and by bpftrace (mongo_latency_tls.bt)."""
+    reason = _tool_unavailable(engine)
     if reason:
         pytest.skip(reason)
     try:
@@ -116,8 +155,7 @@ def test_openssl_wireserver_exact(mode, tmp_path):
     except target.TargetError as e:
         pytest.skip(str(e))
     with wireserver(mode, tmp_path, (cert, key)) as (pid, port):
-        probe = Probe([SYSTEM_PYTHON, str(BCC_TOOL), "-p", str(pid), "-j", "--tls", "on"],
-                      lambda p: sleeping_in_main_loop(p.proc.pid), tmp_path / "probe.err")
+        probe = _openssl_probe(engine, pid, tmp_path)
         try:
             probe.wait_attached()
             ctx = ssl.create_default_context(cafile=str(cert))
@@ -127,18 +165,16 @@ def test_openssl_wireserver_exact(mode, tmp_path):
             lines = probe.stop()
     if probe.proc.returncode != 0:
         pytest.fail(f"probe failed: {probe.describe()}")
-    assert "OpenSSL SSL_read/SSL_write/SSL_read_ex/SSL_write_ex" in \
-        (tmp_path / "probe.err").read_text()
-    r = json.loads(lines[-1])
-    o = from_bcc(lines)
+    said, decoded, undecoded, nofd = _openssl_tls_counts(engine, lines, tmp_path / "probe.err")
+    assert "OpenSSL SSL_read/SSL_write/SSL_read_ex/SSL_write_ex" in said
+    o = from_bcc(lines) if engine == "bcc" else from_bpftrace(lines)
     assert (o.requests_by_command, o.requests_by_op, o.counts, o.timed_by_command) == (
         dict(e.by_command), dict(e.by_op),
         {"requests": e.requests, "replies": e.replies, "stream_replies": e.stream_replies,
          "no_reply": e.no_reply}, dict(e.replies_by_command))
     assert o.lost == dict.fromkeys(o.lost, 0)
     scenarios = len(wireclient.SCENARIOS)
-    assert r["tls"]["connections"] == CONNECTIONS * scenarios
-    assert r["untraced"]["tls_connections"] == 0
+    assert (decoded, undecoded, nofd) == (CONNECTIONS * scenarios, 0, 0)
     assert all(b > 0 for lows in o.bucket_lows.values() for b in lows)
     failed = (o.errors_by_command, o.error_codes) == (dict(e.errors_by_command),
                                                       dict(e.error_codes))
