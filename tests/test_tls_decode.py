@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import ssl
 import struct
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -244,3 +245,48 @@ def test_snoop_tls_lines(tls_target, need_bcc):
     assert got == metrics_delta(before, target.request_counts(info.metrics_url))
     assert got["ping"] == 5
     assert all(0 < ln["fd"] < MW_TLS_FD and ln["latency_ns"] > 0 for ln in lines)
+
+
+def test_cli_bpftrace_openssl(tmp_path, need_bpftrace):
+    """mongoprobe latency --engine bpftrace --tls on: says which library it hooked,
+    runs mongo_latency_tls.bt, and gives the client's counts and the TLS counters."""
+    try:
+        cert, key = target._self_signed(tmp_path / "tls")
+    except target.TargetError as e:
+        pytest.skip(str(e))
+    with wireserver("readwrite", tmp_path, (cert, key)) as (pid, port):
+        proc = subprocess.Popen([sys.executable, "-m", "mongoprobe", "latency", "-p", str(pid),
+                                 "--json", "--engine", "bpftrace", "--tls", "on"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        said = []
+        for line in proc.stderr:   # up to "Tracing ...": the probe is attached
+            said.append(line)
+            if line.startswith("Tracing MongoDB"):
+                break
+        try:
+            assert said and said[-1].startswith("Tracing MongoDB"), "".join(said)
+            ctx = ssl.create_default_context(cafile=str(cert))
+            e = wireclient.run(port, connections=CONNECTIONS, tls=ctx)
+            time.sleep(0.3)
+        finally:
+            out = stop_cli(proc)
+    assert any(ln.startswith("mongo_latency_tls.bt: TLS plaintext from OpenSSL "
+                             "SSL_read/SSL_write/SSL_read_ex/SSL_write_ex in ") for ln in said)
+    result = json.loads(out.strip().splitlines()[-1])
+    assert {k: v["count"] for k, v in result["by_command"].items()} == \
+        dict(e.replies_by_command)
+    assert result["lost"] == {"unmatched_replies": 0, "requests_without_reply": 0,
+                              "malformed": 0, "dropped": 0}
+    assert result["tls"]["connections"] == CONNECTIONS * len(wireclient.SCENARIOS)
+    assert "OpenSSL" in result["tls"]["hooked"][0]
+    assert result["untraced"]["tls_connections"] == 0
+
+
+def test_cli_bpftrace_tls_on_refuses_go(tls_target, need_bpftrace):
+    """FerretDB's TLS is Go's crypto/tls, whose return probes bpftrace 0.17 cannot place:
+    --engine bpftrace --tls on fails with the reason and the engine that decodes it."""
+    r = subprocess.run([sys.executable, "-m", "mongoprobe", "latency", "-p",
+                        str(tls_target.pid), "--engine", "bpftrace", "--tls", "on", "-d", "1"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert "Go crypto/tls" in r.stderr and "--engine bcc" in r.stderr, r.stderr
