@@ -185,7 +185,7 @@ def bpftrace_tls_hook(pid: int, mode: str):
     except (OSError, th.TlsError) as e:
         if mode == "on":
             raise probes.ProbeError(f"--tls on: {e}") from None
-        return None, [f"{tool}: TLS library not hooked: {e}"]
+        return None, [f"mongo_latency.bt: TLS library not hooked: {e}"]
     ssl = [h for h in hooks if h.kind == "openssl"]
     full = [h for h in ssl if set(h.funcs) == set(th.OPENSSL_FUNCS)]
     if full:
@@ -208,4 +208,6 @@ def bpftrace_tls_hook(pid: int, mode: str):
         return None, []
     if mode == "on":
         raise probes.ProbeError(f"--tls on: {'; '.join(why)}; --engine bcc decodes it")
-    return None, [f"{tool}: TLS not hooked: {'; '.join(why)} (--engine bcc decodes it)"]
+    # (the syscall tool runs instead, and says so)
+    return None, [f"mongo_latency.bt: TLS not hooked: {'; '.join(why)} (--engine bcc "
+                  "decodes it)"]
