@@ -12,9 +12,12 @@ and this script expands them:
     %%define NAME      ...lines...      %%end      define a block
     %%NAME%%                                        expand a block (indented as the use)
     %%if latency|snoop ...lines... %%endif           keep the lines in one tool only
+    %%if !tls ...lines... %%endif                    ... or in the tools without a tag
 
-A tool's name may carry features after "+" ("time+tls": the tool "time" with the
-feature "tls"): %%if keeps its lines when the tool or any of its features is named.
+A tool's name is its tags joined by "+": mongo_latency_tls.bt is "latency+tls",
+the latency tool with its TLS section (uprobes on OpenSSL; the library's path is
+its 4th argument), so `%%if latency` keeps lines in both latency tools and
+`%%if tls` in the TLS ones only (dtrace/mongo_time_tls.d is "time+tls").
 
 The generated files are committed so each tool runs on its own; tests run
 `mkbt.py --check` so they never drift from the template.
@@ -30,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 # template -> the tools made from it (a tool's name selects its %%if blocks)
 TARGETS = {
     HERE / "mongo_wire.bt.in": {"latency": HERE / "mongo_latency.bt",
+                                "latency+tls": HERE / "mongo_latency_tls.bt",
                                 "snoop": HERE / "mongo_snoop.bt"},
     HERE.parent / "dtrace" / "mongo_wire.d.in": {
         "time": HERE.parent / "dtrace" / "mongo_time.d",
@@ -56,7 +60,7 @@ def expand(template: str, tool: str) -> str:
                 body.append(inner)
             blocks[name] = body
         elif s.startswith("%%if "):
-            keep.append(keep[-1] and selects(s, tool))
+            keep.append(keep[-1] and selected(s, tool))
         elif s == "%%endif":
             keep.pop()
         elif keep[-1]:
@@ -79,9 +83,12 @@ def expand(template: str, tool: str) -> str:
     return "\n".join(subst(out)) + "\n"
 
 
-def selects(directive: str, tool: str) -> bool:
-    """Does "%%if a|b" keep its lines in tool ("name" or "name+feature+...")?"""
-    return bool(set(tool.split("+")) & set(directive.split()[1].split("|")))
+def selected(directive: str, tool: str) -> bool:
+    """Whether `%%if A|B|!C` keeps its lines in tool: one of its terms holds (a tag
+    of the tool's, or !TAG: a tag it lacks)."""
+    tags = set(tool.split("+"))
+    return any(t[1:] not in tags if t.startswith("!") else t in tags
+               for t in directive.split()[1].split("|"))
 
 
 def filter_tool(lines: list[str], tool: str) -> list[str]:
@@ -89,7 +96,7 @@ def filter_tool(lines: list[str], tool: str) -> list[str]:
     for line in lines:
         s = line.strip()
         if s.startswith("%%if "):
-            keep.append(keep[-1] and selects(s, tool))
+            keep.append(keep[-1] and selected(s, tool))
         elif s == "%%endif":
             keep.pop()
         elif keep[-1]:

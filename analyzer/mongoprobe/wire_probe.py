@@ -9,6 +9,7 @@ lines among its slices; bcc writes its kernel records to a file that is read at 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -39,13 +40,9 @@ class WireProbe:
                  attach_timeout: float = 120.0,
                  max_connections: int = probes.MAX_CONNECTIONS, tls: str = "auto"):
         self.engine, self.pid, self.events_every = engine, pid, events_every
-        if tls == "on" and engine != "bcc":
-            # bpftrace 0.17 as Debian ships it refuses a uprobe inside a function
-            # ("compiled without (k|u)probe offset support"), so Go's RET probes cannot
-            # be placed; its OpenSSL hooks are not written yet (probes/README.md)
-            raise probes.ProbeError(f"--tls on: the {engine} engine does not decode TLS; "
-                                    "--engine bcc does (OpenSSL, Go crypto/tls)")
         self.max_connections = max_connections
+        self.tls_hook = None        # bpftrace: the tlshooks.Hook its TLS tool hooks
+        self.tls_notes: list[str] = []      # bpftrace: what was hooked, or why not
         self.offset_ns = probes.wall_offset_ns()
         self._tmp: str | None = None
         if engine == "bcc":
@@ -58,9 +55,13 @@ class WireProbe:
                          "--events-format", "raw", "--events-sample", events_every]
             self.probe = probes.bcc("mongolatency.py", *argv, attach_timeout=attach_timeout)
         elif engine == "bpftrace":
-            self.reader = BpftraceLatency()
-            self.probe = probes.bpftrace("mongo_latency.bt", pid, 1 if by_conn else 0,
-                                         events_every,
+            self.tls_hook, self.tls_notes = bpftrace_tls_hook(pid, tls)
+            # with an OpenSSL to hook, the tool with the TLS section (the library's
+            # path its 4th argument); else the syscall tool alone, at its own cost
+            script, lib = (("mongo_latency_tls.bt", [self.tls_hook.path]) if self.tls_hook
+                           else ("mongo_latency.bt", []))
+            self.reader = BpftraceLatency(script)
+            self.probe = probes.bpftrace(script, pid, 1 if by_conn else 0, events_every, *lib,
                                          env=probes.bpftrace_keys(max_connections),
                                          attach_timeout=attach_timeout)
         else:
@@ -129,6 +130,8 @@ class WireProbe:
                                     events_complete=complete)
         untraced = (self.reader.untraced if self.engine == "bpftrace"
                     else (self.reader.final or {}).get("untraced", {}))
+        if self.engine == "bpftrace":
+            untraced = {**untraced, "tls_hooked": 1 if self.tls_hook else 0}
         lat.untraced = {"mmsg_calls": int(untraced.get("mmsg_calls", 0)),
                         "io_uring_calls": int(untraced.get("io_uring_calls", 0)),
                         "io_uring_fds": procnet.io_uring_instances(self.pid),
@@ -136,15 +139,75 @@ class WireProbe:
                         "tls_hooked": int(untraced.get("tls_hooked", 0)),
                         "tls_calls_without_socket":
                             int(untraced.get("tls_calls_without_socket", 0))}
-        # bcc: what its TLS hooks decoded ({"hooked": [...], "connections", "calls"})
-        lat.tls = (self.reader.final or {}).get("tls") if self.engine == "bcc" else None
+        # what the TLS hooks decoded ({"hooked": [...], "connections", "calls"})
+        if self.engine == "bcc":
+            lat.tls = (self.reader.final or {}).get("tls")
+        else:
+            lat.tls = ({"hooked": [self.tls_hook.describe()], **self.reader.tls}
+                       if self.tls_hook else None)
         return lat
 
     def tls_lines(self) -> list[str]:
-        """What the probe said about TLS on stderr (the libraries it hooked, or why
-        not): shown to the user as they are."""
+        """What the probe said about TLS (bcc on stderr; bpftrace: what this module
+        chose to hook, or why not): the libraries it hooked, or why none, shown to the
+        user as they are."""
+        if self.engine == "bpftrace":
+            return list(self.tls_notes)
         return [ln for ln in self.probe.stderr_lines if ": TLS " in ln]
 
     def close(self) -> None:
         if self._tmp and os.path.isdir(self._tmp):
             shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def _tlshooks():
+    """probes/tlshooks.py (the bcc tools' finder of TLS libraries), loaded from the
+    probes' folder."""
+    spec = importlib.util.spec_from_file_location("tlshooks", probes.probe_path("tlshooks.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def bpftrace_tls_hook(pid: int, mode: str):
+    """For ``--tls mode`` with bpftrace: (the OpenSSL tlshooks.Hook that
+    mongo_latency_tls.bt hooks, or None; lines saying what was hooked or why not).
+    bpftrace 0.17 as Debian ships it refuses a uprobe inside a function ("compiled
+    without (k|u)probe offset support"), so Go's crypto/tls, whose returns are probed
+    at its RET instructions, is left to bcc; OpenSSL needs uprobes and uretprobes only.
+    ``on`` raises ProbeError when nothing can be hooked."""
+    tool = "mongo_latency_tls.bt"
+    if mode == "off":
+        return None, []
+    th = _tlshooks()
+    try:
+        hooks = th.find(pid)
+    except (OSError, th.TlsError) as e:
+        if mode == "on":
+            raise probes.ProbeError(f"--tls on: {e}") from None
+        return None, [f"mongo_latency.bt: TLS library not hooked: {e}"]
+    ssl = [h for h in hooks if h.kind == "openssl"]
+    full = [h for h in ssl if set(h.funcs) == set(th.OPENSSL_FUNCS)]
+    if full:
+        hook = full[0]
+        notes = [f"{tool}: TLS plaintext from {hook.describe()}"]
+        notes += [f"{tool}: TLS not hooked (bpftrace hooks one library): {h.describe()}"
+                  for h in hooks if h is not hook]
+        return hook, notes
+    why = []
+    if ssl:
+        why.append(f"OpenSSL without SSL_read_ex/SSL_write_ex in {ssl[0].shown} (before "
+                   "1.1.1): mongo_latency_tls.bt hooks all four")
+    if any(h.kind == "go" for h in hooks):
+        why.append("Go crypto/tls: bpftrace 0.17 cannot place its return probes (uprobes "
+                   "inside a function)")
+    if not why:
+        if mode == "on":
+            raise probes.ProbeError(f"--tls on: PID {pid} has no TLS library to hook "
+                                    "(OpenSSL's libssl, or SSL_read in its executable)")
+        return None, []
+    if mode == "on":
+        raise probes.ProbeError(f"--tls on: {'; '.join(why)}; --engine bcc decodes it")
+    # (the syscall tool runs instead, and says so)
+    return None, [f"mongo_latency.bt: TLS not hooked: {'; '.join(why)} (--engine bcc "
+                  "decodes it)"]

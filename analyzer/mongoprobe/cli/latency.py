@@ -26,13 +26,12 @@ def _positive(s: str) -> int:
     return n
 
 TLS_HELP = ("decode TLS plaintext through uprobes on the target's TLS library: "
-            "--engine bcc (OpenSSL SSL_read/SSL_write/SSL_read_ex/SSL_write_ex in "
-            "libssl or the executable; Go crypto/tls (*Conn).Read/Write); "
-            "--engine dtrace: OpenSSL only (pid provider; D cannot name Go's "
-            "functions); bpftrace counts TLS connections but does not decode them. "
-            "auto (default): hook "
-            "the library when the target has one; on: fail when none can be hooked; "
-            "off: syscalls only")
+            "OpenSSL SSL_read/SSL_write/SSL_read_ex/SSL_write_ex in libssl or the "
+            "executable (bcc, bpftrace; dtrace through the pid provider); Go crypto/tls "
+            "(*Conn).Read/Write (bcc only: D cannot name Go's functions, bpftrace 0.17 "
+            "cannot probe inside a function). auto (default): "
+            "hook the library when the target has one; on: fail when none can be "
+            "hooked; off: syscalls only")
 
 LATENCY_EXAMPLES = """examples:
   mongoprobe latency -p 4127              # histograms per command until Ctrl-C
@@ -44,6 +43,7 @@ LATENCY_EXAMPLES = """examples:
   mongoprobe latency -p 4127 --events ev.parquet --events-sample 100 -d 30
   mongoprobe latency -p 4127 --engine bcc --tls on   # TLS plaintext (OpenSSL, Go)
   mongoprobe latency -p 4127 --engine dtrace --tls on -d 30   # OpenSSL's plaintext
+  mongoprobe latency -p 4127 --tls on     # bpftrace: OpenSSL's plaintext
 """
 
 SNOOP_EXAMPLES = """examples:
@@ -57,13 +57,16 @@ def _check_trace(args: argparse.Namespace) -> None:
     check_trace(args.engine, args.pid)
 
 
-def _started(probe, args: argparse.Namespace, sizing: str | None = None) -> None:
-    """The probe is attached: say so (stderr, so stdout stays data) and arm the stops."""
+def _started(probe, args: argparse.Namespace, sizing: str | None = None,
+             tls_lines: list[str] | None = None) -> None:
+    """The probe is attached: say so (stderr, so stdout stays data) and arm the stops.
+    tls_lines: what was said about TLS (WireProbe.tls_lines), else bcc's stderr."""
     from .. import probes
     probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None, args.duration, args.pid)
-    for line in probe.stderr_lines:
-        if ": TLS " in line:    # the TLS library hooked (bcc), or why none was
-            print(line, file=sys.stderr, flush=True)
+    if tls_lines is None:       # the TLS library hooked (bcc), or why none was
+        tls_lines = [ln for ln in probe.stderr_lines if ": TLS " in ln]
+    for line in tls_lines:
+        print(line, file=sys.stderr, flush=True)
     if sizing:
         print(sizing, file=sys.stderr, flush=True)
     print(f"Tracing MongoDB requests of PID {args.pid} ({args.engine})... "
@@ -103,7 +106,7 @@ def _wire_probe(args: argparse.Namespace, events_every: int):
                                   max_connections=args.max_connections, tls=args.tls)
     except probes.ProbeError as e:
         raise CommandError(str(e)) from None
-    _started(wp.probe, args, wp.sizing())
+    _started(wp.probe, args, wp.sizing(), wp.tls_lines())
     return wp
 
 

@@ -63,7 +63,14 @@ COUNTERS = {"@requests": "requests", "@closed_requests": "closed_requests",
             "@lost_malformed": "malformed", "@lost_dropped": "dropped",
             # syscalls whose messages the probe does not decode (detection only)
             "@untraced_mmsg": "mmsg_calls", "@untraced_io_uring": "io_uring_calls",
-            "@untraced_tls": "tls_connections"}
+            "@untraced_tls": "tls_connections",
+            # mongo_latency_tls.bt: TLS connections whose plaintext was decoded (no
+            # longer in @untraced_tls), calls that returned plaintext, and those
+            # with no known socket (not decoded)
+            "@tls_conns": "tls_decoded", "@tls_calls": "tls_calls",
+            "@tls_nofd": "tls_calls_without_socket"}
+# bit 31 of an fd marks a TLS connection's plaintext state (mongo_latency_tls.bt)
+FD_MASK = 0x7FFFFFFF
 FULL = {"@full_s": "@s", "@full_c": "@c"}
 
 
@@ -176,7 +183,7 @@ class BpftraceLatency:
                 continue
             for key, v in value.items():
                 k = _ints(key)
-                fd = k[1] if kind == "sc" and isinstance(v, list) else k[0]   # CPU,FD
+                fd = (k[1] if kind == "sc" and isinstance(v, list) else k[0]) & FD_MASK  # CPU,FD
                 agg = cur.conn_rows.get(fd)
                 if agg is None:
                     agg = cur.conn_rows[fd] = Agg()
@@ -249,7 +256,7 @@ class BpftraceLatency:
                     bytes(16) + body, 16 + min(len(body), max(bin_ - 16, 0)))
                 if inside:
                     name = inside.decode("utf-8", "replace")
-            self.events.append((ts, lat, tid, fd, rid, opcode_name(op), name, bin_, bout,
+            self.events.append((ts, lat, tid, fd & FD_MASK, rid, opcode_name(op), name, bin_, bout,
                                 bool(mtc), err[0] if err else 0))
 
     def _finish(self) -> list[Slice]:
@@ -273,10 +280,18 @@ class BpftraceLatency:
 
     @property
     def untraced(self) -> dict[str, int]:
-        """recvmmsg/sendmmsg and io_uring_enter calls of the target (not decoded)."""
+        """recvmmsg/sendmmsg and io_uring_enter calls of the target (not decoded); TLS
+        connections whose plaintext was not decoded, TLS calls with no known socket."""
         return {"mmsg_calls": self.raw["mmsg_calls"],
                 "io_uring_calls": self.raw["io_uring_calls"],
-                "tls_connections": self.raw["tls_connections"]}
+                "tls_connections": self.raw["tls_connections"],
+                "tls_calls_without_socket": self.raw["tls_calls_without_socket"]}
+
+    @property
+    def tls(self) -> dict[str, int]:
+        """What mongo_latency_tls.bt's hooks decoded: connections, calls with plaintext
+        (zeros from mongo_latency.bt)."""
+        return {"connections": self.raw["tls_decoded"], "calls": self.raw["tls_calls"]}
 
     @property
     def lost(self) -> dict[str, int]:
