@@ -41,9 +41,8 @@ LATENCY_EXAMPLES = """examples:
   mongoprobe latency -p 4127 --engine dtrace -d 30   # dtrace/mongo_time.d
   mongoprobe latency -p 4127 --events ev.jsonl -d 30   # exact, per request
   mongoprobe latency -p 4127 --events ev.parquet --events-sample 100 -d 30
-  mongoprobe latency -p 4127 --engine bcc --tls on   # TLS plaintext (OpenSSL, Go)
-  mongoprobe latency -p 4127 --engine dtrace --tls on -d 30   # OpenSSL's plaintext
-  mongoprobe latency -p 4127 --tls on     # bpftrace: OpenSSL's plaintext
+  mongoprobe latency -p 4127 --engine bcc --tls on   # TLS plaintext (OpenSSL, Go;
+                                         # bpftrace, dtrace: OpenSSL only)
 """
 
 SNOOP_EXAMPLES = """examples:
