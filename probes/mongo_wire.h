@@ -1190,15 +1190,23 @@ static __always_inline void mw_tls_nested(u64 fd);
 static __always_inline void mw_tls_close(u32 fd);
 #endif
 
-/* save a receive's or send's buffer for its exit, in the thread's storage */
-static __always_inline int mw_enter(u64 fd, u64 buf, u64 cap, int tx)
+/* a syscall of the target on fd? (then the TLS call in flight around it, if
+ * any, learns its socket) */
+static __always_inline int mw_target(u64 fd)
 {
-    u64 id = bpf_get_current_pid_tgid();
-    if ((id >> 32) != MW_TARGET_PID)
+    if ((bpf_get_current_pid_tgid() >> 32) != MW_TARGET_PID)
         return 0;
 #ifdef MW_TLS
     mw_tls_nested(fd);
 #endif
+    return 1;
+}
+
+/* save a receive's or send's buffer for its exit, in the thread's storage */
+static __always_inline int mw_enter(u64 fd, u64 buf, u64 cap, int tx)
+{
+    if (!mw_target(fd))
+        return 0;
     struct mw_args *a = mw_args_of_task(1);
     if (!a) {
         mw_count(C_DROPPED, 1);
@@ -1372,12 +1380,8 @@ static __always_inline int mw_exit_rx(void *ctx, int nr, s64 ret, int kind)
  * an error) */
 static __always_inline int mw_send(void *ctx, u64 fd, u64 buf, u64 len)
 {
-    u64 id = bpf_get_current_pid_tgid();
-    if ((id >> 32) != MW_TARGET_PID)
+    if (!mw_target(fd))
         return 0;
-#ifdef MW_TLS
-    mw_tls_nested(fd);
-#endif
     u32 k = fd;
     struct mw_conn *c = conns.lookup(&k);
     if (!c || (s64)len <= 0)
