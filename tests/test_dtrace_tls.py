@@ -33,11 +33,11 @@ import wireclient
 from mongoprobe import dtrace_engine, mixedload, probes, target
 from test_latency_ferretdb import start_cli, stop_cli
 from test_probe_patterns import Probe, from_dtrace, wireserver
-from test_tls_decode import SPLIT_FAILED, tls_target  # noqa: F401  (a fixture)
+from test_tls_decode import (CONNECTIONS, SPLIT_FAILED, tls_target,  # noqa: F401
+                             traced_tls_scenarios)  # (tls_target: a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 DTRACE = ROOT / "dtrace"
-CONNECTIONS = 4
 TLS_FD = 0x40000000     # dtrace/mongo_wire.d.in: a TLS connection's plaintext state key
 
 
@@ -52,24 +52,20 @@ def tls_files(tmp_path):
 def trace_wireserver(mode: str, workdir: Path, cert: Path, key: Path, tls: bool = True):
     """wireserver --tls in MODE, traced by mongo_time_tls.d (tls) or mongo_time.d while
     wireclient runs every scenario over TLS: (expected, stdout lines, stderr path)."""
-    with wireserver(mode, workdir, (cert, key)) as (pid, port):
+    chosen = []
+
+    def start(pid: int) -> Probe:
         choice = dtrace_engine.tls_script("mongo_time.d", pid, "on" if tls else "off")
         assert choice.script == ("mongo_time_tls.d" if tls else "mongo_time.d")
+        chosen.append(choice)
         opts = [a for o in dtrace_engine.wire_options(choice.script, 1000) for a in ("-x", o)]
-        probe = Probe([str(probes.dtrace_binary()), *opts, "-s", str(DTRACE / choice.script),
-                       "-p", str(pid), *choice.args],
-                      lambda p: any("Tracing MongoDB" in line for line in p.lines),
-                      workdir / "probe.err", stop_signal=signal.SIGTERM)
-        try:
-            probe.wait_attached()
-            ctx = ssl.create_default_context(cafile=str(cert))
-            expected = wireclient.run(port, connections=CONNECTIONS, tls=ctx)
-            time.sleep(0.3)
-        finally:
-            lines = probe.stop()
-    if probe.proc.returncode != 0:
-        pytest.fail(f"probe failed: {probe.describe()}")
-    return expected, lines, probe.stderr, choice
+        return Probe([str(probes.dtrace_binary()), *opts, "-s", str(DTRACE / choice.script),
+                      "-p", str(pid), *choice.args],
+                     lambda p: any("Tracing MongoDB" in line for line in p.lines),
+                     workdir / "probe.err", stop_signal=signal.SIGTERM)
+
+    expected, lines, probe = traced_tls_scenarios(mode, workdir, (cert, key), start)
+    return expected, lines, probe.stderr, chosen[0]
 
 
 @pytest.mark.parametrize("mode", ["mongod", "readwrite", "split"])

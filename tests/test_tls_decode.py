@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 import ssl
 import struct
 import subprocess
@@ -158,6 +159,25 @@ def _openssl_tls_counts(engine: str, lines: list[str], probe_err: Path):
             u["tls_calls_without_socket"])
 
 
+def traced_tls_scenarios(mode: str, workdir: Path, cert_key: tuple[Path, Path],
+                         start_probe: Callable[[int], Probe], bio: str = "socket"):
+    """wireclient's scenarios on CONNECTIONS connections over TLS against wireserver
+    --tls in mode (on BIO), traced by the probe start_probe(pid) starts: (what the
+    client expects, the probe's output lines, the probe)."""
+    with wireserver(mode, workdir, cert_key, ("--tls-bio", bio)) as (pid, port):
+        probe = start_probe(pid)
+        try:
+            probe.wait_attached()
+            ctx = ssl.create_default_context(cafile=str(cert_key[0]))
+            expected = wireclient.run(port, connections=CONNECTIONS, tls=ctx)
+            time.sleep(0.3)
+        finally:
+            lines = probe.stop()
+    if probe.proc.returncode != 0:
+        pytest.fail(f"probe failed: {probe.describe()}")
+    return expected, lines, probe
+
+
 # (engine, mode, BIO): memory BIOs are bcc's only (keyed by SSL *); with them asyncio
 # reads the plaintext in chunks of up to 256 KiB whatever the mode, so readwrite would
 # repeat mongod; split still splits the writes
@@ -173,17 +193,8 @@ def test_openssl_wireserver_exact(engine, mode, bio, tmp_path):
     memory BIOs (no socket syscall inside them) keyed by SSL *, each connection tied to
     its socket."""
     cert, key = _tls_cert(tmp_path, engine)
-    with wireserver(mode, tmp_path, (cert, key), ("--tls-bio", bio)) as (pid, port):
-        probe = _openssl_probe(engine, pid, tmp_path)
-        try:
-            probe.wait_attached()
-            ctx = ssl.create_default_context(cafile=str(cert))
-            e = wireclient.run(port, connections=CONNECTIONS, tls=ctx)
-            time.sleep(0.3)
-        finally:
-            lines = probe.stop()
-    if probe.proc.returncode != 0:
-        pytest.fail(f"probe failed: {probe.describe()}")
+    e, lines, _ = traced_tls_scenarios(mode, tmp_path, (cert, key),
+                                       lambda pid: _openssl_probe(engine, pid, tmp_path), bio)
     said, decoded, undecoded, nofd = _openssl_tls_counts(engine, lines, tmp_path / "probe.err")
     assert "OpenSSL SSL_read/SSL_write/SSL_read_ex/SSL_write_ex" in said
     o = from_bcc(lines) if engine == "bcc" else from_bpftrace(lines)
