@@ -375,3 +375,42 @@ def test_failed_replies_in_events_and_phases(recorded):
     if len(t) and any(t["failed_replies"]):
         assert "failed replies (ok: 0), per command and error code" in text
         assert "59 CommandNotFound" in text
+
+
+TLS_CLIENT = """
+import json, ssl, sys
+sys.path.insert(0, sys.argv[3])
+import wireclient
+e = wireclient.run(int(sys.argv[1]), connections=4,
+                   tls=ssl.create_default_context(cafile=sys.argv[2]))
+print(json.dumps({"by_command": dict(e.by_command), "requests": e.requests}))
+"""
+
+
+def test_record_tls_on_decodes_openssl(tmp_path):
+    """record --tls on with a server on OpenSSL (tests/wireserver.py --tls, Python's
+    ssl): the bpftrace latency probe runs mongo_latency_tls.bt, and the run's counts
+    are the client's, command by command."""
+    import shutil as sh
+    from test_probe_patterns import UNAVAILABLE, wireserver
+    if UNAVAILABLE or not sh.which("bpftrace"):
+        pytest.skip(UNAVAILABLE or "bpftrace is not installed")
+    try:
+        cert, key = target._self_signed(tmp_path / "tls")
+    except target.TargetError as e:
+        pytest.skip(str(e))
+    client = tmp_path / "client.py"
+    client.write_text(TLS_CLIENT)
+    run = tmp_path / "run"
+    with wireserver("readwrite", tmp_path, (cert, key)) as (pid, port):
+        r = mp("record", "-p", str(pid), "-o", str(run), "--probes", "latency", "--tls", "on",
+               "--", sys.executable, str(client), str(port), str(cert),
+               str(Path(__file__).parent), timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "mongo_latency_tls.bt: TLS plaintext from OpenSSL" in r.stderr
+    loaded = rundir.load_run(run)
+    assert loaded.manifest["latency_tls"]["decoded"] is True
+    expected = json.loads((run / "load.stdout").read_text().splitlines()[-1])
+    assert loaded.latencies.counts["requests"] == expected["requests"]
+    assert loaded.latency_counts == expected["by_command"]
+    assert loaded.latencies.lost == dict.fromkeys(loaded.latencies.lost, 0)

@@ -9,7 +9,8 @@ packet capture of ``mongoprobe.pcap.capture``.
 name             runs                                     output (in RUN/)        ready when
 ===============  =======================================  ======================  =========
 latency          bpftrace -f json probes/mongo_latency.bt latency.bt.json         banner
-                 PID 0 EVENTS_EVERY
+                 PID 0 EVENTS_EVERY (mongo_latency_tls.bt
+                 ... LIBRARY with a TLS library hooked)
 profile          bpftrace probes/profile.bt PID           profile.bt.txt          banner
 offcpu           bpftrace probes/offcpu.bt PID            offcpu.bt.txt           banner
 flush            bpftrace probes/flush.bt PID             flush.bt.txt            banner
@@ -70,6 +71,8 @@ class Context:
     port: int | None = None
     events_every: int = 0       # the latency probe's events: 0 none, N one in N
     max_connections: int = _probes.MAX_CONNECTIONS   # sizes the latency probe's maps
+    # the OpenSSL ELF file the latency probe hooks (mongo_latency_tls.bt), or None
+    tls_library: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,14 +107,18 @@ def _latency_keys(ctx: Context) -> dict:
 
 def _bt(name: str, script: str, fmt: str, *extra: Callable[[Context], object],
         env_default: dict | None = None,
-        env_sized: Callable[[Context], dict] | None = None) -> Spec:
+        env_sized: Callable[[Context], dict] | None = None,
+        tls_script: str | None = None) -> Spec:
+    """A bpftrace tool; with tls_script, that one instead when the context has a TLS
+    library to hook (its path the last argument)."""
     json_mode = fmt == "bpftrace-json"
     out = f"{name}.bt.json" if json_mode else f"{name}.bt.txt"
 
     def argv(ctx: Context) -> list[str]:
+        tls = tls_script is not None and ctx.tls_library is not None
         return (["bpftrace"] + (["-f", "json"] if json_mode else [])
-                + [str(_probes.probes_dir() / script), str(ctx.pid)]
-                + [str(f(ctx)) for f in extra])
+                + [str(_probes.probes_dir() / (tls_script if tls else script)), str(ctx.pid)]
+                + [str(f(ctx)) for f in extra] + ([ctx.tls_library] if tls else []))
 
     return Spec(name, "probe", out, argv, fmt, READY, dict(_probes.BPFTRACE_ENV),
                 dict(env_default or {}), env_sized, script=script, tool="bpftrace")
@@ -123,7 +130,7 @@ def _interval_int(ctx: Context) -> int:
 
 SPECS: dict[str, Spec] = {s.name: s for s in [
     _bt("latency", "mongo_latency.bt", "bpftrace-json", lambda c: 0,
-        lambda c: c.events_every, env_sized=_latency_keys),
+        lambda c: c.events_every, env_sized=_latency_keys, tls_script="mongo_latency_tls.bt"),
     _bt("profile", "profile.bt", "bpftrace-text", env_default=STACK_KEYS),
     _bt("offcpu", "offcpu.bt", "bpftrace-text", env_default=STACK_KEYS),
     _bt("flush", "flush.bt", "bpftrace-text"),

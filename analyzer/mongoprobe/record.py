@@ -42,7 +42,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from . import collectors
+from . import collectors, probes, wire_probe
 
 LOAD_OUT, LOAD_STDOUT = "load.out", "load.stdout"   # as rundir.py documents them
 ECHO_MAX = 400   # longer lines of the command are shown cut (they stay whole in load.out)
@@ -378,12 +378,27 @@ class Recorder:
                                                    self.run_dir / "metrics.before.txt")
         every = (a.events_sample or 1) if a.events else 0
         m["latency_events_every"] = every
-        # --tls: what was asked; the bpftrace latency probe decodes no TLS plaintext
-        m["latency_tls"] = {"asked": getattr(a, "tls", "auto"), "decoded": False}
+        # --tls: what was asked, and the OpenSSL the bpftrace latency probe hooks
+        # (mongo_latency_tls.bt; Go's crypto/tls is bcc's only: not in a recording)
+        asked = getattr(a, "tls", "auto")
+        hook, notes = None, []
+        if "latency" in a.probes:
+            try:
+                hook, notes = wire_probe.bpftrace_tls_hook(pid, asked)
+            except probes.ProbeError as e:
+                raise RecordError(str(e)) from None
+            if hook is not None:
+                for note in notes:
+                    _say(note)
+        # (why a library was not hooked stays here: said aloud only if TLS connections
+        # are seen, by the probe's untraced line)
+        m["latency_tls"] = {"asked": asked, "decoded": hook is not None,
+                            "library": hook.shown if hook else None, "notes": notes}
         ctx = collectors.Context(pid=pid, run_dir=self.run_dir, interval=a.interval,
                                  port=t.get("port"), events_every=every,
                                  max_connections=getattr(a, "max_connections", None)
-                                 or collectors.MAX_CONNECTIONS)
+                                 or collectors.MAX_CONNECTIONS,
+                                 tls_library=hook.path if hook else None)
         _say(f"starting {', '.join(a.probes)} on pid {pid} ...")
         cols = collectors.start_all(a.probes, ctx)
         for c in cols:

@@ -104,10 +104,11 @@ def _record_arguments(p: argparse.ArgumentParser) -> None:
                    help="connections the latency probe traces at once (sizes its maps: "
                         "BPFTRACE_MAP_KEYS_MAX = 4 N); default 10000")
     p.add_argument("--tls", choices=["auto", "on", "off"], default="auto",
-                   help="TLS plaintext: recorded runs use the bpftrace latency probe, which "
-                        "counts TLS connections but does not decode them (mongoprobe latency "
-                        "--engine bcc does): on is refused; auto and off record what the "
-                        "syscalls carry")
+                   help="TLS plaintext for the latency probe (bpftrace): OpenSSL's "
+                        "SSL_read/SSL_write (mongo_latency_tls.bt); Go's crypto/tls "
+                        "(FerretDB) is counted, not decoded (mongoprobe latency --engine bcc "
+                        "decodes it). auto (default): hook OpenSSL when the target has it; "
+                        "on: fail when it cannot be hooked; off: syscalls only")
     p.add_argument("-i", "--interval", type=float, default=1.0,
                    help="seconds between collector samples (1)")
     p.add_argument("--uri", help="with -p: the server's URI, given to COMMAND as "
@@ -133,9 +134,6 @@ def cmd_record(args: argparse.Namespace) -> int:
         probes = collectors.parse_list(args.probes)
     except ValueError as e:
         raise CommandError(f"--probes: {e}", 2) from None
-    if args.tls == "on" and "latency" in probes:
-        raise CommandError("--tls on: the recorded latency probe (bpftrace) does not decode "
-                           "TLS; mongoprobe latency --engine bcc --tls on does", 2)
     if args.interval <= 0:
         raise CommandError("--interval must be positive", 2)
     args.command, args.probes = command, probes
