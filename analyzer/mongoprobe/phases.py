@@ -229,6 +229,19 @@ def _client(cl: pd.DataFrame) -> tuple[dict, dict, dict]:
     return lat, how, ms
 
 
+# why a client percentile can be below the server's for the same requests
+RANK_NOTE = ("a percentile's rank can differ: the server's is the ceil(q n)-th of n "
+             "values (nearest rank); YCSB 0.17's HdrHistogram 2.1.4 takes the round(q n)-th, "
+             "one earlier when the fraction of q n is under a half, so at a sparse tail the "
+             "client's figure can be below the server's")
+
+
+def negative_percentile_diff(t: pd.DataFrame) -> bool:
+    """Does a phase show a client percentile below the server's (RANK_NOTE)?"""
+    return any(d["diff"].get(k, 0) < 0 for r in t.itertuples()
+               for d in r.client_vs_server.values() for k in ("p50", "p95", "p99"))
+
+
 def _versus(client: dict, server: dict, exact: bool = True) -> dict:
     """{OP: {"command", "client", "server", "diff"}} for operations with a command. The
     counts differ by design when the server's figures cover only the phase's whole
@@ -558,6 +571,8 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
                 lines.append(f"{head} {k:5s} {(bound + format(c, '.0f')).rjust(10)} "
                              f"{_num(float(d['server'][k]), '.0f', 10)} "
                              f"{_num(float(d['diff'].get(k, math.nan)), '.0f', 10)}")
+        if negative_percentile_diff(t):
+            lines.append(_prose(f"  (a negative diff: {RANK_NOTE})"))
     if lost is not None:
         lines += ["", _prose(lost_line(lost))]
     return "".join(s + "\n" for s in lines)

@@ -183,7 +183,9 @@ def build(run, diff: tuple[str, str] | None = None, phases: pd.DataFrame | None 
         parts.append("<h3>Client (the tool's own) vs server (the probe) latency</h3>"
                      "<p>The difference is what the server does not see: the network, the "
                      "client's queueing and its driver. Histogram figures (bucket bound) "
-                     "are the upper bound of the bucket the percentile is in.</p>"
+                     "are the upper bound of the bucket the percentile is in."
+                     + (f" A negative difference: {html.escape(phases_mod.RANK_NOTE)}."
+                        if phases_mod.negative_percentile_diff(t) else "") + "</p>"
                      + _table(pd.DataFrame(vs_rows), {"client µs": ".0f", "server µs": ".0f",
                                                       "client − server µs": ".0f"},
                               left={"phase", "operation", "command", "stat",
