@@ -95,9 +95,9 @@
 # (second, command, opcode) entry updated at the reply; nothing reaches user
 # space unless --events is given (then one ring-buffer record per request,
 # read every 100 ms without waking the reader). Measured with the kernel's
-# bpf_stats (bench/probe_cost.py, 8-connection find_one load): 1.1 us of BPF
-# time per request on mongo-java-server (7 program runs, 0.97x its untraced
-# throughput), 1.2 us with --events; 2.4 us on FerretDB (8 runs; its Go
+# bpf_stats (bench/probe_cost.py, 8-connection find_one load): 1.06 us of BPF
+# time per request on mongo-java-server (7 program runs, 0.92-0.97x its
+# untraced throughput), 1.17 us with --events; 2.4 us on FerretDB (8 runs; its Go
 # runtime leaves the caches colder). The runs of the pid filter alone cost
 # about 60-100 ns each on this VM.
 #
