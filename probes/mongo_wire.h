@@ -252,8 +252,8 @@ BPF_F_TABLE("percpu_hash", struct mw_key, struct mw_val, lat, MW_AGGS, BPF_F_NO_
  * reader adds both maps. */
 BPF_F_TABLE("percpu_hash", struct mw_key, struct mw_val, lat_spill, MW_SPILL, 0);
 /* fds of the target whose first received bytes were TLS records (counted once
- * per connection; freed at close) */
-BPF_HASH(tls_fds, u32, u8, 1024);
+ * per connection; freed at close): as many as connections */
+BPF_HASH(tls_fds, u32, u8, MW_CONNS);
 /* failed replies per code (rare: a plain hash, preallocated) */
 BPF_HASH(errs, struct mw_ekey, u64, 4096);
 

@@ -144,7 +144,7 @@
 # - -c keys connections by (pid, fd): a reused fd adds to the same row; the
 #   peer address is resolved from /proc when printing ("(closed)" if gone).
 # - --max-connections N (default 10,000) sizes the maps: conns (N connections,
-#   preallocated: 7.4 MB of kernel memory at the default on 2 CPUs, printed at
+#   preallocated: 8.2 MB of kernel memory at the default on 2 CPUs, printed at
 #   start); with -c, lat_conn (3N per-connection aggregates of 4 KB, allocated
 #   as used: up to 79 MB while 10,000 connections are busy). A connection
 #   beyond N is not traced: its requests count as dropped, and the end says
