@@ -47,9 +47,8 @@ USE = re.compile(r"^(\s*)%%([A-Z_]+)%%\s*$")
 
 def expand(template: str, tool: str) -> str:
     blocks: dict[str, list[str]] = {}
-    out: list[str] = []
+    top: list[str] = []
     lines = iter(template.splitlines())
-    keep = [True]
     for line in lines:
         s = line.strip()
         if s.startswith("%%define "):
@@ -59,12 +58,9 @@ def expand(template: str, tool: str) -> str:
                     break
                 body.append(inner)
             blocks[name] = body
-        elif s.startswith("%%if "):
-            keep.append(keep[-1] and selected(s, tool))
-        elif s == "%%endif":
-            keep.pop()
-        elif keep[-1]:
-            out.append(line)
+        else:
+            top.append(line)
+    out = filter_tool(top, tool)
 
     def subst(seq: list[str], depth: int = 0) -> list[str]:
         res = []

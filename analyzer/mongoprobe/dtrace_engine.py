@@ -61,19 +61,6 @@ class TlsChoice:
     notes: list[str] = field(default_factory=list)
 
 
-def _tlshooks():
-    """probes/tlshooks.py (which TLS library a process uses; shared with the bcc tools)."""
-    import importlib.util
-
-    path = probes.probes_dir() / "tlshooks.py"
-    spec = importlib.util.spec_from_file_location("tlshooks", path)
-    if spec is None or not path.exists():
-        raise probes.ProbeError(f"{path} not found (set MONGOPROBE_PROBES to the probes/ folder)")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def tls_script(script: str, pid: int, mode: str = "auto") -> TlsChoice:
     """The wire script to run for ``--tls MODE``: ``script``'s ``_tls`` twin, with the
     OpenSSL module as $1 ("libssl.so.3", or "a.out" when OpenSSL is in the executable),
@@ -83,7 +70,7 @@ def tls_script(script: str, pid: int, mode: str = "auto") -> TlsChoice:
     if mode == "off":
         return TlsChoice(script)
     name = script.removesuffix(".d")
-    th = _tlshooks()
+    th = probes.probe_module("tlshooks")
     try:
         hooks = th.find(pid)
     except (OSError, th.TlsError) as e:     # TlsError: found, not hookable

@@ -96,6 +96,23 @@ def probe_path(name: str) -> Path:
     return p
 
 
+@functools.cache
+def _module_at(path: Path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def probe_module(name: str):
+    """A Python module of the probes' folder, loaded from its file (``tlshooks``,
+    ``compressednames``): it lives with the probes because the bcc tools run under
+    the system python3, without this package."""
+    return _module_at(probe_path(f"{name}.py"))
+
+
 def why_cannot_trace() -> str | None:
     """None when kernel tracing can run here, else the precise reason."""
     if os.geteuid() != 0:

@@ -9,7 +9,6 @@ lines among its slices; bcc writes its kernel records to a file that is read at 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import tempfile
@@ -153,20 +152,16 @@ class WireProbe:
         user as they are."""
         if self.engine == "bpftrace":
             return list(self.tls_notes)
-        return [ln for ln in self.probe.stderr_lines if ": TLS " in ln]
+        return said_about_tls(self.probe.stderr_lines)
 
     def close(self) -> None:
         if self._tmp and os.path.isdir(self._tmp):
             shutil.rmtree(self._tmp, ignore_errors=True)
 
 
-def _tlshooks():
-    """probes/tlshooks.py (the bcc tools' finder of TLS libraries), loaded from the
-    probes' folder."""
-    spec = importlib.util.spec_from_file_location("tlshooks", probes.probe_path("tlshooks.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def said_about_tls(stderr_lines: list[str]) -> list[str]:
+    """The lines a bcc tool printed about TLS (the library hooked, or why none)."""
+    return [ln for ln in stderr_lines if ": TLS " in ln]
 
 
 def bpftrace_tls_hook(pid: int, mode: str):
@@ -179,7 +174,7 @@ def bpftrace_tls_hook(pid: int, mode: str):
     tool = "mongo_latency_tls.bt"
     if mode == "off":
         return None, []
-    th = _tlshooks()
+    th = probes.probe_module("tlshooks")
     try:
         hooks = th.find(pid)
     except (OSError, th.TlsError) as e:

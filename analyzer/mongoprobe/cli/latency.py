@@ -60,10 +60,10 @@ def _started(probe, args: argparse.Namespace, sizing: str | None = None,
              tls_lines: list[str] | None = None) -> None:
     """The probe is attached: say so (stderr, so stdout stays data) and arm the stops.
     tls_lines: what was said about TLS (WireProbe.tls_lines), else bcc's stderr."""
-    from .. import probes
+    from .. import probes, wire_probe
     probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None, args.duration, args.pid)
     if tls_lines is None:       # the TLS library hooked (bcc), or why none was
-        tls_lines = [ln for ln in probe.stderr_lines if ": TLS " in ln]
+        tls_lines = wire_probe.said_about_tls(probe.stderr_lines)
     for line in tls_lines:
         print(line, file=sys.stderr, flush=True)
     if sizing:

@@ -45,12 +45,10 @@ that never reached a printed slice show as dropped.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from functools import cache
-from pathlib import Path
 from typing import Iterable
 
+from ..probes import probe_module
 from .errors import FormatError
 from .wire_slices import Agg, Slice, events_frame, name_of_words, opcode_name
 
@@ -252,7 +250,7 @@ class BpftraceLatency:
             if body is not None:
                 # the command inside, decompressed from the body's first bytes
                 # (header bytes are not used: 16 zeros stand for them)
-                inside = compressednames().compressed_command(
+                inside = probe_module("compressednames").compressed_command(
                     bytes(16) + body, 16 + min(len(body), max(bin_ - 16, 0)))
                 if inside:
                     name = inside.decode("utf-8", "replace")
@@ -330,18 +328,6 @@ class BpftraceLatency:
             return max(r["requests"] - self.replies - r["no_reply"]
                        - r["requests_without_reply"], 0)
         return self.open_waiting
-
-
-@cache
-def compressednames():
-    """probes/compressednames.py, the one decoder of a compressed request's name (it
-    lives with the probes: the bcc tool runs under the system python3 without this
-    package)."""
-    path = Path(__file__).resolve().parents[3] / "probes" / "compressednames.py"
-    spec = importlib.util.spec_from_file_location("compressednames", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _buf_bytes(text: str) -> bytes:
