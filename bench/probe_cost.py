@@ -3,7 +3,7 @@
 
 USAGE: .venv/bin/python bench/probe_cost.py [--reps N] [--seconds S] [--threads N]
            [--connections N,N...] [--engines bpftrace,bcc,tshark]
-           [--modes hist,events,capture,tls]
+           [--modes hist,events,capture,tls,floor]
            [--targets java,ferretdb,ferretdb-tls] [--no-pin] [--quick] [--json]
 
 For each target, an N-connection find_one-by-_id load (the Java driver,
@@ -16,6 +16,12 @@ through the project's own command line, as a user would:
     bcc events       ... --engine bcc --events FILE
     bcc tls          ... --engine bcc --json --tls on   (target ferretdb-tls only)
     tshark capture   mongoprobe capture -o FILE --port PORT   (throughput only)
+    bcc floor        bench/tracepoint_floor.py -p PID
+
+The floor row attaches programs that only test the pid and count to the bcc probe's
+own tracepoints: its BPF ns per request and its throughput ratio are what the
+tracepoint hits cost by themselves, the physical limit of a syscall probe, measured
+in the same run as the probes (a probe's work is what it costs above the floor).
 
 Targets: mongo-java-server (memory backend, in-memory and fast: a probe's cost shows
 in its throughput) and the embedded FerretDB (hundreds of µs of CPU per request, so
@@ -92,10 +98,11 @@ JAR_NAME = "mongoprobe-bench.jar"
 GOAL_NS = {("bpftrace", "hist"): 2000, ("bcc", "hist"): 1000,
            ("bpftrace", "events"): 4000, ("bcc", "events"): 2000}
 ENGINES = ("bpftrace", "bcc", "tshark")
-MODES = ("hist", "events", "capture", "tls")
+MODES = ("hist", "events", "capture", "tls", "floor")
 TARGETS = ("java", "ferretdb", "ferretdb-tls")
 TLS_TARGETS = ("ferretdb-tls",)     # only the tls row runs there, and only there
 STATS_SYSCTL = Path("/proc/sys/kernel/bpf_stats_enabled")
+FLOOR = Path(__file__).resolve().parent / "tracepoint_floor.py"
 
 
 class BenchError(RuntimeError):
@@ -471,10 +478,15 @@ class Row:
         return f"{self.engine} {self.mode}"
 
     def argv(self, t: Target, tmp: str) -> list[str]:
-        """The user's command for this row."""
+        """The command for this row: the user's (`python -m mongoprobe ...`), or the
+        floor's tool."""
+        if self.mode == "floor":
+            return [probes.BCC_PYTHON, str(FLOOR), "-p", str(t.pid)]
+        mp = [sys.executable, "-m", "mongoprobe"]
         if self.engine == "tshark":
-            return ["capture", "-o", os.path.join(tmp, "cap.pcapng"), "--port", str(t.port)]
-        argv = ["latency", "-p", str(t.pid), "--engine", self.engine, "--json"]
+            return [*mp, "capture", "-o", os.path.join(tmp, "cap.pcapng"),
+                    "--port", str(t.port)]
+        argv = [*mp, "latency", "-p", str(t.pid), "--engine", self.engine, "--json"]
         if self.mode == "events":
             argv += ["--events", os.path.join(tmp, "events.jsonl")]
         if self.mode == "tls":
@@ -488,16 +500,17 @@ class Row:
 
 def valid_rows(engines, modes) -> list[Row]:
     # tshark goes with capture; tls is bcc's (bpftrace 0.17 cannot place Go's RET
-    # probes: probes/README.md)
+    # probes: probes/README.md); the floor is a bcc program
     return [Row(e, m) for e in engines for m in modes
-            if (e == "tshark") == (m == "capture") and (m != "tls" or e == "bcc")]
+            if (e == "tshark") == (m == "capture") and (m not in ("tls", "floor") or e == "bcc")]
 
 
 class AttachedProbe:
-    """`python -m mongoprobe ARGV` (this checkout's package), attached when it says
-    so on stderr; stop() interrupts it as Ctrl-C would and returns its stdout."""
+    """ARGV (`python -m mongoprobe ...` with this checkout's package, or the floor's
+    tool), attached when it says so on stderr; stop() interrupts it as Ctrl-C would
+    and returns its stdout."""
 
-    READY = re.compile(r"^(Tracing MongoDB|Capturing TCP)")
+    READY = re.compile(r"^(Tracing|Capturing TCP)")
 
     def __init__(self, argv: list[str], timeout: float = 300):
         env = dict(os.environ)
@@ -506,13 +519,14 @@ class AttachedProbe:
         # SIGINT back to its default in the child: a bench started in the background
         # (`cmd &` from a script) has it ignored, the child would inherit that, and
         # a command relying on the default KeyboardInterrupt would never stop.
-        self.proc = subprocess.Popen([sys.executable, "-m", "mongoprobe", *argv],
+        self.proc = subprocess.Popen(argv,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, env=env,
                                      start_new_session=True,
                                      preexec_fn=lambda: signal.signal(signal.SIGINT,
                                                                       signal.SIG_DFL))
         self.argv = argv
+        self.name = argv[3] if argv[1:3] == ["-m", "mongoprobe"] else Path(argv[1]).name
         self.err_lines: list[str] = []
         self.out: list[str] = []
         ready = threading.Event()
@@ -529,11 +543,11 @@ class AttachedProbe:
         while not ready.wait(0.1):
             if self.proc.poll() is not None:
                 time.sleep(0.2)       # let the last stderr lines in
-                raise ProbeFailed(f"mongoprobe {argv[0]} exited before attaching: "
+                raise ProbeFailed(f"{self.name} exited before attaching: "
                                  f"{self.error()}")
             if time.monotonic() > deadline:
                 self.stop()
-                raise ProbeFailed(f"mongoprobe {argv[0]} not attached after {timeout:.0f}s")
+                raise ProbeFailed(f"{self.name} not attached after {timeout:.0f}s")
 
     def error(self) -> str:
         keep = [ln for ln in self.err_lines if "RLIMIT_MEMLOCK" not in ln]
@@ -609,7 +623,7 @@ def measure_row(row: Row, t: Target, load: LoadClient, stats: BpfStats, seconds:
     finally:
         out = probe.stop()
     if probe.proc.returncode not in (0, None):
-        raise ProbeFailed(f"mongoprobe {probe.argv[0]} exited with status "
+        raise ProbeFailed(f"{probe.name} exited with status "
                           f"{probe.proc.returncode}: {probe.error()}")
     if none is None:
         none = load.run(seconds)
@@ -734,7 +748,8 @@ def render(report: dict) -> str:
            f"(Java driver), {c['reps']} x {c['seconds']:g} s",
            "ns/req: BPF run time per request served (bpf_stats); runs: programs run",
            "per request; cpu us: the probe's own processes per request; seen: requests",
-           "the probe counted / served; ratio: ops/s with / without the probe",
+           "the probe counted / served; ratio: ops/s with / without the probe;",
+           "bcc floor: the same tracepoints, programs that only test the pid",
            "",
            f"{'target':9s}{'probe':16s}{'ns/req':>7s}{'goal':>6s}{'runs':>7s}"
            f"{'cpu us':>8s}{'seen':>6s}  ratio (min-max)"]
