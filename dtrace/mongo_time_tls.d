@@ -5,7 +5,7 @@
  *		connection.
  *		For illumos/SmartOS, FreeBSD, macOS and Linux (Oracle DTrace), uses DTrace.
  *
- * USAGE: dtrace -s mongo_time_tls.d -p PID MODULE [-x dynvarsize=64m] [-x aggsize=80m]
+ * USAGE: dtrace -s mongo_time_tls.d -p PID MODULE FREE [-x dynvarsize=64m] [-x aggsize=80m]
  * USAGE: dtrace -s mongo_time.d -p PID [-x dynvarsize=64m] [-x aggsize=80m]
  *        (runs until Ctrl-C or SIGTERM, prints at END; mongoprobe latency
  *        --engine dtrace runs it and renders the same tables as the Linux tools)
@@ -13,9 +13,10 @@
  * This _tls script is the plain one plus OpenSSL's plaintext: MODULE is the
  * object holding SSL_read/SSL_write, as the pid provider names it (the basename
  * of the libssl the process maps, e.g. libssl.so.3, or a.out when OpenSSL is
- * linked into the executable). mongoprobe latency|snoop --engine dtrace --tls
- * auto|on picks it when probes/tlshooks.py finds OpenSSL in the target; with
- * --tls off, or no OpenSSL found, it runs the plain script.
+ * linked into the executable); FREE is 1 when MODULE has SSL_free (then
+ * connections on memory BIOs are decoded), else 0. mongoprobe latency|snoop
+ * --engine dtrace --tls auto|on picks it when probes/tlshooks.py finds OpenSSL
+ * in the target; with --tls off, or no OpenSSL found, it runs the plain script.
  *
  * The DTrace twin of probes/mongo_latency.bt. Times each request of a
  * MongoDB-protocol server (mongod, FerretDB, ...) from the return of the
@@ -38,7 +39,12 @@
  *                        whose plaintext was decoded)
  *     decoded  N         of them, connections whose plaintext was decoded
  *     calls  N           OpenSSL calls that returned plaintext
- *     calls_without_socket  N   of them, with no socket known (not decoded)
+ *     calls_without_socket  N   of them, with no connection to key them by
+ *                        (not decoded)
+ *     memory_bio  N      of the decoded, connections keyed by their SSL *
+ *     memory_bio_tied  N of those, tied to their socket
+ * and, during the run, "# tls tie PID SHOWN FD" when a memory-BIO connection
+ * (shown as SHOWN, 2^30 + its number) is tied to its socket FD.
  *
  * The per-connection state machine is the one of the Linux probes
  * (probes/README.md): state keyed by (pid, fd), never by requestID alone, freed
@@ -119,6 +125,15 @@
  * uprobe traps. A server spending ~1 ms of CPU per request would lose some
  * 20% (an estimate from these figures, not measured); a fast one far more:
  * measure with and without before trusting its throughput.
+ * Measured again with memory BIOs in (the same VM and ping loop on one
+ * connection, --mode mongod, 3 runs each, medians): on memory BIOs
+ * (--tls-bio memory: asyncio, 6 uprobe hits per request, its two
+ * SSL_read_ex) 143 us of BPF per request (27.5 program runs), 16,300
+ * requests/s untraced, 3,440 traced (about 230 us more per request); on
+ * socket BIOs 150 us (29.5 runs), the same as this script before memory
+ * BIOs (150 us: the clauses they add cost nothing measurable there),
+ * 22,700 requests/s untraced, 4,150 traced. SSL_free runs once per
+ * connection.
  *
  * TLS plaintext (OpenSSL; probes/README.md, "TLS plaintext", the bcc twin):
  *   pid$target:MODULE:SSL_read, SSL_write, SSL_read_ex, SSL_write_ex at entry
@@ -130,8 +145,21 @@
  *   the fd's ciphertext. A request completes at the return of the read that
  *   completed it (after decryption); a reply is timed at the entry of the
  *   write carrying it (before encryption): the server's time without crypto.
- *   A call with plaintext and no socket known (memory BIOs: mongod's asio)
- *   is counted (calls_without_socket), not decoded.
+ *   Memory BIOs (mongod's asio, Python's asyncio: no socket syscall inside
+ *   SSL_read/SSL_write; the script's 2nd argument is 1 when MODULE has
+ *   SSL_free): a call with plaintext, no nested syscall and no fd known for
+ *   its SSL * keys the connection by a number of its own (this CPU's next,
+ *   the CPU in bits 22-28), state [pid, TLS_FD | TLS_SSL | number];
+ *   SSL_free (pid$target:MODULE:SSL_fre[e]:entry) frees it (requests still
+ *   waiting stay without reply, as at close). The next read/write-family
+ *   syscall of the thread after an SSL_write of an untied one ties it when
+ *   it is a send on an fd whose first received bytes were TLS records: a
+ *   "# tls tie" line; the connection is shown as 2^30 + its number in
+ *   latency_ns_by_conn (mongoprobe shows the tied fd instead), and in snoop
+ *   lines until tied. Checked on tests/wireserver.py --tls-bio memory:
+ *   every connection keyed and tied, counts exact; 300 short connections:
+ *   a key each. With 2nd argument 0 such calls are counted
+ *   (calls_without_socket), not decoded: their state could not be freed.
  *
  * Caveats:
  * - TLS: mongo_time.d and mongo_snoop.d do not decode TLS plaintext; their
@@ -151,6 +179,10 @@
  * - Command names are cut at 32 bytes, OP_QUERY namespaces at 63.
  * - Command name strings stay in dynamic variables per (pid, fd) until the fd
  *   number is reused (a string dynamic variable cannot be freed portably).
+ *   A memory-BIO connection's number is not reused (until a CPU's 2^22 wrap):
+ *   its names (up to 5, 32 bytes each) stay until the end, and
+ *   latency_ns_by_conn keeps a row per such connection: a long run of many
+ *   short connections fills -x dynvarsize/aggsize sooner (reported as drops).
  * - Losses of DTrace itself are printed on stderr, not in the footer ("N
  *   dynamic variable drops": raise -x dynvarsize; "N drops on CPU": raise
  *   -x bufsize); mongoprobe counts them into "dropped events".
