@@ -4,16 +4,17 @@
  * mongo_snoop.d	MongoDB wire-protocol requests of one server, one line each.
  *		For illumos/SmartOS, FreeBSD, macOS and Linux (Oracle DTrace), uses DTrace.
  *
- * USAGE: dtrace -s mongo_snoop_tls.d -p PID MODULE [-x dynvarsize=64m] [-x bufsize=16m]
+ * USAGE: dtrace -s mongo_snoop_tls.d -p PID MODULE FREE [-x dynvarsize=64m] [-x bufsize=16m]
  * USAGE: dtrace -s mongo_snoop.d -p PID [-x dynvarsize=64m] [-x bufsize=16m]
  *        (runs until Ctrl-C or SIGTERM; mongoprobe snoop --engine dtrace runs it)
  *
  * This _tls script is the plain one plus OpenSSL's plaintext: MODULE is the
  * object holding SSL_read/SSL_write, as the pid provider names it (the basename
  * of the libssl the process maps, e.g. libssl.so.3, or a.out when OpenSSL is
- * linked into the executable). mongoprobe latency|snoop --engine dtrace --tls
- * auto|on picks it when probes/tlshooks.py finds OpenSSL in the target; with
- * --tls off, or no OpenSSL found, it runs the plain script.
+ * linked into the executable); FREE is 1 when MODULE has SSL_free (then
+ * connections on memory BIOs are decoded), else 0. mongoprobe latency|snoop
+ * --engine dtrace --tls auto|on picks it when probes/tlshooks.py finds OpenSSL
+ * in the target; with --tls off, or no OpenSSL found, it runs the plain script.
  *
  * The DTrace twin of probes/mongo_snoop.bt, with its line layout: one line per
  * request when its first reply is sent (mongoprobe.formats.wire_events reads
@@ -47,7 +48,12 @@
  *                        whose plaintext was decoded)
  *     decoded  N         of them, connections whose plaintext was decoded
  *     calls  N           OpenSSL calls that returned plaintext
- *     calls_without_socket  N   of them, with no socket known (not decoded)
+ *     calls_without_socket  N   of them, with no connection to key them by
+ *                        (not decoded)
+ *     memory_bio  N      of the decoded, connections keyed by their SSL *
+ *     memory_bio_tied  N of those, tied to their socket
+ * and, during the run, "# tls tie PID SHOWN FD" when a memory-BIO connection
+ * (shown as SHOWN, 2^30 + its number) is tied to its socket FD.
  *
  * The per-connection state machine is the one of the Linux probes
  * (probes/README.md): state keyed by (pid, fd), never by requestID alone, freed
@@ -109,6 +115,15 @@
  * uprobe traps. A server spending ~1 ms of CPU per request would lose some
  * 20% (an estimate from these figures, not measured); a fast one far more:
  * measure with and without before trusting its throughput.
+ * Measured again with memory BIOs in (the same VM and ping loop on one
+ * connection, --mode mongod, 3 runs each, medians): on memory BIOs
+ * (--tls-bio memory: asyncio, 6 uprobe hits per request, its two
+ * SSL_read_ex) 143 us of BPF per request (27.5 program runs), 16,300
+ * requests/s untraced, 3,440 traced (about 230 us more per request); on
+ * socket BIOs 150 us (29.5 runs), the same as this script before memory
+ * BIOs (150 us: the clauses they add cost nothing measurable there),
+ * 22,700 requests/s untraced, 4,150 traced. SSL_free runs once per
+ * connection.
  *
  * TLS plaintext (OpenSSL; probes/README.md, "TLS plaintext", the bcc twin):
  *   pid$target:MODULE:SSL_read, SSL_write, SSL_read_ex, SSL_write_ex at entry
@@ -120,8 +135,21 @@
  *   the fd's ciphertext. A request completes at the return of the read that
  *   completed it (after decryption); a reply is timed at the entry of the
  *   write carrying it (before encryption): the server's time without crypto.
- *   A call with plaintext and no socket known (memory BIOs: mongod's asio)
- *   is counted (calls_without_socket), not decoded.
+ *   Memory BIOs (mongod's asio, Python's asyncio: no socket syscall inside
+ *   SSL_read/SSL_write; the script's 2nd argument is 1 when MODULE has
+ *   SSL_free): a call with plaintext, no nested syscall and no fd known for
+ *   its SSL * keys the connection by a number of its own (this CPU's next,
+ *   the CPU in bits 22-28), state [pid, TLS_FD | TLS_SSL | number];
+ *   SSL_free (pid$target:MODULE:SSL_fre[e]:entry) frees it (requests still
+ *   waiting stay without reply, as at close). The next read/write-family
+ *   syscall of the thread after an SSL_write of an untied one ties it when
+ *   it is a send on an fd whose first received bytes were TLS records: a
+ *   "# tls tie" line; the connection is shown as 2^30 + its number in
+ *   latency_ns_by_conn (mongoprobe shows the tied fd instead), and in snoop
+ *   lines until tied. Checked on tests/wireserver.py --tls-bio memory:
+ *   every connection keyed and tied, counts exact; 300 short connections:
+ *   a key each. With 2nd argument 0 such calls are counted
+ *   (calls_without_socket), not decoded: their state could not be freed.
  *
  * Caveats:
  * - TLS: mongo_time.d and mongo_snoop.d do not decode TLS plaintext; their
@@ -141,6 +169,10 @@
  * - Command names are cut at 32 bytes, OP_QUERY namespaces at 63.
  * - Command name strings stay in dynamic variables per (pid, fd) until the fd
  *   number is reused (a string dynamic variable cannot be freed portably).
+ *   A memory-BIO connection's number is not reused (until a CPU's 2^22 wrap):
+ *   its names (up to 5, 32 bytes each) stay until the end, and
+ *   latency_ns_by_conn keeps a row per such connection: a long run of many
+ *   short connections fills -x dynvarsize/aggsize sooner (reported as drops).
  * - Losses of DTrace itself are printed on stderr, not in the footer ("N
  *   dynamic variable drops": raise -x dynvarsize; "N drops on CPU": raise
  *   -x bufsize); mongoprobe counts them into "dropped events".
@@ -181,6 +213,7 @@ inline int OP_MSG = 2013;
 inline int MAX_MESSAGE = 48000000;	/* the server's maxMessageSizeBytes */
 inline int SLOTS = 4;			/* outstanding requests kept per connection */
 inline int TLS_FD = 0x40000000;		/* fd | TLS_FD: a TLS connection's plaintext state */
+inline int TLS_SSL = 0x20000000;	/* with TLS_FD: a memory-BIO connection, by number */
 
 /*
  * Per connection, keyed [pid, fd] (probes/README.md): declared here because the
@@ -212,6 +245,11 @@ uint64_t txts[int, int];	/* and the time of that first send */
 int tlsfd[int, int];		/* 1: its bytes are TLS records; 2: its plaintext was decoded */
 int tls_conn[int, uint64_t];	/* [pid, SSL *]: its socket's fd + 1 */
 uint64_t tls_ssl[int, int];	/* [pid, fd]: the SSL * last seen on it (freed at close) */
+/* memory BIOs: an SSL * whose calls make no socket syscall (freed at SSL_free) */
+int tls_bio[int, uint64_t];	/* [pid, SSL *]: its state key, TLS_FD | TLS_SSL | number */
+int tls_tied[int, int];		/* [pid, key]: fd + 1 of its socket, once tied */
+int tls_bio_n[int];		/* [cpu]: the last number this CPU gave */
+self int tl_tie;		/* the key of an untied memory-BIO SSL_write just made */
 /* an OpenSSL call in flight on this thread, typed here (the first assignment,
  * a literal 0, would make a pointer an int) */
 self uint64_t tl_ssl;		/* its SSL * */
@@ -269,6 +307,8 @@ this uint32_t y;		/* a receive's first bytes: a TLS record header? */
 this int tls;
 this int64_t tn;		/* plaintext bytes an OpenSSL call moved */
 this int tfd;			/* its socket's fd + 1 (0: none known) */
+this int tkey;			/* its state key: fd | TLS_FD, or a memory BIO's (0: none) */
+this int cfd;			/* the connection as shown: its fd, 2^30 + number if untied */
 
 BEGIN
 {
@@ -277,11 +317,12 @@ BEGIN
 	@unmatched = sum(0); @without = sum(0); @malformed = sum(0);
 	@tls_conns = sum(0);
 	@tls_decoded = sum(0); @tls_calls = sum(0); @tls_nofd = sum(0);
+	@tls_bio = sum(0); @tls_tied = sum(0);
 	epoch = timestamp;
 	/* maps DTrace's timestamp to the wall clock (walltimestamp is ns since the epoch) */
 	printf("# clock timestamp_ns=%d walltimestamp_ns=%d\n", timestamp, walltimestamp);
-	printf("TLS plaintext of PID %d: OpenSSL SSL_read/SSL_write/SSL_read_ex/SSL_write_ex in %s (pid provider)\n",
-	    $target, $$1);
+	printf("TLS plaintext of PID %d: OpenSSL SSL_read/SSL_write/SSL_read_ex/SSL_write_ex in %s (pid provider%s)\n",
+	    $target, $$1, $2 ? "; SSL_free: memory BIOs" : "");
 	printf("Tracing MongoDB wire protocol of PID %d (read/write/readv/writev/recv*/send*)... Hit Ctrl-C to end.\n",
 	    $target);
 	printf("%-14s %-7s %-7s %-4s %-11s %-13s %-16s %8s %9s %-10s %s %s\n", "TIME(s)", "PID",
@@ -400,6 +441,7 @@ pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
 {
 	this->tn = 0;
 	this->tfd = self->tl_fd != 0 ? self->tl_fd : tls_conn[pid, self->tl_ssl];
+	this->tkey = this->tfd != 0 ? (this->tfd - 1) | TLS_FD : tls_bio[pid, self->tl_ssl];
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_write:return
@@ -414,13 +456,70 @@ pid$target:$1:SSL_read_ex:return, pid$target:$1:SSL_write_ex:return
 	this->tn = *(int64_t *)copyin(self->tl_nptr, 8);
 }
 
+/*
+ * Memory BIOs ($2: SSL_free is there to free the state): plaintext with no
+ * socket syscall inside the call nor an fd known for its SSL * (mongod's asio,
+ * Python's asyncio: the ciphertext moves in syscalls of their own) keys the
+ * connection by its SSL *: a number of its own, this CPU's next (the CPU in
+ * bits 22-28: no two CPUs give the same one), and the state
+ * [pid, TLS_FD | TLS_SSL | number], apart from fds (below 2^29) and fd | TLS_FD.
+ */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
+/self->tl_live && this->tn > 0 && this->tkey == 0 && $2/
+{
+	tls_bio_n[cpu] = (tls_bio_n[cpu] + 1) & 0x3fffff;
+	this->tkey = TLS_FD | TLS_SSL | ((cpu & 0x7f) << 22) | tls_bio_n[cpu];
+	tls_bio[pid, self->tl_ssl] = this->tkey;
+}
+
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
 /self->tl_live && this->tn > 0/
 {
 	@tls_calls = sum(1);
-	/* plaintext with no socket known for it (memory BIOs: mongod's asio) */
-	@tls_nofd = sum(this->tfd == 0);
+	/* plaintext with no connection to key it by (no SSL_free, $2 0) */
+	@tls_nofd = sum(this->tkey == 0);
+}
+
+/* an untied memory-BIO connection's write: the thread's next socket syscall may
+ * tie it (asio and asyncio send the records SSL_write left in the BIO at once) */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
+/self->tl_live && this->tn > 0 && this->tfd == 0 && this->tkey != 0 &&
+    tls_tied[pid, this->tkey] == 0/
+{
+	self->tl_tie = this->tkey;
+}
+
+/*
+ * The tie: one chance, the next read/write-family syscall of the thread. A send
+ * on an fd whose first received bytes were TLS records names the socket of the
+ * connection; its state stays keyed by number (the "# tls tie PID SHOWN FD"
+ * line maps the 2^30 + number the connection is shown as to that fd).
+ */
+syscall::write:entry, syscall::write_nocancel:entry,
+syscall::send:entry, syscall::sendto:entry, syscall::sendto_nocancel:entry,
+syscall::writev:entry, syscall::writev_nocancel:entry,
+syscall::sendmsg:entry, syscall::sendmsg_nocancel:entry
+/self->tl_tie && (tlsfd[pid, (int)arg0] & 1)/
+{
+	tls_tied[pid, self->tl_tie] = (int)arg0 + 1;
+	@tls_tied = sum(1);
+	printf("# tls tie %d %d %d\n", pid, (self->tl_tie & ~(TLS_FD | TLS_SSL)) | TLS_FD,
+	    (int)arg0);
+}
+
+syscall::read:entry, syscall::read_nocancel:entry,
+syscall::recv:entry, syscall::recvfrom:entry, syscall::recvfrom_nocancel:entry,
+syscall::readv:entry, syscall::readv_nocancel:entry,
+syscall::recvmsg:entry, syscall::recvmsg_nocancel:entry,
+syscall::write:entry, syscall::write_nocancel:entry,
+syscall::send:entry, syscall::sendto:entry, syscall::sendto_nocancel:entry,
+syscall::writev:entry, syscall::writev_nocancel:entry,
+syscall::sendmsg:entry, syscall::sendmsg_nocancel:entry
+/self->tl_tie/
+{
+	self->tl_tie = 0;
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -489,7 +588,7 @@ pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return
 /self->tl_live/
 {
 	this->ret = this->tn;
-	this->fd = (this->tfd - 1) | TLS_FD;
+	this->fd = this->tkey;
 	this->buf = self->tl_buf;
 	this->n = this->tn;
 	this->rem = rxrem[pid, this->fd];
@@ -500,18 +599,28 @@ pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return
 	this->want = 0;
 	this->kind = 0;
 	this->cmdns = 0;
-	self->rx_go = this->tn > 0 && this->tfd != 0;
+	self->rx_go = this->tn > 0 && this->tkey != 0;
 	self->rx_armed = 1;
 }
 
 /* the connection's first plaintext: decoded (and a TLS connection, if its
  * ciphertext was not seen: @tls_conns - @tls_decoded is what was not decoded) */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return
-/self->rx_go && (tlsfd[pid, this->tfd - 1] & 2) == 0/
+/self->rx_go && this->tfd != 0 && (tlsfd[pid, this->tfd - 1] & 2) == 0/
 {
 	@tls_conns = sum(tlsfd[pid, this->tfd - 1] == 0);
 	@tls_decoded = sum(1);
 	tlsfd[pid, this->tfd - 1] = tlsfd[pid, this->tfd - 1] | 2;
+}
+
+/* ... on a memory BIO, marked on its key (its socket, not known yet, counted
+ * its ClientHello in @tls_conns when it was seen) */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return
+/self->rx_go && this->tfd == 0 && tlsfd[pid, this->tkey] == 0/
+{
+	@tls_decoded = sum(1);
+	@tls_bio = sum(1);
+	tlsfd[pid, this->tkey] = 2;
 }
 
 /* R1: the buffer continues a message whose header came earlier. */
@@ -2518,7 +2627,7 @@ pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
 /self->tl_live/
 {
 	this->ret = this->tn;
-	this->fd = (this->tfd - 1) | TLS_FD;
+	this->fd = this->tkey;
 	this->buf = self->tl_buf;
 	this->n = this->tn;
 	this->ts = self->tl_ts;
@@ -2528,7 +2637,7 @@ pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
 	this->stop = 0;
 	this->it = 0;
 	this->valid = 0;
-	self->tx_go = this->tn > 0 && this->tfd != 0 && known[pid, this->fd];
+	self->tx_go = this->tn > 0 && this->tkey != 0 && known[pid, this->fd];
 	self->tx_armed = 1;
 }
 
@@ -2728,10 +2837,15 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	/* a memory-BIO connection: 2^30 + its number (the "# tls tie" lines name its
+	 * socket; snoop shows the socket once tied) */
+	this->cfd = (this->fd & TLS_SSL) == 0 ? this->fd & ~TLS_FD :
+	    tls_tied[pid, this->fd] != 0 ? tls_tied[pid, this->fd] - 1 :
+	    (this->fd & ~(TLS_FD | TLS_SSL)) | TLS_FD;
 	this->lat = this->lat < 0 ? 0 : this->lat;
 	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
-	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
+	    pid, tid, this->cfd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
 	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
 	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
@@ -2955,10 +3069,15 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	/* a memory-BIO connection: 2^30 + its number (the "# tls tie" lines name its
+	 * socket; snoop shows the socket once tied) */
+	this->cfd = (this->fd & TLS_SSL) == 0 ? this->fd & ~TLS_FD :
+	    tls_tied[pid, this->fd] != 0 ? tls_tied[pid, this->fd] - 1 :
+	    (this->fd & ~(TLS_FD | TLS_SSL)) | TLS_FD;
 	this->lat = this->lat < 0 ? 0 : this->lat;
 	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
-	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
+	    pid, tid, this->cfd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
 	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
 	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
@@ -3180,10 +3299,15 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	/* a memory-BIO connection: 2^30 + its number (the "# tls tie" lines name its
+	 * socket; snoop shows the socket once tied) */
+	this->cfd = (this->fd & TLS_SSL) == 0 ? this->fd & ~TLS_FD :
+	    tls_tied[pid, this->fd] != 0 ? tls_tied[pid, this->fd] - 1 :
+	    (this->fd & ~(TLS_FD | TLS_SSL)) | TLS_FD;
 	this->lat = this->lat < 0 ? 0 : this->lat;
 	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
-	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
+	    pid, tid, this->cfd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
 	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
 	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
@@ -3405,10 +3529,15 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	/* a memory-BIO connection: 2^30 + its number (the "# tls tie" lines name its
+	 * socket; snoop shows the socket once tied) */
+	this->cfd = (this->fd & TLS_SSL) == 0 ? this->fd & ~TLS_FD :
+	    tls_tied[pid, this->fd] != 0 ? tls_tied[pid, this->fd] - 1 :
+	    (this->fd & ~(TLS_FD | TLS_SSL)) | TLS_FD;
 	this->lat = this->lat < 0 ? 0 : this->lat;
 	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
-	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
+	    pid, tid, this->cfd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
 	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
 	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
@@ -3630,10 +3759,15 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	/* a memory-BIO connection: 2^30 + its number (the "# tls tie" lines name its
+	 * socket; snoop shows the socket once tied) */
+	this->cfd = (this->fd & TLS_SSL) == 0 ? this->fd & ~TLS_FD :
+	    tls_tied[pid, this->fd] != 0 ? tls_tied[pid, this->fd] - 1 :
+	    (this->fd & ~(TLS_FD | TLS_SSL)) | TLS_FD;
 	this->lat = this->lat < 0 ? 0 : this->lat;
 	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
-	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
+	    pid, tid, this->cfd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
 	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
 	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
@@ -3792,6 +3926,45 @@ syscall::close:entry, syscall::close_nocancel:entry
 	tls_ssl[pid, (int)arg0] = 0;
 }
 
+/*
+ * void SSL_free(SSL *s): its address may come back for another connection, so
+ * what is known of it goes: the fd last seen for it and, on memory BIOs, its
+ * state (requests still waiting stay counted in @without, as at close).
+ * Named by a pattern: an exact name the module lacks fails the whole script
+ * ("failed to lookup 'SSL_free'", zdefs or not); a pattern may match nothing.
+ */
+pid$target:$1:SSL_fre[e]:entry
+/tls_conn[pid, (uint64_t)arg0] != 0/
+{
+	this->fd = tls_conn[pid, (uint64_t)arg0] - 1;
+	tls_ssl[pid, this->fd] = tls_ssl[pid, this->fd] == (uint64_t)arg0 ? 0 :
+	    tls_ssl[pid, this->fd];
+	tls_conn[pid, (uint64_t)arg0] = 0;
+}
+
+pid$target:$1:SSL_fre[e]:entry
+/tls_bio[pid, (uint64_t)arg0] != 0/
+{
+	this->fd = tls_bio[pid, (uint64_t)arg0];
+	known[pid, this->fd] = 0;
+	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	rxop[pid, this->fd] = 0; rxrid[pid, this->fd] = 0; rxlen[pid, this->fd] = 0;
+	rxmtc[pid, this->fd] = 0; head[pid, this->fd] = 0; tail[pid, this->fd] = 0;
+	txrem[pid, this->fd] = 0; stream[pid, this->fd] = 0; txhave[pid, this->fd] = 0;
+	txh0[pid, this->fd] = 0; txh1[pid, this->fd] = 0; txts[pid, this->fd] = 0;
+	slot_rid[pid, this->fd, 0] = 0; slot_ts[pid, this->fd, 0] = 0;
+	slot_op[pid, this->fd, 0] = 0; slot_len[pid, this->fd, 0] = 0;
+	slot_rid[pid, this->fd, 1] = 0; slot_ts[pid, this->fd, 1] = 0;
+	slot_op[pid, this->fd, 1] = 0; slot_len[pid, this->fd, 1] = 0;
+	slot_rid[pid, this->fd, 2] = 0; slot_ts[pid, this->fd, 2] = 0;
+	slot_op[pid, this->fd, 2] = 0; slot_len[pid, this->fd, 2] = 0;
+	slot_rid[pid, this->fd, 3] = 0; slot_ts[pid, this->fd, 3] = 0;
+	slot_op[pid, this->fd, 3] = 0; slot_len[pid, this->fd, 3] = 0;
+	tlsfd[pid, this->fd] = 0;
+	tls_tied[pid, this->fd] = 0;
+	tls_bio[pid, (uint64_t)arg0] = 0;
+}
+
 syscall::close:entry, syscall::close_nocancel:entry
 /pid == $target && tlsfd[pid, (int)arg0] != 0/
 {
@@ -3826,5 +3999,7 @@ END
 	printa("  decoded  %@d\n", @tls_decoded);
 	printa("  calls  %@d\n", @tls_calls);
 	printa("  calls_without_socket  %@d\n", @tls_nofd);
+	printa("  memory_bio  %@d\n", @tls_bio);
+	printa("  memory_bio_tied  %@d\n", @tls_tied);
 	printf("(dropped events: DTrace reports its own on stderr, e.g. \"dynamic variable drops\": raise -x dynvarsize)\n");
 }

@@ -153,8 +153,9 @@ def test_wire_scripts_keep_the_illumos_and_macos_syscalls():
 
 @pytest.mark.parametrize("script", D_SCRIPTS)
 def test_script_compiles(script, need_dtrace):
-    # the _tls scripts' pid provider needs a process and the OpenSSL module ($1)
-    tls = ["-c", "/bin/true", "libssl.so.3"] if script.endswith("_tls.d") else []
+    # the _tls scripts' pid provider needs a process, the OpenSSL module ($1) and whether
+    # it has SSL_free ($2)
+    tls = ["-c", "/bin/true", "libssl.so.3", "1"] if script.endswith("_tls.d") else []
     r = subprocess.run([probes.dtrace_binary(), "-e", "-s", str(DTRACE / script), *tls],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr

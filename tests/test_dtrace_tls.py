@@ -7,6 +7,10 @@ for Linux as scripts/setup.sh builds it:
   split across writes, driven by tests/wireclient.py's scenarios over TLS on 4
   connections: every count equal to the client's, nothing lost; the same server with
   --tls off: every connection counted as TLS, none of its requests seen;
+- the same with --tls-bio memory (asyncio's TLS transport: OpenSSL on memory BIOs, no
+  socket syscall inside SSL_read/SSL_write, as mongod's asio): the plaintext keyed by
+  SSL *, every connection tied to its socket, counts exact; 300 short connections
+  through a dynamic-variable space sized for 16: the state is freed at SSL_free;
 - mongoprobe latency|snoop --engine dtrace --tls on|auto: the _tls script is chosen,
   what it hooked is said, the JSON carries "tls" and "untraced" as bcc's does;
 - FerretDB serving TLS (Go crypto/tls, which D cannot name): --tls on is refused with
@@ -49,14 +53,18 @@ def tls_files(tmp_path):
         pytest.skip(str(e))
 
 
-def trace_wireserver(mode: str, workdir: Path, cert: Path, key: Path, tls: bool = True):
-    """wireserver --tls in MODE, traced by mongo_time_tls.d (tls) or mongo_time.d while
-    wireclient runs every scenario over TLS: (expected, stdout lines, stderr path)."""
+def trace_wireserver(mode: str, workdir: Path, cert: Path, key: Path, tls: bool = True,
+                     bio: str = "socket", free: bool = True):
+    """wireserver --tls in MODE (on BIO), traced by mongo_time_tls.d (tls) or mongo_time.d
+    while wireclient runs every scenario over TLS: (expected, stdout lines, stderr path,
+    the TlsChoice). free False: the script runs as for an OpenSSL without SSL_free."""
     chosen = []
 
     def start(pid: int) -> Probe:
         choice = dtrace_engine.tls_script("mongo_time.d", pid, "on" if tls else "off")
         assert choice.script == ("mongo_time_tls.d" if tls else "mongo_time.d")
+        if not free:
+            choice.args = (choice.args[0], "0")
         chosen.append(choice)
         opts = [a for o in dtrace_engine.wire_options(choice.script, 1000) for a in ("-x", o)]
         return Probe([str(probes.dtrace_binary()), *opts, "-s", str(DTRACE / choice.script),
@@ -64,19 +72,25 @@ def trace_wireserver(mode: str, workdir: Path, cert: Path, key: Path, tls: bool 
                      lambda p: any("Tracing MongoDB" in line for line in p.lines),
                      workdir / "probe.err", stop_signal=signal.SIGTERM)
 
-    expected, lines, probe = traced_tls_scenarios(mode, workdir, (cert, key), start)
+    expected, lines, probe = traced_tls_scenarios(mode, workdir, (cert, key), start, bio)
     return expected, lines, probe.stderr, chosen[0]
 
 
-@pytest.mark.parametrize("mode", ["mongod", "readwrite", "split"])
-def test_openssl_wireserver_exact(mode, tmp_path, tls_files, need_dtrace):
+# (mode, BIO): on memory BIOs asyncio reads the plaintext in chunks of up to 256 KiB
+# whatever the mode, so readwrite would repeat mongod; split still splits the writes
+@pytest.mark.parametrize("mode,bio", [("mongod", "socket"), ("readwrite", "socket"),
+                                      ("split", "socket"), ("mongod", "memory"),
+                                      ("split", "memory")])
+def test_openssl_wireserver_exact(mode, bio, tmp_path, tls_files, need_dtrace):
     """wireclient's scenarios (pipelining, a 100 KB insert, moreToCome, OP_QUERY,
     OP_COMPRESSED, exhaust, failed commands) over TLS on 4 connections at once: the
     plaintext of SSL_read_ex/SSL_write_ex counted by mongo_time_tls.d as mongo_time.d
-    counts plain traffic."""
-    e, lines, stderr, choice = trace_wireserver(mode, tmp_path, *tls_files)
-    assert choice.args == ("libssl.so.3",)
+    counts plain traffic; on memory BIOs (no socket syscall inside them) keyed by SSL *,
+    each connection tied to its socket, its per-connection rows under that fd."""
+    e, lines, stderr, choice = trace_wireserver(mode, tmp_path, *tls_files, bio=bio)
+    assert choice.args == ("libssl.so.3", "1")
     assert "OpenSSL SSL_read/SSL_write/SSL_read_ex/SSL_write_ex in " in choice.hooked
+    assert choice.hooked.endswith("; SSL_free)")
     o = from_dtrace(lines, stderr)
     assert (o.requests_by_command, o.requests_by_op, o.counts, o.timed_by_command,
             o.stats_count_by_command) == (
@@ -85,9 +99,18 @@ def test_openssl_wireserver_exact(mode, tmp_path, tls_files, need_dtrace):
          "no_reply": e.no_reply}, dict(e.replies_by_command), dict(e.replies_by_command))
     assert o.lost == dict.fromkeys(o.lost, 0), stderr.read_text()
     untraced, tls = dtrace_engine.tls_report("".join(lines), choice.hooked)
-    assert tls["connections"] == CONNECTIONS * len(wireclient.SCENARIOS)
+    n = CONNECTIONS * len(wireclient.SCENARIOS)
+    on_bio = n if bio == "memory" else 0
+    assert (tls["connections"], tls["memory_bio"], tls["memory_bio_tied"]) == (n, on_bio, on_bio)
     assert tls["calls"] > 0
     assert untraced == {"tls_connections": 0, "tls_hooked": 1, "tls_calls_without_socket": 0}
+    ties = dtrace_engine.tls_ties(lines)
+    assert len(ties) == on_bio and len(set(ties)) == on_bio
+    # every connection's row under its socket's fd (sockets are reused by later scenarios)
+    run = dtrace_engine.DtraceRun(lines, [], 0)
+    s = dtrace_engine.latency_summary(run, None, choice.hooked)
+    assert all(0 < int(k.split(",")[1]) < TLS_FD for k in s.by_conn), list(s.by_conn)
+    assert sum(g.count for g in s.by_conn.values()) == e.replies
     assert all(b > 0 for lows in o.bucket_lows.values() for b in lows)
     failed = (o.errors_by_command, o.error_codes) == (dict(e.errors_by_command),
                                                       dict(e.error_codes))
@@ -95,6 +118,23 @@ def test_openssl_wireserver_exact(mode, tmp_path, tls_files, need_dtrace):
         assert not failed, "fixed? " + SPLIT_FAILED
         pytest.xfail(SPLIT_FAILED)
     assert failed, (o.errors_by_command, o.error_codes)
+
+
+def test_memory_bio_without_ssl_free_is_counted(tmp_path, tls_files, need_dtrace):
+    """mongo_time_tls.d told the library has no SSL_free ($2 0) on the memory-BIO server:
+    nothing is keyed by SSL * (its state could never be freed), every call with plaintext
+    counts as without a socket, every connection as TLS not decoded, nothing is lost."""
+    e, lines, stderr, choice = trace_wireserver("mongod", tmp_path, *tls_files, bio="memory",
+                                                free=False)
+    o = from_dtrace(lines, stderr)
+    assert o.counts == {"requests": 0, "replies": 0, "stream_replies": 0, "no_reply": 0}
+    assert o.lost == dict.fromkeys(o.lost, 0), stderr.read_text()
+    untraced, tls = dtrace_engine.tls_report("".join(lines), choice.hooked)
+    assert (tls["connections"], tls["memory_bio"], tls["memory_bio_tied"]) == (0, 0, 0)
+    assert untraced["tls_connections"] == CONNECTIONS * len(wireclient.SCENARIOS)
+    assert untraced["tls_calls_without_socket"] == tls["calls"] > 0
+    assert dtrace_engine.tls_ties(lines) == {}
+    assert e.requests > 0
 
 
 def test_tls_off_counts_tls_connections(tmp_path, tls_files, need_dtrace):
@@ -155,6 +195,87 @@ def test_cli_latency_and_snoop_over_openssl(tmp_path, tls_files, need_dtrace):
     assert all(0 < r["fd"] < TLS_FD and r["latency_ns"] > 0 for r in rows)
     # (start_cli read the lines before "Tracing", "mongo_snoop_tls: TLS plaintext ...")
     assert f"tls: {CONNECTIONS * len(wireclient.SCENARIOS)} connections decoded" in err
+
+
+def test_cli_latency_and_snoop_memory_bio(tmp_path, tls_files, need_dtrace):
+    """mongoprobe latency|snoop --engine dtrace --tls on against the memory-BIO server
+    (asyncio: no socket syscall inside SSL_read/SSL_write): the client's counts, every
+    connection keyed by SSL * and tied, rows and lines under the socket's fd (a
+    connection's first reply comes before its tie: snoop holds its line until then)."""
+    cert, _ = tls_files
+    ctx = ssl.create_default_context(cafile=str(cert))
+    n = CONNECTIONS * len(wireclient.SCENARIOS)
+    with wireserver("mongod", tmp_path, tls_files, ("--tls-bio", "memory")) as (pid, port):
+        cli = start_cli("latency", "-p", str(pid), "--json", "--engine", "dtrace",
+                        "--tls", "on", "--max-connections", "1000")
+        try:
+            e = wireclient.run(port, connections=CONNECTIONS, tls=ctx)
+            time.sleep(0.3)
+        finally:
+            out = stop_cli(cli)
+        result = json.loads(out.strip().splitlines()[-1])
+        assert {k: v["count"] for k, v in result["by_command"].items()} == \
+            dict(e.replies_by_command)
+        assert result["requests_by_command"] == dict(e.by_command)
+        assert result["lost"] == {"unmatched_replies": 0, "requests_without_reply": 0,
+                                  "malformed": 0, "dropped": 0}
+        assert result["untraced"] == {"tls_connections": 0, "tls_hooked": 1,
+                                      "tls_calls_without_socket": 0}
+        assert {k: result["tls"][k] for k in ("connections", "memory_bio", "memory_bio_tied")} \
+            == {"connections": n, "memory_bio": n, "memory_bio_tied": n}
+        assert "; SSL_free)" in result["tls"]["hooked"][0]
+        assert all(0 < int(k.split(",")[1]) < TLS_FD for k in result["by_conn"])
+        assert sum(v["count"] for v in result["by_conn"].values()) == e.replies
+
+        cli = start_cli("snoop", "-p", str(pid), "--json", "--engine", "dtrace", "--tls", "on",
+                        "--max-connections", "1000")
+        try:
+            e = wireclient.run(port, connections=CONNECTIONS, tls=ctx)
+            time.sleep(0.3)
+        finally:
+            proc = cli
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, err
+    rows = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
+    got: dict[str, int] = {}
+    for r in rows:
+        got[r["command"]] = got.get(r["command"], 0) + 1
+    assert got == dict(e.replies_by_command)
+    assert all(0 < r["fd"] < TLS_FD and r["latency_ns"] > 0 for r in rows)
+    assert f"tls: {n} connections decoded" in err
+    assert f"; {n} on memory BIOs, {n} of them tied to their socket" in err
+
+
+def test_memory_bio_state_freed(tmp_path, tls_files, need_dtrace):
+    """300 short TLS connections, one after another, to the memory-BIO server: each
+    connection keyed by an SSL * of its own, its state freed at SSL_free (without it, the
+    allocator hands a new SSL the address of a freed one, which would keep the old key:
+    fewer keys than connections), every request counted, nothing dropped."""
+    cert, _ = tls_files
+    ctx = ssl.create_default_context(cafile=str(cert))
+    n = 300
+    with wireserver("mongod", tmp_path, tls_files, ("--tls-bio", "memory")) as (pid, port):
+        cli = start_cli("latency", "-p", str(pid), "--json", "--engine", "dtrace",
+                        "--tls", "on", "--max-connections", "16")
+        try:
+            for _ in range(n):
+                c = wireclient.Conn(port, ctx)
+                try:
+                    c.call(c.op_msg({"ping": 1}))
+                finally:
+                    c.close()
+            time.sleep(0.3)
+        finally:
+            out = stop_cli(cli)
+    r = json.loads(out.strip().splitlines()[-1])
+    assert r["requests_by_command"] == {"ping": n}
+    assert r["counts"] == {"requests": n, "replies": n, "stream_replies": 0, "no_reply": 0}
+    assert r["lost"] == dict.fromkeys(r["lost"], 0)
+    assert {k: r["tls"][k] for k in ("connections", "memory_bio", "memory_bio_tied")} == \
+        {"connections": n, "memory_bio": n, "memory_bio_tied": n}
+    assert r["untraced"]["tls_calls_without_socket"] == 0
+    assert all(0 < int(k.split(",")[1]) < TLS_FD for k in r["by_conn"])
 
 
 def test_go_tls_is_refused_or_counted(tls_target, need_dtrace):

@@ -10,11 +10,15 @@ TLS (``--tls auto|on|off``): ``tls_script`` swaps a wire script for its ``_tls``
 twin (OpenSSL's SSL_read/SSL_write through the pid provider) when
 ``probes/tlshooks.py`` finds OpenSSL in the target; ``tls_report`` reads the
 scripts' ``tls:`` block into the ``untraced``/``tls`` keys the other engines give.
+A connection on memory BIOs is shown by the scripts as 2^30 + its number until
+its ``# tls tie PID SHOWN FD`` line names its socket: ``tls_ties`` reads those
+lines, ``latency_summary`` and ``snoop_rows`` show the socket's fd instead.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Callable
@@ -63,8 +67,10 @@ class TlsChoice:
 
 def tls_script(script: str, pid: int, mode: str = "auto") -> TlsChoice:
     """The wire script to run for ``--tls MODE``: ``script``'s ``_tls`` twin, with the
-    OpenSSL module as $1 ("libssl.so.3", or "a.out" when OpenSSL is in the executable),
-    when ``mode`` is auto or on and the target has OpenSSL; else ``script`` itself.
+    OpenSSL module as $1 ("libssl.so.3", or "a.out" when OpenSSL is in the executable)
+    and $2 1 when it has SSL_free (then connections on memory BIOs are decoded: their
+    state is freed there), when ``mode`` is auto or on and the target has OpenSSL;
+    else ``script`` itself.
     ``mode`` on without OpenSSL: ProbeError (Go's crypto/tls cannot be hooked from D:
     its probe descriptions cannot name the functions)."""
     if mode == "off":
@@ -94,18 +100,21 @@ def tls_script(script: str, pid: int, mode: str = "auto") -> TlsChoice:
         exe = None
     module = "a.out" if h.shown == exe else os.path.basename(h.shown)
     hooked = (f"OpenSSL {'/'.join(h.funcs)} in {h.shown} (pid provider: entry and "
-              "return)")
+              f"return{'; SSL_free' if h.free else ''})")
     tls = f"{name}_tls.d"
-    return TlsChoice(tls, (module,), hooked,
+    return TlsChoice(tls, (module, "1" if h.free else "0"), hooked,
                      notes + [f"{name}_tls: TLS plaintext from {hooked}"])
 
 
 def tls_report(text: str, hooked: str | None) -> tuple[dict, dict | None]:
     """The wire scripts' ``tls:`` block -> (untraced, tls) as the other engines give them:
-    ``untraced`` {"tls_connections" (TLS connections not decoded), "tls_hooked",
-    "tls_calls_without_socket"}; ``tls`` {"hooked": [...], "connections" (decoded),
-    "calls"} when OpenSSL was hooked, else None. ({}, None) for output without the block
-    (scripts older than it)."""
+    ``untraced`` {"tls_connections" (TLS connections not decoded; never below 0: a
+    memory-BIO connection whose ClientHello came before tracing is decoded without
+    having been seen as TLS), "tls_hooked", "tls_calls_without_socket"}; ``tls``
+    {"hooked": [...], "connections" (decoded), "calls", "memory_bio" (of the
+    connections, those keyed by their SSL *), "memory_bio_tied" (of those, tied to
+    their socket)} when OpenSSL was hooked, else None. ({}, None) for output without
+    the block (scripts older than it)."""
     import io
 
     from .formats.quantize import parse_scalars
@@ -115,12 +124,53 @@ def tls_report(text: str, hooked: str | None) -> tuple[dict, dict | None]:
     if not t:
         return {}, None
     decoded = t.get("decoded", 0)
-    untraced = {"tls_connections": t.get("connections", 0) - decoded,
+    untraced = {"tls_connections": max(0, t.get("connections", 0) - decoded),
                 "tls_hooked": 1 if hooked else 0,
                 "tls_calls_without_socket": t.get("calls_without_socket", 0)}
-    tls = ({"hooked": [hooked], "connections": decoded, "calls": t.get("calls", 0)}
+    tls = ({"hooked": [hooked], "connections": decoded, "calls": t.get("calls", 0),
+            "memory_bio": t.get("memory_bio", 0), "memory_bio_tied": t.get("memory_bio_tied", 0)}
            if hooked else None)
     return untraced, tls
+
+
+# a memory-BIO connection is shown as 2^30 + its number until tied (mongo_wire.d.in)
+SHOWN_BIO = 1 << 30
+
+
+def tls_ties(lines) -> dict[tuple[int, int], int]:
+    """The ``# tls tie PID SHOWN FD`` lines of a _tls script: {(pid, shown): fd}, the
+    socket of each memory-BIO connection tied to one."""
+    ties = {}
+    for line in lines:
+        if line.startswith("# tls tie "):
+            f = line.split()
+            if len(f) == 6 and all(x.lstrip("-").isdigit() for x in f[3:]):
+                ties[int(f[3]), int(f[4])] = int(f[5])
+    return ties
+
+
+def _tie_conn_keys(hists: pd.DataFrame, totals: pd.DataFrame, ties: dict):
+    """mongo_time_tls.d's per-connection rows of tied memory-BIO connections under their
+    socket's fd ("PID,FD"), merged with the fd's other rows (its earlier connections):
+    buckets and sums added, maxima the larger."""
+    def key(k: str) -> str:
+        pid, _, fd = k.partition(",")
+        fd2 = ties.get((int(pid), int(fd))) if pid.isdigit() and fd.isdigit() else None
+        return k if fd2 is None else f"{pid},{fd2}"
+
+    conn = hists["by"] == "conn"
+    if conn.any():
+        h = hists[conn].assign(key=hists.loc[conn, "key"].map(key))
+        h = h.groupby(["by", "key", "lo", "hi"], as_index=False, sort=False)["count"].sum()
+        hists = pd.concat([hists[~conn], h[hists.columns]], ignore_index=True)
+    conn = totals["by"] == "conn"
+    if conn.any():
+        t = totals[conn].assign(key=totals.loc[conn, "key"].map(key))
+        t = pd.concat([g.groupby(["stat", "by", "key"], as_index=False, sort=False)["value"]
+                       .agg("max" if stat == "max_ns" else "sum")
+                       for stat, g in t.groupby("stat", sort=False)], ignore_index=True)
+        totals = pd.concat([totals[~conn], t[totals.columns]], ignore_index=True)
+    return hists, totals
 
 
 @dataclass
@@ -179,9 +229,12 @@ def latency_summary(run: DtraceRun, pid: int | None = None, hooked: str | None =
                                          parse_dtrace_latency_totals)
 
     text = "".join(run.lines)
-    s = latency.from_dtrace_quantize(parse_dtrace_latency(text, "mongo_time.d"),
-                                     parse_dtrace_latency_totals(text, "mongo_time.d"),
-                                     run.dropped, pid,
+    hists, totals = (parse_dtrace_latency(text, "mongo_time.d"),
+                     parse_dtrace_latency_totals(text, "mongo_time.d"))
+    ties = tls_ties(run.lines)
+    if ties:
+        hists, totals = _tie_conn_keys(hists, totals, ties)
+    s = latency.from_dtrace_quantize(hists, totals, run.dropped, pid,
                                      parse_dtrace_failures(text, "mongo_time.d"))
     s.untraced, s.tls = tls_report(text, hooked)
     return s
@@ -194,10 +247,48 @@ def snoop_events(lines: list[str]) -> pd.DataFrame:
     from .formats.dtrace_latency import clock
 
     df = wire_events.parse_snoop(lines, "mongo_snoop.d")
+    ties = tls_ties(lines)
+    if ties and len(df):
+        df["fd"] = [ties.get((p, f), f) for p, f in zip(df["pid"], df["fd"])]
     c = clock("".join(lines[:5]))
     if c is not None and len(df):
         df["time"] = c[1] / 1e9 + df["elapsed_s"]
     return df
+
+
+class SnoopTies:
+    """mongo_snoop_tls.d's lines as they come, with the socket's fd for memory-BIO
+    connections: a request line of a connection not tied yet (its first reply comes
+    before the send that ties it) is held until its ``# tls tie`` line, or the end
+    (then shown as it is: 2^30 + its number, its socket never seen)."""
+
+    FD = re.compile(r"^(\S+\s+\S+\s+\S+\s+)(\d+)\s+")
+
+    def __init__(self):
+        self.ties: dict[tuple[int, int], int] = {}
+        self.held: list[tuple[str, dict]] = []
+
+    def feed(self, line: str, row: dict | None) -> list[tuple[str, dict | None]]:
+        """(line, its parsed row or None) -> the (line, row) pairs to show now."""
+        if line.startswith("# tls tie "):
+            self.ties.update(tls_ties([line]))
+            ready = [(ln, r) for ln, r in self.held if (r["pid"], r["fd"]) in self.ties]
+            self.held = [(ln, r) for ln, r in self.held if (r["pid"], r["fd"]) not in self.ties]
+            return [self._tied(ln, r) for ln, r in ready]
+        if row is None or row["fd"] < SHOWN_BIO:
+            return [(line, row)]
+        if (row["pid"], row["fd"]) in self.ties:
+            return [self._tied(line, row)]
+        self.held.append((line, row))
+        return []
+
+    def flush(self) -> list[tuple[str, dict]]:
+        out, self.held = self.held, []
+        return out
+
+    def _tied(self, line: str, row: dict) -> tuple[str, dict]:
+        fd = self.ties[row["pid"], row["fd"]]
+        return self.FD.sub(lambda m: f"{m[1]}{fd:<4} ", line, count=1), {**row, "fd": fd}
 
 
 def snoop_footer(lines: list[str]):

@@ -223,11 +223,9 @@ def _snoop_dtrace(args: argparse.Namespace) -> int:
     from ..formats.dtrace_latency import clock
 
     head: list[str] = []
+    ties = dtrace_engine.SnoopTies()     # memory-BIO connections: their socket's fd
 
-    def show(line: str) -> None:
-        if len(head) < 5:
-            head.append(line)
-        row = wire_events.parse_snoop_line(line)
+    def show(line: str, row: dict | None) -> None:
         if args.json:
             if row:
                 c = clock("".join(head))
@@ -236,7 +234,15 @@ def _snoop_dtrace(args: argparse.Namespace) -> int:
         elif row or line.startswith("TIME(s)"):
             print(line, end="", flush=True)
 
-    run, hooked = _run_dtrace("mongo_snoop.d", args, on_line=show)
+    def take(line: str) -> None:
+        if len(head) < 5:
+            head.append(line)
+        for ln, row in ties.feed(line, wire_events.parse_snoop_line(line)):
+            show(ln, row)
+
+    run, hooked = _run_dtrace("mongo_snoop.d", args, on_line=take)
+    for ln, row in ties.flush():
+        show(ln, row)
     counts, lost = dtrace_engine.snoop_footer(run.lines)
     lost["dropped"] = run.dropped
     print(latency.footer(counts, lost), file=sys.stderr if args.json else sys.stdout)
