@@ -143,20 +143,24 @@ def _openssl_probe(engine: str, pid: int, tmp_path: Path) -> Probe:
 
 def _openssl_tls_counts(engine: str, lines: list[str], probe_err: Path):
     """(what the probe said it hooked, TLS connections decoded, TLS connections
-    left undecoded, calls without a socket)."""
+    left undecoded, calls without a socket, (of the decoded: on memory BIOs, tied to
+    their socket))."""
     if engine == "bcc":
         r = json.loads(lines[-1])
-        return (probe_err.read_text(), r["tls"]["connections"],
-                r["untraced"]["tls_connections"], r["untraced"]["tls_calls_without_socket"])
+        tls = r["tls"]
+        return (probe_err.read_text(), tls["connections"],
+                r["untraced"]["tls_connections"], r["untraced"]["tls_calls_without_socket"],
+                (tls["memory_bio"], tls["memory_bio_tied"]))
     from mongoprobe.formats.bpftrace_latency import BpftraceLatency
     reader = BpftraceLatency("mongo_latency_tls.bt")
     for line in lines:
         reader.feed(line)
     reader.close()
-    said = "".join(json.loads(ln)["data"] for ln in lines if '"printf"' in ln)
-    u = reader.untraced
-    return (said, reader.tls["connections"], u["tls_connections"],
-            u["tls_calls_without_socket"])
+    said = "".join(json.loads(ln)["data"] for ln in lines
+                   if '"printf"' in ln and '"@' not in ln)
+    u, tls = reader.untraced, reader.tls
+    return (said, tls["connections"], u["tls_connections"], u["tls_calls_without_socket"],
+            (tls["memory_bio"], tls["memory_bio_tied"]))
 
 
 def traced_tls_scenarios(mode: str, workdir: Path, cert_key: tuple[Path, Path],
@@ -178,25 +182,28 @@ def traced_tls_scenarios(mode: str, workdir: Path, cert_key: tuple[Path, Path],
     return expected, lines, probe
 
 
-# (engine, mode, BIO): memory BIOs are bcc's only (keyed by SSL *); with them asyncio
-# reads the plaintext in chunks of up to 256 KiB whatever the mode, so readwrite would
-# repeat mongod; split still splits the writes
+# (engine, mode, BIO): on memory BIOs (keyed by SSL *) asyncio reads the plaintext in
+# chunks of up to 256 KiB whatever the mode, so readwrite would repeat mongod; split
+# still splits the writes
 @pytest.mark.parametrize("engine,mode,bio", [
     *((engine, mode, "socket") for engine in ("bcc", "bpftrace")
       for mode in ("mongod", "readwrite", "split")),
-    ("bcc", "mongod", "memory"), ("bcc", "split", "memory")])
+    *((engine, mode, "memory") for engine in ("bcc", "bpftrace")
+      for mode in ("mongod", "split"))])
 def test_openssl_wireserver_exact(engine, mode, bio, tmp_path):
     """wireclient's scenarios (pipelining, a 100 KB insert, moreToCome, OP_QUERY,
     OP_COMPRESSED, exhaust, failed commands) over TLS on 4 connections at once: the
     plaintext from OpenSSL's SSL_read_ex/SSL_write_ex counted as the syscall path counts
     plain traffic, by bcc (mongo_tls.h) and by bpftrace (mongo_latency_tls.bt); on
     memory BIOs (no socket syscall inside them) keyed by SSL *, each connection tied to
-    its socket."""
+    its socket (both engines)."""
     cert, key = _tls_cert(tmp_path, engine)
     e, lines, _ = traced_tls_scenarios(mode, tmp_path, (cert, key),
                                        lambda pid: _openssl_probe(engine, pid, tmp_path), bio)
-    said, decoded, undecoded, nofd = _openssl_tls_counts(engine, lines, tmp_path / "probe.err")
+    said, decoded, undecoded, nofd, bio_tied = _openssl_tls_counts(engine, lines,
+                                                                   tmp_path / "probe.err")
     assert "OpenSSL SSL_read/SSL_write/SSL_read_ex/SSL_write_ex" in said
+    assert "; SSL_free)" in said
     o = from_bcc(lines) if engine == "bcc" else from_bpftrace(lines)
     assert (o.requests_by_command, o.requests_by_op, o.counts, o.timed_by_command) == (
         dict(e.by_command), dict(e.by_op),
@@ -205,11 +212,8 @@ def test_openssl_wireserver_exact(engine, mode, bio, tmp_path):
     assert o.lost == dict.fromkeys(o.lost, 0)
     scenarios = len(wireclient.SCENARIOS)
     assert (decoded, undecoded, nofd) == (CONNECTIONS * scenarios, 0, 0)
-    if engine == "bcc":
-        assert "; SSL_free)" in said
-        r = json.loads(lines[-1])
-        on_bio = CONNECTIONS * scenarios if bio == "memory" else 0
-        assert (r["tls"]["memory_bio"], r["tls"]["memory_bio_tied"]) == (on_bio, on_bio)
+    on_bio = CONNECTIONS * scenarios if bio == "memory" else 0
+    assert bio_tied == (on_bio, on_bio)
     assert all(b > 0 for lows in o.bucket_lows.values() for b in lows)
     failed = (o.errors_by_command, o.error_codes) == (dict(e.errors_by_command),
                                                       dict(e.error_codes))

@@ -209,8 +209,12 @@ def tls_line(tls: dict | None) -> str:
     "" when none ran."""
     if not tls or not tls.get("hooked"):
         return ""
+    bio = ""
+    if tls.get("memory_bio"):
+        bio = (f"; {tls['memory_bio']} on memory BIOs, {tls.get('memory_bio_tied', 0)} of "
+               "them tied to their socket")
     return (f"tls: {tls['connections']} connections decoded ({tls['calls']} calls with "
-            "plaintext)")
+            f"plaintext{bio})")
 
 
 def untraced_line(u: dict | None) -> str:
