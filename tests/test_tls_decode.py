@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable
+import signal
 import ssl
 import struct
 import subprocess
@@ -298,33 +299,54 @@ def _served(counts_file: Path) -> dict[str, int]:
     return out
 
 
-def test_snoop_pymongo_memory_bio(tmp_path):
-    """pymongo over TLS to the memory-BIO server (asyncio's transport), mongosnoop -j:
-    one line per request the server served, per command, each with its socket's fd."""
+def _pymongo_memory_bio_load(port: int, cert: Path) -> None:
+    """20 pings, inserts and find_ones from pymongo over TLS, then its close."""
     import pymongo
 
-    cert, key = _tls_cert(tmp_path)
+    client = pymongo.MongoClient(f"mongodb://127.0.0.1:{port}/?directConnection=true",
+                                 tls=True, tlsCAFile=str(cert))
+    for i in range(20):
+        client.admin.command("ping")
+        client.test.coll.insert_one({"i": i})
+        client.test.coll.find_one({"i": i})
+    client.close()      # its monitor too: nothing more reaches the server
+    time.sleep(0.5)
+
+
+@pytest.mark.parametrize("engine", ["bcc", "bpftrace"])
+def test_snoop_pymongo_memory_bio(engine, tmp_path):
+    """pymongo over TLS to the memory-BIO server (asyncio's transport), mongosnoop -j
+    (bcc) or mongoprobe snoop --engine bpftrace --json (mongo_latency_tls.bt's events):
+    one line per request the server served, per command, each with its socket's fd."""
+    cert, key = _tls_cert(tmp_path, engine)
     counts = tmp_path / "served.json"
     with wireserver("mongod", tmp_path, (cert, key),
                     ("--tls-bio", "memory", "--counts", str(counts))) as (pid, port):
-        probe = Probe([SYSTEM_PYTHON, str(ROOT / "probes" / "mongosnoop.py"), "-p", str(pid),
-                       "-j", "--tls", "on"],
-                      lambda p: "Tracing MongoDB" in p.stderr.read_text(), tmp_path / "probe.err")
-        try:
-            probe.wait_attached()
-            client = pymongo.MongoClient(f"mongodb://127.0.0.1:{port}/?directConnection=true",
-                                         tls=True, tlsCAFile=str(cert))
-            for i in range(20):
-                client.admin.command("ping")
-                client.test.coll.insert_one({"i": i})
-                client.test.coll.find_one({"i": i})
-            client.close()      # its monitor too: nothing more reaches the server
-            time.sleep(0.5)
-        finally:
-            probe.stop()
-    if probe.proc.returncode != 0:
-        pytest.fail(f"probe failed: {probe.describe()}")
-    lines = [json.loads(ln) for ln in probe.lines if ln.startswith("{")]
+        if engine == "bpftrace":
+            cli = start_cli("snoop", "-p", str(pid), "--json", "--engine", "bpftrace",
+                            "--tls", "on")
+            try:
+                _pymongo_memory_bio_load(port, cert)
+            finally:
+                cli.send_signal(signal.SIGINT)
+                out, footer = cli.communicate(timeout=180)
+            assert cli.returncode == 0, footer
+            printed = out.splitlines()
+        else:
+            probe = Probe([SYSTEM_PYTHON, str(ROOT / "probes" / "mongosnoop.py"), "-p",
+                           str(pid), "-j", "--tls", "on"],
+                          lambda p: "Tracing MongoDB" in p.stderr.read_text(),
+                          tmp_path / "probe.err")
+            try:
+                probe.wait_attached()
+                _pymongo_memory_bio_load(port, cert)
+            finally:
+                probe.stop()
+            if probe.proc.returncode != 0:
+                pytest.fail(f"probe failed: {probe.describe()}")
+            printed = probe.lines
+            footer = (tmp_path / "probe.err").read_text()
+    lines = [json.loads(ln) for ln in printed if ln.startswith("{")]
     got: dict[str, int] = {}
     for ln in lines:
         got[ln["command"]] = got.get(ln["command"], 0) + 1
@@ -332,8 +354,19 @@ def test_snoop_pymongo_memory_bio(tmp_path):
     assert got == served
     assert (served["ping"], served["insert"], served["find"]) == (20, 20, 20)
     assert all(0 < ln["fd"] < MW_TLS_SSL and ln["latency_ns"] > 0 for ln in lines)
-    footer = (tmp_path / "probe.err").read_text()
     assert "on memory BIOs" in footer and "not traced" not in footer
+
+
+def _short_tls_connections(port: int, cert: Path, n: int) -> None:
+    """n TLS connections, one after another, each a ping and its reply."""
+    ctx = ssl.create_default_context(cafile=str(cert))
+    for _ in range(n):
+        c = wireclient.Conn(port, ctx)
+        try:
+            c.call(c.op_msg({"ping": 1}))
+        finally:
+            c.close()
+    time.sleep(0.3)
 
 
 def test_memory_bio_state_freed(tmp_path):
@@ -351,14 +384,7 @@ def test_memory_bio_state_freed(tmp_path):
                       lambda p: sleeping_in_main_loop(p.proc.pid), tmp_path / "probe.err")
         try:
             probe.wait_attached()
-            ctx = ssl.create_default_context(cafile=str(cert))
-            for _ in range(n):
-                c = wireclient.Conn(port, ctx)
-                try:
-                    c.call(c.op_msg({"ping": 1}))
-                finally:
-                    c.close()
-            time.sleep(0.3)
+            _short_tls_connections(port, cert, n)
         finally:
             lines = probe.stop()
     if probe.proc.returncode != 0:
@@ -370,6 +396,37 @@ def test_memory_bio_state_freed(tmp_path):
     assert r["full"] == dict.fromkeys(r["full"], 0)
     assert (r["tls"]["connections"], r["tls"]["memory_bio"]) == (n, n)
     assert r["untraced"]["tls_calls_without_socket"] == 0
+
+
+def test_cli_bpftrace_memory_bio_state_freed(tmp_path, need_bpftrace):
+    """The same 300 short connections under mongoprobe latency --engine bpftrace --tls
+    on --events --max-connections 16 (every bpftrace map 64 keys): mongo_latency_tls.bt
+    frees each SSL *-keyed state at SSL_free (its @c, @s, @bio and @tlsfd entries), so
+    no map fills and every request counts; each connection is decoded on memory BIOs
+    and tied to its socket, and every event carries its socket's fd."""
+    cert, key = _tls_cert(tmp_path, "bpftrace")
+    n = 300
+    events = tmp_path / "events.jsonl"
+    with wireserver("mongod", tmp_path, (cert, key), ("--tls-bio", "memory")) as (pid, port):
+        cli = start_cli("latency", "-p", str(pid), "--json", "--engine", "bpftrace",
+                        "--tls", "on", "--max-connections", "16", "--events", str(events))
+        try:
+            _short_tls_connections(port, cert, n)
+        finally:
+            cli.send_signal(signal.SIGINT)
+            out, err = cli.communicate(timeout=180)
+    assert cli.returncode == 0, err
+    r = json.loads(out.strip().splitlines()[-1])
+    assert {k: v["count"] for k, v in r["by_command"].items()} == {"ping": n}
+    assert r["counts"] == {"requests": n, "replies": n, "stream_replies": 0, "no_reply": 0}
+    assert r["lost"] == dict.fromkeys(r["lost"], 0)
+    assert " full: " not in err, err
+    assert {k: r["tls"][k] for k in ("connections", "memory_bio", "memory_bio_tied")} == (
+        dict.fromkeys(("connections", "memory_bio", "memory_bio_tied"), n))
+    assert r["untraced"]["tls_calls_without_socket"] == 0
+    assert r["untraced"]["tls_connections"] == 0
+    ev = wire_events.parse_events_json(events.read_text().splitlines())
+    assert len(ev) == n and ((ev["fd"] > 0) & (ev["fd"] < MW_TLS_SSL)).all()
 
 
 def test_cli_bpftrace_openssl(tmp_path, need_bpftrace):
