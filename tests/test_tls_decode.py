@@ -10,9 +10,10 @@ mongo_latency_tls.bt (OpenSSL only), counted exactly:
   scenarios over TLS: every count exact, nothing lost (bcc and bpftrace alike);
 - the same with --tls-bio memory (asyncio's TLS transport: OpenSSL on memory BIOs,
   no socket syscall inside SSL_read/SSL_write, as mongod's asio): the plaintext keyed
-  by SSL *, every connection tied to its socket; pymongo over it, mongosnoop's lines
-  per command == the requests the server served; 300 short connections through maps
-  sized for 16: the SSL *-keyed state is freed at SSL_free.
+  by SSL *, every connection tied to its socket; pymongo over it, the snoop lines
+  (mongosnoop, mongoprobe snoop --engine bpftrace) per command == the requests the
+  server served; 300 short connections through maps sized for 16: the SSL *-keyed
+  state is freed at SSL_free (bcc and bpftrace alike).
 
 Also: where tlshooks.find puts the Go return probes (each offset is a RET byte).
 
