@@ -10,9 +10,10 @@ mongo_latency_tls.bt (OpenSSL only), counted exactly:
   scenarios over TLS: every count exact, nothing lost (bcc and bpftrace alike);
 - the same with --tls-bio memory (asyncio's TLS transport: OpenSSL on memory BIOs,
   no socket syscall inside SSL_read/SSL_write, as mongod's asio): the plaintext keyed
-  by SSL *, every connection tied to its socket; pymongo over it, mongosnoop's lines
-  per command == the requests the server served; 300 short connections through maps
-  sized for 16: the SSL *-keyed state is freed at SSL_free.
+  by SSL *, every connection tied to its socket; pymongo over it, the snoop lines
+  (mongosnoop, mongoprobe snoop --engine bpftrace) per command == the requests the
+  server served; 300 short connections through maps sized for 16: the SSL *-keyed
+  state is freed at SSL_free (bcc and bpftrace alike).
 
 Also: where tlshooks.find puts the Go return probes (each offset is a RET byte).
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable
+import signal
 import ssl
 import struct
 import subprocess
@@ -143,20 +145,24 @@ def _openssl_probe(engine: str, pid: int, tmp_path: Path) -> Probe:
 
 def _openssl_tls_counts(engine: str, lines: list[str], probe_err: Path):
     """(what the probe said it hooked, TLS connections decoded, TLS connections
-    left undecoded, calls without a socket)."""
+    left undecoded, calls without a socket, (of the decoded: on memory BIOs, tied to
+    their socket))."""
     if engine == "bcc":
         r = json.loads(lines[-1])
-        return (probe_err.read_text(), r["tls"]["connections"],
-                r["untraced"]["tls_connections"], r["untraced"]["tls_calls_without_socket"])
+        tls = r["tls"]
+        return (probe_err.read_text(), tls["connections"],
+                r["untraced"]["tls_connections"], r["untraced"]["tls_calls_without_socket"],
+                (tls["memory_bio"], tls["memory_bio_tied"]))
     from mongoprobe.formats.bpftrace_latency import BpftraceLatency
     reader = BpftraceLatency("mongo_latency_tls.bt")
     for line in lines:
         reader.feed(line)
     reader.close()
-    said = "".join(json.loads(ln)["data"] for ln in lines if '"printf"' in ln)
-    u = reader.untraced
-    return (said, reader.tls["connections"], u["tls_connections"],
-            u["tls_calls_without_socket"])
+    said = "".join(json.loads(ln)["data"] for ln in lines
+                   if '"printf"' in ln and '"@' not in ln)
+    u, tls = reader.untraced, reader.tls
+    return (said, tls["connections"], u["tls_connections"], u["tls_calls_without_socket"],
+            (tls["memory_bio"], tls["memory_bio_tied"]))
 
 
 def traced_tls_scenarios(mode: str, workdir: Path, cert_key: tuple[Path, Path],
@@ -178,25 +184,28 @@ def traced_tls_scenarios(mode: str, workdir: Path, cert_key: tuple[Path, Path],
     return expected, lines, probe
 
 
-# (engine, mode, BIO): memory BIOs are bcc's only (keyed by SSL *); with them asyncio
-# reads the plaintext in chunks of up to 256 KiB whatever the mode, so readwrite would
-# repeat mongod; split still splits the writes
+# (engine, mode, BIO): on memory BIOs (keyed by SSL *) asyncio reads the plaintext in
+# chunks of up to 256 KiB whatever the mode, so readwrite would repeat mongod; split
+# still splits the writes
 @pytest.mark.parametrize("engine,mode,bio", [
     *((engine, mode, "socket") for engine in ("bcc", "bpftrace")
       for mode in ("mongod", "readwrite", "split")),
-    ("bcc", "mongod", "memory"), ("bcc", "split", "memory")])
+    *((engine, mode, "memory") for engine in ("bcc", "bpftrace")
+      for mode in ("mongod", "split"))])
 def test_openssl_wireserver_exact(engine, mode, bio, tmp_path):
     """wireclient's scenarios (pipelining, a 100 KB insert, moreToCome, OP_QUERY,
     OP_COMPRESSED, exhaust, failed commands) over TLS on 4 connections at once: the
     plaintext from OpenSSL's SSL_read_ex/SSL_write_ex counted as the syscall path counts
     plain traffic, by bcc (mongo_tls.h) and by bpftrace (mongo_latency_tls.bt); on
     memory BIOs (no socket syscall inside them) keyed by SSL *, each connection tied to
-    its socket."""
+    its socket (both engines)."""
     cert, key = _tls_cert(tmp_path, engine)
     e, lines, _ = traced_tls_scenarios(mode, tmp_path, (cert, key),
                                        lambda pid: _openssl_probe(engine, pid, tmp_path), bio)
-    said, decoded, undecoded, nofd = _openssl_tls_counts(engine, lines, tmp_path / "probe.err")
+    said, decoded, undecoded, nofd, bio_tied = _openssl_tls_counts(engine, lines,
+                                                                   tmp_path / "probe.err")
     assert "OpenSSL SSL_read/SSL_write/SSL_read_ex/SSL_write_ex" in said
+    assert "; SSL_free)" in said
     o = from_bcc(lines) if engine == "bcc" else from_bpftrace(lines)
     assert (o.requests_by_command, o.requests_by_op, o.counts, o.timed_by_command) == (
         dict(e.by_command), dict(e.by_op),
@@ -205,11 +214,8 @@ def test_openssl_wireserver_exact(engine, mode, bio, tmp_path):
     assert o.lost == dict.fromkeys(o.lost, 0)
     scenarios = len(wireclient.SCENARIOS)
     assert (decoded, undecoded, nofd) == (CONNECTIONS * scenarios, 0, 0)
-    if engine == "bcc":
-        assert "; SSL_free)" in said
-        r = json.loads(lines[-1])
-        on_bio = CONNECTIONS * scenarios if bio == "memory" else 0
-        assert (r["tls"]["memory_bio"], r["tls"]["memory_bio_tied"]) == (on_bio, on_bio)
+    on_bio = CONNECTIONS * scenarios if bio == "memory" else 0
+    assert bio_tied == (on_bio, on_bio)
     assert all(b > 0 for lows in o.bucket_lows.values() for b in lows)
     failed = (o.errors_by_command, o.error_codes) == (dict(e.errors_by_command),
                                                       dict(e.error_codes))
@@ -294,33 +300,54 @@ def _served(counts_file: Path) -> dict[str, int]:
     return out
 
 
-def test_snoop_pymongo_memory_bio(tmp_path):
-    """pymongo over TLS to the memory-BIO server (asyncio's transport), mongosnoop -j:
-    one line per request the server served, per command, each with its socket's fd."""
+def _pymongo_memory_bio_load(port: int, cert: Path) -> None:
+    """20 pings, inserts and find_ones from pymongo over TLS, then its close."""
     import pymongo
 
-    cert, key = _tls_cert(tmp_path)
+    client = pymongo.MongoClient(f"mongodb://127.0.0.1:{port}/?directConnection=true",
+                                 tls=True, tlsCAFile=str(cert))
+    for i in range(20):
+        client.admin.command("ping")
+        client.test.coll.insert_one({"i": i})
+        client.test.coll.find_one({"i": i})
+    client.close()      # its monitor too: nothing more reaches the server
+    time.sleep(0.5)
+
+
+@pytest.mark.parametrize("engine", ["bcc", "bpftrace"])
+def test_snoop_pymongo_memory_bio(engine, tmp_path):
+    """pymongo over TLS to the memory-BIO server (asyncio's transport), mongosnoop -j
+    (bcc) or mongoprobe snoop --engine bpftrace --json (mongo_latency_tls.bt's events):
+    one line per request the server served, per command, each with its socket's fd."""
+    cert, key = _tls_cert(tmp_path, engine)
     counts = tmp_path / "served.json"
     with wireserver("mongod", tmp_path, (cert, key),
                     ("--tls-bio", "memory", "--counts", str(counts))) as (pid, port):
-        probe = Probe([SYSTEM_PYTHON, str(ROOT / "probes" / "mongosnoop.py"), "-p", str(pid),
-                       "-j", "--tls", "on"],
-                      lambda p: "Tracing MongoDB" in p.stderr.read_text(), tmp_path / "probe.err")
-        try:
-            probe.wait_attached()
-            client = pymongo.MongoClient(f"mongodb://127.0.0.1:{port}/?directConnection=true",
-                                         tls=True, tlsCAFile=str(cert))
-            for i in range(20):
-                client.admin.command("ping")
-                client.test.coll.insert_one({"i": i})
-                client.test.coll.find_one({"i": i})
-            client.close()      # its monitor too: nothing more reaches the server
-            time.sleep(0.5)
-        finally:
-            probe.stop()
-    if probe.proc.returncode != 0:
-        pytest.fail(f"probe failed: {probe.describe()}")
-    lines = [json.loads(ln) for ln in probe.lines if ln.startswith("{")]
+        if engine == "bpftrace":
+            cli = start_cli("snoop", "-p", str(pid), "--json", "--engine", "bpftrace",
+                            "--tls", "on")
+            try:
+                _pymongo_memory_bio_load(port, cert)
+            finally:
+                cli.send_signal(signal.SIGINT)
+                out, footer = cli.communicate(timeout=180)
+            assert cli.returncode == 0, footer
+            printed = out.splitlines()
+        else:
+            probe = Probe([SYSTEM_PYTHON, str(ROOT / "probes" / "mongosnoop.py"), "-p",
+                           str(pid), "-j", "--tls", "on"],
+                          lambda p: "Tracing MongoDB" in p.stderr.read_text(),
+                          tmp_path / "probe.err")
+            try:
+                probe.wait_attached()
+                _pymongo_memory_bio_load(port, cert)
+            finally:
+                probe.stop()
+            if probe.proc.returncode != 0:
+                pytest.fail(f"probe failed: {probe.describe()}")
+            printed = probe.lines
+            footer = (tmp_path / "probe.err").read_text()
+    lines = [json.loads(ln) for ln in printed if ln.startswith("{")]
     got: dict[str, int] = {}
     for ln in lines:
         got[ln["command"]] = got.get(ln["command"], 0) + 1
@@ -328,8 +355,19 @@ def test_snoop_pymongo_memory_bio(tmp_path):
     assert got == served
     assert (served["ping"], served["insert"], served["find"]) == (20, 20, 20)
     assert all(0 < ln["fd"] < MW_TLS_SSL and ln["latency_ns"] > 0 for ln in lines)
-    footer = (tmp_path / "probe.err").read_text()
     assert "on memory BIOs" in footer and "not traced" not in footer
+
+
+def _short_tls_connections(port: int, cert: Path, n: int) -> None:
+    """n TLS connections, one after another, each a ping and its reply."""
+    ctx = ssl.create_default_context(cafile=str(cert))
+    for _ in range(n):
+        c = wireclient.Conn(port, ctx)
+        try:
+            c.call(c.op_msg({"ping": 1}))
+        finally:
+            c.close()
+    time.sleep(0.3)
 
 
 def test_memory_bio_state_freed(tmp_path):
@@ -347,14 +385,7 @@ def test_memory_bio_state_freed(tmp_path):
                       lambda p: sleeping_in_main_loop(p.proc.pid), tmp_path / "probe.err")
         try:
             probe.wait_attached()
-            ctx = ssl.create_default_context(cafile=str(cert))
-            for _ in range(n):
-                c = wireclient.Conn(port, ctx)
-                try:
-                    c.call(c.op_msg({"ping": 1}))
-                finally:
-                    c.close()
-            time.sleep(0.3)
+            _short_tls_connections(port, cert, n)
         finally:
             lines = probe.stop()
     if probe.proc.returncode != 0:
@@ -366,6 +397,37 @@ def test_memory_bio_state_freed(tmp_path):
     assert r["full"] == dict.fromkeys(r["full"], 0)
     assert (r["tls"]["connections"], r["tls"]["memory_bio"]) == (n, n)
     assert r["untraced"]["tls_calls_without_socket"] == 0
+
+
+def test_cli_bpftrace_memory_bio_state_freed(tmp_path, need_bpftrace):
+    """The same 300 short connections under mongoprobe latency --engine bpftrace --tls
+    on --events --max-connections 16 (every bpftrace map 64 keys): mongo_latency_tls.bt
+    frees each SSL *-keyed state at SSL_free (its @c, @s, @bio and @tlsfd entries), so
+    no map fills and every request counts; each connection is decoded on memory BIOs
+    and tied to its socket, and every event carries its socket's fd."""
+    cert, key = _tls_cert(tmp_path, "bpftrace")
+    n = 300
+    events = tmp_path / "events.jsonl"
+    with wireserver("mongod", tmp_path, (cert, key), ("--tls-bio", "memory")) as (pid, port):
+        cli = start_cli("latency", "-p", str(pid), "--json", "--engine", "bpftrace",
+                        "--tls", "on", "--max-connections", "16", "--events", str(events))
+        try:
+            _short_tls_connections(port, cert, n)
+        finally:
+            cli.send_signal(signal.SIGINT)
+            out, err = cli.communicate(timeout=180)
+    assert cli.returncode == 0, err
+    r = json.loads(out.strip().splitlines()[-1])
+    assert {k: v["count"] for k, v in r["by_command"].items()} == {"ping": n}
+    assert r["counts"] == {"requests": n, "replies": n, "stream_replies": 0, "no_reply": 0}
+    assert r["lost"] == dict.fromkeys(r["lost"], 0)
+    assert " full: " not in err, err
+    assert {k: r["tls"][k] for k in ("connections", "memory_bio", "memory_bio_tied")} == (
+        dict.fromkeys(("connections", "memory_bio", "memory_bio_tied"), n))
+    assert r["untraced"]["tls_calls_without_socket"] == 0
+    assert r["untraced"]["tls_connections"] == 0
+    ev = wire_events.parse_events_json(events.read_text().splitlines())
+    assert len(ev) == n and ((ev["fd"] > 0) & (ev["fd"] < MW_TLS_SSL)).all()
 
 
 def test_cli_bpftrace_openssl(tmp_path, need_bpftrace):

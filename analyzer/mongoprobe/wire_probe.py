@@ -169,8 +169,10 @@ def bpftrace_tls_hook(pid: int, mode: str):
     mongo_latency_tls.bt hooks, or None; lines saying what was hooked or why not).
     bpftrace 0.17 as Debian ships it refuses a uprobe inside a function ("compiled
     without (k|u)probe offset support"), so Go's crypto/tls, whose returns are probed
-    at its RET instructions, is left to bcc; OpenSSL needs uprobes and uretprobes only.
-    ``on`` raises ProbeError when nothing can be hooked."""
+    at its RET instructions, is left to bcc; OpenSSL needs uprobes and uretprobes only,
+    on the four read/write functions and SSL_free (the tool attaches it: memory-BIO
+    connections' state is freed there). ``on`` raises ProbeError when nothing can be
+    hooked."""
     tool = "mongo_latency_tls.bt"
     if mode == "off":
         return None, []
@@ -182,7 +184,7 @@ def bpftrace_tls_hook(pid: int, mode: str):
             raise probes.ProbeError(f"--tls on: {e}") from None
         return None, [f"mongo_latency.bt: TLS library not hooked: {e}"]
     ssl = [h for h in hooks if h.kind == "openssl"]
-    full = [h for h in ssl if set(h.funcs) == set(th.OPENSSL_FUNCS)]
+    full = [h for h in ssl if set(h.funcs) == set(th.OPENSSL_FUNCS) and h.free]
     if full:
         hook = full[0]
         notes = [f"{tool}: TLS plaintext from {hook.describe()}"]
@@ -190,9 +192,12 @@ def bpftrace_tls_hook(pid: int, mode: str):
                   for h in hooks if h is not hook]
         return hook, notes
     why = []
-    if ssl:
+    if ssl and set(ssl[0].funcs) != set(th.OPENSSL_FUNCS):
         why.append(f"OpenSSL without SSL_read_ex/SSL_write_ex in {ssl[0].shown} (before "
                    "1.1.1): mongo_latency_tls.bt hooks all four")
+    elif ssl:
+        why.append(f"OpenSSL without SSL_free in {ssl[0].shown}: mongo_latency_tls.bt "
+                   "hooks it (memory-BIO connections are freed there)")
     if any(h.kind == "go" for h in hooks):
         why.append("Go crypto/tls: bpftrace 0.17 cannot place its return probes (uprobes "
                    "inside a function)")

@@ -20,6 +20,8 @@ What the probe prints, one JSON object per line (bpftrace's JSON mode)::
     {"type": "map",   "data": {"@c": {"FD": [REM, POS, HEAD, TAIL, TXR, FLAGS]}}}
                                       at the end: the connections still open
     {"type": "printf", "data": "@end\\n"}                      the last slices were printed
+    {"type": "printf", "data": "@tie KEY FD\\n"}   mongo_latency_tls.bt: the connection
+                        keyed KEY (2^30 + a number: OpenSSL on memory BIOs) is socket FD
 
 A command's count in a slice is its histogram's total. Outputs of earlier versions
 of the probe (``@s`` as bpftrace ``stats()`` keyed without the CPU, ``@m`` the max,
@@ -66,9 +68,15 @@ COUNTERS = {"@requests": "requests", "@closed_requests": "closed_requests",
             # longer in @untraced_tls), calls that returned plaintext, and those
             # with no known socket (not decoded)
             "@tls_conns": "tls_decoded", "@tls_calls": "tls_calls",
-            "@tls_nofd": "tls_calls_without_socket"}
+            "@tls_nofd": "tls_calls_without_socket",
+            # of the decoded: keyed by their SSL * (memory BIOs), and of those, tied
+            # to their socket
+            "@tls_bio": "tls_memory_bio", "@tls_tied": "tls_memory_bio_tied"}
 # bit 31 of an fd marks a TLS connection's plaintext state (mongo_latency_tls.bt)
 FD_MASK = 0x7FFFFFFF
+# with it, bit 30: a connection keyed by its SSL * (memory BIOs), shown by its socket's
+# fd once a "@tie KEY FD" line named it, else as 2^30 + its number (as bcc does)
+SSL_KEY = 0x40000000
 FULL = {"@full_s": "@s", "@full_c": "@c"}
 
 
@@ -99,6 +107,7 @@ class BpftraceLatency:
         self._late: dict[int, Slice] = {}    # map set -> its maps printed at exit
         self._names: dict[str, tuple[str, str]] = {}   # "W0,W1,W2,OP" -> (command, op)
         self._zbody: dict[str, bytes] = {}   # "TS,TID" -> a compressed request's bytes
+        self.ties: dict[int, int] = {}       # memory-BIO key -> its socket's fd
 
     # --- feeding --------------------------------------------------------------------
 
@@ -141,6 +150,13 @@ class BpftraceLatency:
             done = self._finish()
             self.ended = True
             return done
+        if text.startswith("@tie "):
+            # said right after the connection's first reply, so before the second
+            # holding its events is printed (a key's number comes back only after
+            # 2^22 connections on one CPU: the latest tie holds)
+            key, fd = text.split()[1:3]
+            self.ties[int(key)] = int(fd)
+            return []
         if text.startswith("# clock "):
             fields = dict(kv.split("=") for kv in text.split()[2:])
             self.clock_ns = int(fields["monotonic_ns"])
@@ -181,7 +197,7 @@ class BpftraceLatency:
                 continue
             for key, v in value.items():
                 k = _ints(key)
-                fd = (k[1] if kind == "sc" and isinstance(v, list) else k[0]) & FD_MASK  # CPU,FD
+                fd = self.conn_fd(k[1] if kind == "sc" and isinstance(v, list) else k[0])
                 agg = cur.conn_rows.get(fd)
                 if agg is None:
                     agg = cur.conn_rows[fd] = Agg()
@@ -254,8 +270,15 @@ class BpftraceLatency:
                     bytes(16) + body, 16 + min(len(body), max(bin_ - 16, 0)))
                 if inside:
                     name = inside.decode("utf-8", "replace")
-            self.events.append((ts, lat, tid, fd & FD_MASK, rid, opcode_name(op), name, bin_, bout,
+            self.events.append((ts, lat, tid, self.conn_fd(fd), rid, opcode_name(op), name, bin_, bout,
                                 bool(mtc), err[0] if err else 0))
+
+    def conn_fd(self, key: int) -> int:
+        """The fd an event or a per-connection row shows for a state key: the socket's
+        (a TLS connection's plaintext key without bit 31; a memory-BIO connection's
+        once tied), else 2^30 + the number of an untied memory-BIO connection."""
+        key &= FD_MASK
+        return self.ties.get(key, key) if key & SSL_KEY else key
 
     def _finish(self) -> list[Slice]:
         s, self._cur = self._cur, None
@@ -282,14 +305,19 @@ class BpftraceLatency:
         connections whose plaintext was not decoded, TLS calls with no known socket."""
         return {"mmsg_calls": self.raw["mmsg_calls"],
                 "io_uring_calls": self.raw["io_uring_calls"],
-                "tls_connections": self.raw["tls_connections"],
+                # a memory-BIO connection whose ClientHello came before tracing
+                # is decoded without having been seen as TLS: never below 0
+                "tls_connections": max(0, self.raw["tls_connections"]),
                 "tls_calls_without_socket": self.raw["tls_calls_without_socket"]}
 
     @property
     def tls(self) -> dict[str, int]:
-        """What mongo_latency_tls.bt's hooks decoded: connections, calls with plaintext
-        (zeros from mongo_latency.bt)."""
-        return {"connections": self.raw["tls_decoded"], "calls": self.raw["tls_calls"]}
+        """What mongo_latency_tls.bt's hooks decoded: connections, calls with plaintext,
+        and of the connections those keyed by their SSL * (memory BIOs) and those of
+        them tied to their socket (zeros from mongo_latency.bt)."""
+        return {"connections": self.raw["tls_decoded"], "calls": self.raw["tls_calls"],
+                "memory_bio": self.raw["tls_memory_bio"],
+                "memory_bio_tied": self.raw["tls_memory_bio_tied"]}
 
     @property
     def lost(self) -> dict[str, int]:
