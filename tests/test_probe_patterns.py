@@ -96,7 +96,7 @@ KNOWN_BUGS: dict[tuple[str, str, str], str] = {
        "a failed reply is recognised from its first 37 bytes in the send that completes its "
        "header; split sends them as 10, 10, the rest (no known server splits a reply's first "
        "40 bytes: mongod sends one sendmsg, FerretDB one write per reply)"
-       for tool in ("bpftrace", "dtrace")},  # bcc waits for the 40 bytes
+       for tool in ("bpftrace",)},  # bcc and the D scripts wait for the 40 bytes
 }
 
 
