@@ -360,13 +360,7 @@ def test_snoop_pymongo_memory_bio(engine, tmp_path):
 
 def _short_tls_connections(port: int, cert: Path, n: int) -> None:
     """n TLS connections, one after another, each a ping and its reply."""
-    ctx = ssl.create_default_context(cafile=str(cert))
-    for _ in range(n):
-        c = wireclient.Conn(port, ctx)
-        try:
-            c.call(c.op_msg({"ping": 1}))
-        finally:
-            c.close()
+    wireclient.short_connections(port, n, ssl.create_default_context(cafile=str(cert)))
     time.sleep(0.3)
 
 
