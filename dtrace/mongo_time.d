@@ -34,7 +34,9 @@
  * opcode is known; up to 8 messages per receive and 4 per send (D has no loops:
  * the clauses are unrolled); a ring of 4 outstanding requests per connection
  * (pipelining), matched oldest first; exhaust replies counted as stream
- * replies; a reply header split across sends completed from the next send;
+ * replies; a reply's first 40 bytes (its header and the body's first element,
+ * where a failure's ok: 0 is) split across sends gathered from the next ones
+ * before it is matched, timed from the first (as bcc does);
  * command names from the buffer that holds them (mongod reads the 16-byte
  * header, then the body). OP_MSG: first key of the kind-0 body; OP_QUERY on
  * "db.$cmd": first key of the query (unwrapping $query), else "find"; legacy
@@ -56,13 +58,15 @@
  * (read/write; per-command counts equal its /debug/metrics and
  * probes/mongo_latency.bt's on the same workload) and on tests/wireserver.py
  * in every mode (recvmsg header-then-body and sendmsg as mongod, readv/writev,
- * recvfrom/sendto, replies split across writes; pipelining, moreToCome,
+ * recvfrom/sendto, replies split across writes (failed ones written as 10, 10
+ * and the rest counted with their codes); pipelining, moreToCome,
  * OP_QUERY, OP_COMPRESSED, exhaust): exact counts, nothing lost.
  * NOT CHECKED on illumos/SmartOS, FreeBSD or macOS: the D compiler's checks
  * are the same there, but no run has been made. Unchecked there: the recv and
  * send syscalls (illumos), the *_nocancel variants (macOS), that arg1 holds a
- * syscall's return value at :return, copyin() of a variable length (T4) and
- * the struct msghdr/iovec offsets (LP64 assumed). Treat the first run as a
+ * syscall's return value at :return, copyin() and copyinto() (into alloca()
+ * memory) of a variable length (T2, T4) and the struct msghdr/iovec offsets
+ * (LP64 assumed). Treat the first run as a
  * test and compare its counts with the server's own (mongod serverStatus
  * opcounters).
  *
@@ -88,9 +92,14 @@
  *
  * Overhead: every read/write-family syscall of the pid runs a few hundred DIF
  * instructions (more per message received) and a few dynamic-variable lookups
- * (not yet measured under DTrace: bench/ measures the Linux probes); starting
- * takes about 6 s on a 2-core Linux machine (Oracle DTrace compiles the
- * unrolled clauses into BPF), so attach before the load starts;
+ * (bench/ measures the Linux probes). Measured on a 2-CPU Linux VM shared with
+ * other runs (Oracle DTrace 8a1264bf; tests/wireserver.py --mode mongod, one
+ * connection, 3,000 pings, 6 alternating runs each, medians): mongo_time.d's
+ * 19 BPF programs ran 90 us per request (bpf_stats run_time_ns; 88-99 us),
+ * the same before and after replies split across sends were gathered (90.8,
+ * 89.8 us; the send's return program 12.8, 13.1 us per run, spread 12.5-14).
+ * Starting takes about 6 s on a 2-core Linux machine (Oracle DTrace compiles
+ * the unrolled clauses into BPF), so attach before the load starts;
  * nothing is printed per request, so the cost stays in the kernel.
  * A receive on a connection not (yet) known as protocol traffic also reads its
  * first 4 bytes once, to count TLS connections.
@@ -110,6 +119,10 @@
  * - A request header split across two receives (1-15 bytes at a message
  *   boundary) counts as malformed and resets the framing (the Linux probes do
  *   the same; the analyzer's stream decoder handles it).
+ * - A failed reply gathered across sends: its code is read from the send that
+ *   completes its first 40 bytes; when the element after ok (at message offset
+ *   30, 33 or 37) began in an earlier send, the code is -1 (the failure is
+ *   counted all the same).
  * - Command names are cut at 32 bytes, OP_QUERY namespaces at 63.
  * - Command name strings stay in dynamic variables per (pid, fd) until the fd
  *   number is reused (a string dynamic variable cannot be freed portably).
@@ -176,9 +189,12 @@ int64_t slot_len[int, int, int];
 string slot_cmd[int, int, int];
 int64_t txrem[int, int];	/* bytes of the outgoing message still to come */
 int stream[int, int];		/* exhaust: requestID of the last moreToCome reply */
-int64_t txhave[int, int];	/* 1-15 bytes of a reply header split across sends, */
-uint64_t txh0[int, int];	/* kept as two little-endian words */
+int64_t txhave[int, int];	/* 1-39 of a reply's first 40 bytes split across sends, */
+uint64_t txh0[int, int];	/* kept as five little-endian words */
 uint64_t txh1[int, int];
+uint64_t txh2[int, int];
+uint64_t txh3[int, int];
+uint64_t txh4[int, int];
 uint64_t txts[int, int];	/* and the time of that first send */
 int tlsfd[int, int];		/* 1: its bytes are TLS records; 2: its plaintext was decoded */
 
@@ -214,8 +230,10 @@ this int mtc;
 this uint64_t ts;
 this int64_t lat;
 this int64_t have;
-this uint64_t h0;
-this uint64_t h1;
+this uint64_t *w;		/* a reply's first 40 bytes, gathered (alloca) */
+this int64_t got;		/* of them, bytes known */
+this int cut;			/* a send ends inside a reply's first 40 bytes */
+this int sp;			/* the reply was gathered: its failure test is done */
 this string opname;
 this int64_t err;		/* the reply failed: its code, -1 (none); 0: it did not */
 this int64_t e;			/* message offset of its first document's first element */
@@ -2231,6 +2249,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->stop = 0;
 	this->it = 0;
 	this->valid = 0;
+	this->sp = 0;
 	self->tx_go = this->ret > 0 && known[pid, this->fd];
 }
 
@@ -2245,55 +2264,80 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	txrem[pid, this->fd] = this->rem - this->off;
 }
 
-/* T2: a reply header begun in the last send (its first this->have bytes kept in
- * txh0/txh1): complete it from this buffer, byte by byte. */
+/*
+ * T2: a reply whose first this->have bytes (of its first 40: the header and the
+ * body's first element, where a failure's ok: 0 is) came in earlier sends, kept
+ * in txh0..txh4: add this send's. Until 40 (or the whole reply) are known it
+ * waits; then it is matched and timed from its first send (this->off < 0: its
+ * bytes past this->have are this buffer's), its failure decided here from the
+ * 40 bytes (this->sp; the code, after them, from this buffer by F3/F4).
+ */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->have > 0 && this->n >= 20 - this->have/
+/self->tx_go && this->have > 0/
 {
-	this->h0 = txh0[pid, this->fd];
-	this->h1 = txh1[pid, this->fd];
-	this->q = (uint8_t *)copyin(this->buf, 20 - this->have);
-	this->x0 = (uint64_t)(this->have > 0 ? (this->h0 >> 0) & 0xff : this->q[0 - this->have]);
-	this->x1 = (uint64_t)(this->have > 1 ? (this->h0 >> 8) & 0xff : this->q[1 - this->have]);
-	this->x2 = (uint64_t)(this->have > 2 ? (this->h0 >> 16) & 0xff : this->q[2 - this->have]);
-	this->x3 = (uint64_t)(this->have > 3 ? (this->h0 >> 24) & 0xff : this->q[3 - this->have]);
-	this->x4 = (uint64_t)(this->have > 4 ? (this->h0 >> 32) & 0xff : this->q[4 - this->have]);
-	this->x5 = (uint64_t)(this->have > 5 ? (this->h0 >> 40) & 0xff : this->q[5 - this->have]);
-	this->x6 = (uint64_t)(this->have > 6 ? (this->h0 >> 48) & 0xff : this->q[6 - this->have]);
-	this->x7 = (uint64_t)(this->have > 7 ? (this->h0 >> 56) & 0xff : this->q[7 - this->have]);
-	this->x8 = (uint64_t)(this->have > 8 ? (this->h1 >> 0) & 0xff : this->q[8 - this->have]);
-	this->x9 = (uint64_t)(this->have > 9 ? (this->h1 >> 8) & 0xff : this->q[9 - this->have]);
-	this->x10 = (uint64_t)(this->have > 10 ? (this->h1 >> 16) & 0xff : this->q[10 - this->have]);
-	this->x11 = (uint64_t)(this->have > 11 ? (this->h1 >> 24) & 0xff : this->q[11 - this->have]);
-	this->x12 = (uint64_t)(this->have > 12 ? (this->h1 >> 32) & 0xff : this->q[12 - this->have]);
-	this->x13 = (uint64_t)(this->have > 13 ? (this->h1 >> 40) & 0xff : this->q[13 - this->have]);
-	this->x14 = (uint64_t)(this->have > 14 ? (this->h1 >> 48) & 0xff : this->q[14 - this->have]);
-	this->x15 = (uint64_t)(this->have > 15 ? (this->h1 >> 56) & 0xff : this->q[15 - this->have]);
-	this->len = (int32_t)(this->x0 | this->x1 << 8 | this->x2 << 16 | this->x3 << 24);
-	this->rid = (int32_t)(this->x4 | this->x5 << 8 | this->x6 << 16 | this->x7 << 24);
-	this->rto = (int32_t)(this->x8 | this->x9 << 8 | this->x10 << 16 | this->x11 << 24);
-	this->op = (int32_t)(this->x12 | this->x13 << 8 | this->x14 << 16 | this->x15 << 24);
-	this->mtc = this->op == OP_MSG && (this->q[16 - this->have] & 2) != 0;
+	this->w = (uint64_t *)alloca(48);
+	this->w[0] = txh0[pid, this->fd]; this->w[1] = txh1[pid, this->fd];
+	this->w[2] = txh2[pid, this->fd]; this->w[3] = txh3[pid, this->fd];
+	this->w[4] = txh4[pid, this->fd]; this->w[5] = 0;
+	this->got = this->n < 40 - this->have ? this->n : 40 - this->have;
+	copyinto(this->buf, this->got, (char *)this->w + this->have);
+	this->got = this->have + this->got;
+	this->len = (int32_t)(this->w[0] & 0xffffffff);
+	this->rid = (int32_t)(this->w[0] >> 32);
+	this->rto = (int32_t)(this->w[1] & 0xffffffff);
+	this->op = (int32_t)(this->w[1] >> 32);
+	this->valid = this->got >= 16 && this->len >= 16 && this->len <= MAX_MESSAGE &&
+	    (this->op == OP_MSG || this->op == OP_REPLY || this->op == OP_COMPRESSED);
+	/* more to wait for: not yet 40 bytes nor the whole reply, and this send
+	 * ended there (a header not yet complete, or a valid one) */
+	this->cut = this->got < 40 && !(this->valid && this->got >= this->len) &&
+	    this->n == this->ret && (this->got < 16 || this->valid);
+	this->stop = this->cut ? 2 : !this->valid;
+	this->valid = this->valid && !this->cut;
+	this->mtc = this->op == OP_MSG && this->got >= 20 && (this->w[2] & 2) != 0;
 	this->ts = txts[pid, this->fd];
 	this->off = -this->have;
-	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
-	    (this->op == OP_MSG || this->op == OP_REPLY || this->op == OP_COMPRESSED);
-	txhave[pid, this->fd] = 0; txh0[pid, this->fd] = 0; txh1[pid, this->fd] = 0;
-	txts[pid, this->fd] = 0;
+	/* the failure test on the gathered bytes (F, F1, F2 on a buffer): OP_MSG,
+	 * kind 0 @20, ok @25 ("ok" @26), its value @29; OP_REPLY: QueryFailure
+	 * (responseFlags @16) here, its document @40 by F1 from this buffer */
+	this->sp = 1;
+	this->ey = this->w[3] >> 8 | this->w[4] << 56;
+	this->et = this->ey & 0xff;
+	this->vs = !(this->op == OP_MSG && this->got >= 30 && ((this->w[2] >> 32) & 0xff) == 0 &&
+	    (this->ey & 0xffffff00) == 0x006b6f00) ? 0 :
+	    (this->et == 1 || this->et == 0x12) && this->got >= 37 ? 8 :
+	    this->et == 0x10 && this->got >= 33 ? 4 : this->et == 8 ? 1 : 0;
+	this->vs = 29 + this->vs <= this->len ? this->vs : 0;
+	this->v = this->w[3] >> 40 | this->w[4] << 24;
+	this->v = this->vs == 8 ? this->v << (this->et == 1 ? 1 : 0) :
+	    this->vs == 4 ? this->v & 0xffffffff : this->v & 0xff;
+	this->ep = this->vs != 0 && this->v == 0 ? 29 + this->vs : 0;
+	this->err = this->ep != 0 || (this->op == OP_REPLY && this->got >= 20 &&
+	    (this->w[2] & 2) != 0) ? -1 : 0;
+	this->e = this->op == OP_REPLY && this->len >= 48 && this->off + 48 <= this->n ? 40 : 0;
+	this->vs = 0;
+	txh0[pid, this->fd] = this->cut ? this->w[0] : 0;
+	txh1[pid, this->fd] = this->cut ? this->w[1] : 0;
+	txh2[pid, this->fd] = this->cut ? this->w[2] : 0;
+	txh3[pid, this->fd] = this->cut ? this->w[3] : 0;
+	txh4[pid, this->fd] = this->cut ? this->w[4] : 0;
+	txhave[pid, this->fd] = this->cut ? this->got : 0;
+	txts[pid, this->fd] = this->cut ? this->ts : 0;
+	this->off = this->cut ? this->ret : this->off;
 }
 
+/* ... not a reply header, or its first 40 bytes continue past the first iovec */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->have > 0 && this->n >= 20 - this->have && !this->valid/
+/self->tx_go && this->have > 0 && this->stop == 1/
 {
 	@malformed = sum(1);
 	this->off = this->ret;
-	this->stop = 1;
 }
 /* P1: a reply header (this->len, rid, rto, op, mtc) at this->off (negative when
  * its first bytes came in an earlier send), sent at this->ts. Match it against
@@ -2319,11 +2363,14 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 
 /*
  * F: did the matched reply fail? (probes/README.md, "Replies that failed"):
- * this->err 0 (no), its code, or -1 (failed, no code). Read only from the
- * bytes of this send. this->e, the message offset of the first element of its
- * (first) document: an OP_MSG whose body section comes first (kind 0 @20, the
- * element @25); an OP_REPLY (responseFlags @16, the document @36, the element
- * @40), failed also when QueryFailure (bit 1) is set.
+ * this->err 0 (no), its code, or -1 (failed, no code). this->e, the message
+ * offset of the first element of its (first) document: an OP_MSG whose body
+ * section comes first (kind 0 @20, the element @25); an OP_REPLY (responseFlags
+ * @16, the document @36, the element @40), failed also when QueryFailure (bit
+ * 1) is set. Read from this send's bytes, but for a reply gathered across
+ * sends (this->sp): T2 did the test on its first 40 bytes (this->err,
+ * this->ep, and this->e for an OP_REPLY's document); what lies past them is in
+ * this buffer (F3 and F4 read only bytes of it: this->off + this->ep >= 0).
  */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
@@ -2331,14 +2378,14 @@ syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /self->tx_go && this->valid && this->k < SLOTS/
 {
-	this->e = this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
+	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
 	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
 	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
 	    this->off + 48 <= this->n ? 40 : 0;
-	this->err = this->e == 40 &&
+	this->err = this->sp ? this->err : this->e == 40 &&
 	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
-	this->ep = 0;
+	this->ep = this->sp ? this->ep : 0;
 	this->vs = 0;
 }
 
@@ -2381,7 +2428,7 @@ syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
-    this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
+    this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
 	this->es = this->ey == 0x0067736d72726502 ? 8 :
@@ -2396,7 +2443,7 @@ syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
-    this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
+    this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
 	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
@@ -2493,6 +2540,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 	this->valid = 0;
+	this->sp = 0;
 }
 
 syscall::write:return, syscall::write_nocancel:return,
@@ -2510,6 +2558,13 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	/* moreToCome on an OP_MSG reply: an exhaust stream follows */
 	this->mtc = this->op == OP_MSG && this->n - this->off >= 20 ?
 	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 : 0;
+	/* the send ends inside the reply's first 40 bytes (those that say whether
+	 * it failed): kept by T4, matched when the rest comes (T2) */
+	this->cut = this->valid && this->n == this->ret && this->ret - this->off < 40 &&
+	    this->ret - this->off < this->len;
+	this->valid = this->valid && !this->cut;
+	this->it = !this->cut;
+	this->stop = this->cut ? 2 : 0;
 }
 
 syscall::write:return, syscall::write_nocancel:return,
@@ -2547,11 +2602,14 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 
 /*
  * F: did the matched reply fail? (probes/README.md, "Replies that failed"):
- * this->err 0 (no), its code, or -1 (failed, no code). Read only from the
- * bytes of this send. this->e, the message offset of the first element of its
- * (first) document: an OP_MSG whose body section comes first (kind 0 @20, the
- * element @25); an OP_REPLY (responseFlags @16, the document @36, the element
- * @40), failed also when QueryFailure (bit 1) is set.
+ * this->err 0 (no), its code, or -1 (failed, no code). this->e, the message
+ * offset of the first element of its (first) document: an OP_MSG whose body
+ * section comes first (kind 0 @20, the element @25); an OP_REPLY (responseFlags
+ * @16, the document @36, the element @40), failed also when QueryFailure (bit
+ * 1) is set. Read from this send's bytes, but for a reply gathered across
+ * sends (this->sp): T2 did the test on its first 40 bytes (this->err,
+ * this->ep, and this->e for an OP_REPLY's document); what lies past them is in
+ * this buffer (F3 and F4 read only bytes of it: this->off + this->ep >= 0).
  */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
@@ -2559,14 +2617,14 @@ syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /self->tx_go && this->valid && this->k < SLOTS/
 {
-	this->e = this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
+	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
 	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
 	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
 	    this->off + 48 <= this->n ? 40 : 0;
-	this->err = this->e == 40 &&
+	this->err = this->sp ? this->err : this->e == 40 &&
 	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
-	this->ep = 0;
+	this->ep = this->sp ? this->ep : 0;
 	this->vs = 0;
 }
 
@@ -2609,7 +2667,7 @@ syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
-    this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
+    this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
 	this->es = this->ey == 0x0067736d72726502 ? 8 :
@@ -2624,7 +2682,7 @@ syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
-    this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
+    this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
 	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
@@ -2719,6 +2777,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 	this->valid = 0;
+	this->sp = 0;
 }
 
 syscall::write:return, syscall::write_nocancel:return,
@@ -2736,6 +2795,13 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	/* moreToCome on an OP_MSG reply: an exhaust stream follows */
 	this->mtc = this->op == OP_MSG && this->n - this->off >= 20 ?
 	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 : 0;
+	/* the send ends inside the reply's first 40 bytes (those that say whether
+	 * it failed): kept by T4, matched when the rest comes (T2) */
+	this->cut = this->valid && this->n == this->ret && this->ret - this->off < 40 &&
+	    this->ret - this->off < this->len;
+	this->valid = this->valid && !this->cut;
+	this->it = !this->cut;
+	this->stop = this->cut ? 2 : 0;
 }
 
 syscall::write:return, syscall::write_nocancel:return,
@@ -2773,11 +2839,14 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 
 /*
  * F: did the matched reply fail? (probes/README.md, "Replies that failed"):
- * this->err 0 (no), its code, or -1 (failed, no code). Read only from the
- * bytes of this send. this->e, the message offset of the first element of its
- * (first) document: an OP_MSG whose body section comes first (kind 0 @20, the
- * element @25); an OP_REPLY (responseFlags @16, the document @36, the element
- * @40), failed also when QueryFailure (bit 1) is set.
+ * this->err 0 (no), its code, or -1 (failed, no code). this->e, the message
+ * offset of the first element of its (first) document: an OP_MSG whose body
+ * section comes first (kind 0 @20, the element @25); an OP_REPLY (responseFlags
+ * @16, the document @36, the element @40), failed also when QueryFailure (bit
+ * 1) is set. Read from this send's bytes, but for a reply gathered across
+ * sends (this->sp): T2 did the test on its first 40 bytes (this->err,
+ * this->ep, and this->e for an OP_REPLY's document); what lies past them is in
+ * this buffer (F3 and F4 read only bytes of it: this->off + this->ep >= 0).
  */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
@@ -2785,14 +2854,14 @@ syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /self->tx_go && this->valid && this->k < SLOTS/
 {
-	this->e = this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
+	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
 	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
 	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
 	    this->off + 48 <= this->n ? 40 : 0;
-	this->err = this->e == 40 &&
+	this->err = this->sp ? this->err : this->e == 40 &&
 	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
-	this->ep = 0;
+	this->ep = this->sp ? this->ep : 0;
 	this->vs = 0;
 }
 
@@ -2835,7 +2904,7 @@ syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
-    this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
+    this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
 	this->es = this->ey == 0x0067736d72726502 ? 8 :
@@ -2850,7 +2919,7 @@ syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
-    this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
+    this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
 	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
@@ -2945,6 +3014,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 	this->valid = 0;
+	this->sp = 0;
 }
 
 syscall::write:return, syscall::write_nocancel:return,
@@ -2962,6 +3032,13 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	/* moreToCome on an OP_MSG reply: an exhaust stream follows */
 	this->mtc = this->op == OP_MSG && this->n - this->off >= 20 ?
 	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 : 0;
+	/* the send ends inside the reply's first 40 bytes (those that say whether
+	 * it failed): kept by T4, matched when the rest comes (T2) */
+	this->cut = this->valid && this->n == this->ret && this->ret - this->off < 40 &&
+	    this->ret - this->off < this->len;
+	this->valid = this->valid && !this->cut;
+	this->it = !this->cut;
+	this->stop = this->cut ? 2 : 0;
 }
 
 syscall::write:return, syscall::write_nocancel:return,
@@ -2999,11 +3076,14 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 
 /*
  * F: did the matched reply fail? (probes/README.md, "Replies that failed"):
- * this->err 0 (no), its code, or -1 (failed, no code). Read only from the
- * bytes of this send. this->e, the message offset of the first element of its
- * (first) document: an OP_MSG whose body section comes first (kind 0 @20, the
- * element @25); an OP_REPLY (responseFlags @16, the document @36, the element
- * @40), failed also when QueryFailure (bit 1) is set.
+ * this->err 0 (no), its code, or -1 (failed, no code). this->e, the message
+ * offset of the first element of its (first) document: an OP_MSG whose body
+ * section comes first (kind 0 @20, the element @25); an OP_REPLY (responseFlags
+ * @16, the document @36, the element @40), failed also when QueryFailure (bit
+ * 1) is set. Read from this send's bytes, but for a reply gathered across
+ * sends (this->sp): T2 did the test on its first 40 bytes (this->err,
+ * this->ep, and this->e for an OP_REPLY's document); what lies past them is in
+ * this buffer (F3 and F4 read only bytes of it: this->off + this->ep >= 0).
  */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
@@ -3011,14 +3091,14 @@ syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /self->tx_go && this->valid && this->k < SLOTS/
 {
-	this->e = this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
+	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
 	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
 	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
 	    this->off + 48 <= this->n ? 40 : 0;
-	this->err = this->e == 40 &&
+	this->err = this->sp ? this->err : this->e == 40 &&
 	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
-	this->ep = 0;
+	this->ep = this->sp ? this->ep : 0;
 	this->vs = 0;
 }
 
@@ -3061,7 +3141,7 @@ syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
-    this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
+    this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
 	this->es = this->ey == 0x0067736d72726502 ? 8 :
@@ -3076,7 +3156,7 @@ syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
-    this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
+    this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
 	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
@@ -3171,6 +3251,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 	this->valid = 0;
+	this->sp = 0;
 }
 
 syscall::write:return, syscall::write_nocancel:return,
@@ -3188,6 +3269,13 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	/* moreToCome on an OP_MSG reply: an exhaust stream follows */
 	this->mtc = this->op == OP_MSG && this->n - this->off >= 20 ?
 	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 : 0;
+	/* the send ends inside the reply's first 40 bytes (those that say whether
+	 * it failed): kept by T4, matched when the rest comes (T2) */
+	this->cut = this->valid && this->n == this->ret && this->ret - this->off < 40 &&
+	    this->ret - this->off < this->len;
+	this->valid = this->valid && !this->cut;
+	this->it = !this->cut;
+	this->stop = this->cut ? 2 : 0;
 }
 
 syscall::write:return, syscall::write_nocancel:return,
@@ -3225,11 +3313,14 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 
 /*
  * F: did the matched reply fail? (probes/README.md, "Replies that failed"):
- * this->err 0 (no), its code, or -1 (failed, no code). Read only from the
- * bytes of this send. this->e, the message offset of the first element of its
- * (first) document: an OP_MSG whose body section comes first (kind 0 @20, the
- * element @25); an OP_REPLY (responseFlags @16, the document @36, the element
- * @40), failed also when QueryFailure (bit 1) is set.
+ * this->err 0 (no), its code, or -1 (failed, no code). this->e, the message
+ * offset of the first element of its (first) document: an OP_MSG whose body
+ * section comes first (kind 0 @20, the element @25); an OP_REPLY (responseFlags
+ * @16, the document @36, the element @40), failed also when QueryFailure (bit
+ * 1) is set. Read from this send's bytes, but for a reply gathered across
+ * sends (this->sp): T2 did the test on its first 40 bytes (this->err,
+ * this->ep, and this->e for an OP_REPLY's document); what lies past them is in
+ * this buffer (F3 and F4 read only bytes of it: this->off + this->ep >= 0).
  */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
@@ -3237,14 +3328,14 @@ syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /self->tx_go && this->valid && this->k < SLOTS/
 {
-	this->e = this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
+	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
 	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
 	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
 	    this->off + 48 <= this->n ? 40 : 0;
-	this->err = this->e == 40 &&
+	this->err = this->sp ? this->err : this->e == 40 &&
 	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
-	this->ep = 0;
+	this->ep = this->sp ? this->ep : 0;
 	this->vs = 0;
 }
 
@@ -3287,7 +3378,7 @@ syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
-    this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
+    this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
 	this->es = this->ey == 0x0067736d72726502 ? 8 :
@@ -3302,7 +3393,7 @@ syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
-    this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
+    this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
 	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
@@ -3389,31 +3480,23 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->valid = 0;
 }
 
-/* T4: a reply header split across sends: keep its first bytes. */
+/* T4: a send that ends inside a reply's first 40 bytes (a header cut short, or
+ * this->cut): keep them, with the time of this send. */
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->off < this->ret && this->n == this->ret && this->ret - this->off < 16/
+/self->tx_go && this->off < this->ret && this->n == this->ret &&
+    (this->ret - this->off < 16 || this->stop == 2)/
 {
 	this->have = this->ret - this->off;
-	this->p = (uint8_t *)copyin(this->buf + this->off, this->have);
-	txh0[pid, this->fd] = (uint64_t)this->p[0] |
-	    (this->have > 1 ? (uint64_t)this->p[1] << 8 : 0) |
-	    (this->have > 2 ? (uint64_t)this->p[2] << 16 : 0) |
-	    (this->have > 3 ? (uint64_t)this->p[3] << 24 : 0) |
-	    (this->have > 4 ? (uint64_t)this->p[4] << 32 : 0) |
-	    (this->have > 5 ? (uint64_t)this->p[5] << 40 : 0) |
-	    (this->have > 6 ? (uint64_t)this->p[6] << 48 : 0) |
-	    (this->have > 7 ? (uint64_t)this->p[7] << 56 : 0);
-	txh1[pid, this->fd] =
-	    (this->have > 8 ? (uint64_t)this->p[8] : 0) |
-	    (this->have > 9 ? (uint64_t)this->p[9] << 8 : 0) |
-	    (this->have > 10 ? (uint64_t)this->p[10] << 16 : 0) |
-	    (this->have > 11 ? (uint64_t)this->p[11] << 24 : 0) |
-	    (this->have > 12 ? (uint64_t)this->p[12] << 32 : 0) |
-	    (this->have > 13 ? (uint64_t)this->p[13] << 40 : 0) |
-	    (this->have > 14 ? (uint64_t)this->p[14] << 48 : 0);
+	this->w = (uint64_t *)alloca(48);
+	this->w[0] = 0; this->w[1] = 0; this->w[2] = 0; this->w[3] = 0; this->w[4] = 0;
+	this->w[5] = 0;
+	copyinto(this->buf + this->off, this->have, this->w);
+	txh0[pid, this->fd] = this->w[0]; txh1[pid, this->fd] = this->w[1];
+	txh2[pid, this->fd] = this->w[2]; txh3[pid, this->fd] = this->w[3];
+	txh4[pid, this->fd] = this->w[4];
 	txhave[pid, this->fd] = this->have;
 	txts[pid, this->fd] = this->ts;
 	this->off = this->ret;
@@ -3457,7 +3540,8 @@ syscall::close:entry, syscall::close_nocancel:entry
 	rxop[pid, this->fd] = 0; rxrid[pid, this->fd] = 0; rxlen[pid, this->fd] = 0;
 	rxmtc[pid, this->fd] = 0; head[pid, this->fd] = 0; tail[pid, this->fd] = 0;
 	txrem[pid, this->fd] = 0; stream[pid, this->fd] = 0; txhave[pid, this->fd] = 0;
-	txh0[pid, this->fd] = 0; txh1[pid, this->fd] = 0; txts[pid, this->fd] = 0;
+	txh0[pid, this->fd] = 0; txh1[pid, this->fd] = 0; txh2[pid, this->fd] = 0;
+	txh3[pid, this->fd] = 0; txh4[pid, this->fd] = 0; txts[pid, this->fd] = 0;
 	slot_rid[pid, this->fd, 0] = 0; slot_ts[pid, this->fd, 0] = 0;
 	slot_op[pid, this->fd, 0] = 0; slot_len[pid, this->fd, 0] = 0;
 	slot_rid[pid, this->fd, 1] = 0; slot_ts[pid, this->fd, 1] = 0;

@@ -563,16 +563,17 @@ unknown:
  * section comes first and whose first element is "ok" with a zero value
  * (double, int32, int64 or bool): a test on bytes the reply's header read
  * already holds (r: its first n bytes). Only then, at user address src (the
- * reply's byte 0; the bytes up to readable are there), read on to the code:
+ * reply's byte 0; its bytes from low up to readable are there), read on to the code:
  * the element after ok (errmsg, whose length says where it ends, or code).
  * Returns 0 (not failed), the code, or -1 (failed, no code readable).
  */
 /* the element at user address src + p: its int32 value when it is "code" (-1
  * when 0 or not readable), -2 when it is the string "errmsg", else -1 */
-static __always_inline s32 mw_code_at(u64 src, u64 p, u64 readable)
+static __always_inline s32 mw_code_at(u64 src, u64 p, u64 low, u64 readable)
 {
     u8 e[16] = {};
-    if (p + 10 > readable || bpf_probe_read_user(e, 10, (void *)(src + p)) != 0)
+    if (p < low || p + 10 > readable ||
+        bpf_probe_read_user(e, 10, (void *)(src + p)) != 0)
         return -1;
     u64 w = *(u64 *)e;
     if ((w & 0xffffffffffffULL) == 0x0065646f6310ULL)          /* 0x10 "code\0" */
@@ -582,12 +583,14 @@ static __always_inline s32 mw_code_at(u64 src, u64 p, u64 readable)
 
 /* the code after a string element at src + p, errmsg (skip is 8: its type and
  * name) or $err (6), whose int32 length follows the name; -1 when none */
-static __always_inline s32 mw_code_after_str(u64 src, u64 p, u64 skip, u64 readable)
+static __always_inline s32 mw_code_after_str(u64 src, u64 p, u64 skip, u64 low,
+                                             u64 readable)
 {
     u32 len = 0;
-    if (bpf_probe_read_user(&len, 4, (void *)(src + p + skip)) != 0 || len > MW_MAXLEN)
+    if (p + skip < low || bpf_probe_read_user(&len, 4, (void *)(src + p + skip)) != 0 ||
+        len > MW_MAXLEN)
         return -1;
-    s32 code = mw_code_at(src, p + skip + 4 + len, readable);
+    s32 code = mw_code_at(src, p + skip + 4 + len, low, readable);
     return code == -2 ? -1 : code;
 }
 
@@ -612,7 +615,7 @@ static __always_inline s32 mw_failed_legacy(u32 flags, s32 len, u64 src, u64 rea
         return fail;
     u64 w = *(u64 *)e;
     if ((w & 0xffffffffffffULL) == 0x007272652402ULL)          /* 0x02 "$err\0" */
-        return mw_code_after_str(src, 40, 6, readable);
+        return mw_code_after_str(src, 40, 6, 0, readable);
     if ((w & 0xffffff00ULL) != 0x006b6f00ULL)                   /* "ok\0" */
         return fail;
     u8 t = e[0];
@@ -628,11 +631,12 @@ static __always_inline s32 mw_failed_legacy(u32 flags, s32 len, u64 src, u64 rea
         return fail;
     if (v)
         return fail;
-    s32 code = mw_code_at(src, 44 + vs, readable);
-    return code == -2 ? mw_code_after_str(src, 44 + vs, 8, readable) : code;
+    s32 code = mw_code_at(src, 44 + vs, 0, readable);
+    return code == -2 ? mw_code_after_str(src, 44 + vs, 8, 0, readable) : code;
 }
 
-static __always_inline s32 mw_failed(struct mw_rhdr *r, u64 n, u64 src, u64 readable)
+static __always_inline s32 mw_failed(struct mw_rhdr *r, u64 n, u64 src, u64 low,
+                                     u64 readable)
 {
     if (r->h.op != OP_MSG)
         return r->h.op == OP_REPLY && n >= 20 ?
@@ -658,8 +662,8 @@ static __always_inline s32 mw_failed(struct mw_rhdr *r, u64 n, u64 src, u64 read
         return 0;
     /* the rare path: the element after ok is code, or errmsg and then code */
     u64 p = 29 + vs;
-    s32 code = mw_code_at(src, p, readable);
-    return code == -2 ? mw_code_after_str(src, p, 8, readable) : code;
+    s32 code = mw_code_at(src, p, low, readable);
+    return code == -2 ? mw_code_after_str(src, p, 8, low, readable) : code;
 }
 
 /* ---- accounting ---------------------------------------------------------- */
@@ -1090,9 +1094,11 @@ static __always_inline void mw_tx_first(void *ctx, struct mw_args *a, struct mw_
         }
         c->tx_have = 0;
         c->tx_sync = 1;
-        /* message byte k >= have is at a->buf + k - have */
+        /* message byte k >= have is at a->buf + k - have; the bytes before have
+         * were in earlier sends, maybe from another buffer: a code there is not
+         * read (the reply counts as failed, its code -1) */
         mw_reply(ctx, c, a->fd, &r.h, c->tx_ts,
-                 mw_failed(&r, have + take, a->buf - have, have + avail));
+                 mw_failed(&r, have + take, a->buf - have, have, have + avail));
         /* bytes of this reply in this send */
         u64 rest = (u64)r.h.len - have;
         u64 n = rest < ret ? rest : ret;
@@ -1161,7 +1167,7 @@ static __always_inline int mw_tx_step(void *ctx, struct mw_args *a, struct mw_co
         return 1;
     }
     c->tx_sync = 1;
-    mw_reply(ctx, c, a->fd, &r.h, a->ts, mw_failed(&r, hl, a->buf + off, avail - off));
+    mw_reply(ctx, c, a->fd, &r.h, a->ts, mw_failed(&r, hl, a->buf + off, 0, avail - off));
     u32 n = (u64)r.h.len < left ? (u32)r.h.len : (u32)left;
     c->tx_rem = r.h.len - n;
     a->off = off + n;

@@ -78,3 +78,29 @@ def test_quick_bpftrace_hist_on_java_server():
     text = bench.render(report)
     assert max(len(line) for line in text.splitlines()) < 80
     assert "java     bpftrace hist" in text
+
+
+@pytest.mark.root
+def test_quick_floor_beside_bcc_hist():
+    """The floor row runs on the bcc probe's own tracepoints, hit as often per request;
+    its programs only test the pid, so it costs less than the probe's."""
+    bench = load_bench()
+    why = bench.why_cannot_run(["bcc"], ["java"])
+    if why:
+        pytest.skip(why)
+    r = subprocess.run([sys.executable, str(BENCH), "--quick", "--engines", "bcc",
+                        "--modes", "hist,floor", "--targets", "java", "--json"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    rows = {row["mode"]: row for row in json.loads(r.stdout)["rows"]}
+    assert set(rows) == {"hist", "floor"}
+    hist, floor = rows["hist"]["bpf"], rows["floor"]["bpf"]
+
+    def attached(bpf):
+        return {p["name"] for p in bpf["programs"] if p["name"].startswith("sys_")}
+
+    assert attached(floor) == attached(hist) and "sys_exit_read" in attached(floor)
+    assert floor["runs_per_request"] == pytest.approx(hist["runs_per_request"], abs=0.5)
+    assert floor["ns_per_request"] < hist["ns_per_request"]
+    assert floor["seen"] is None and rows["floor"]["goal_ns_per_request"] is None
+    assert "java     bcc floor" in bench.render(json.loads(r.stdout))

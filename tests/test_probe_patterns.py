@@ -92,11 +92,8 @@ pytestmark = [pytest.mark.root, pytest.mark.skipif(UNAVAILABLE is not None, reas
 # and 45-byte OP_COMPRESSED replies as 10, 10, the rest): 60 two-write and 8 three-write
 # replies per run (52 timed + 16 stream replies).
 KNOWN_BUGS: dict[tuple[str, str, str], str] = {
-    **{(tool, "split", "failed_replies"):
-       "a failed reply is recognised from its first 37 bytes in the send that completes its "
-       "header; split sends them as 10, 10, the rest (no known server splits a reply's first "
-       "40 bytes: mongod sends one sendmsg, FerretDB one write per reply)"
-       for tool in ("dtrace",)},  # bcc and bpftrace wait for the 40 bytes
+    # none: split's failed replies are counted by every engine (each waits for a reply's
+    # first 40 bytes)
 }
 
 

@@ -112,13 +112,6 @@ def test_ferretdb_tls_counts_match_metrics(tls_target, tmp_path, need_bcc):
     assert (events["fd"] < MW_TLS_FD).all()       # the socket's own fd, not the state key
 
 
-# DTrace's known bug (test_dtrace_tls)
-SPLIT_FAILED = ("a failed reply is recognised from its first 37 bytes in the write that "
-                "completes its header; split writes them as 10, 10, the rest (as on the "
-                "syscall path: test_probe_patterns' known bug; bcc and bpftrace gather "
-                "the 40 bytes)")
-
-
 def _tls_cert(tmp_path: Path, engine: str = "bcc") -> tuple[Path, Path]:
     reason = _tool_unavailable(engine)
     if reason:
@@ -356,13 +349,7 @@ def test_snoop_pymongo_memory_bio(engine, tmp_path):
 
 def _short_tls_connections(port: int, cert: Path, n: int) -> None:
     """n TLS connections, one after another, each a ping and its reply."""
-    ctx = ssl.create_default_context(cafile=str(cert))
-    for _ in range(n):
-        c = wireclient.Conn(port, ctx)
-        try:
-            c.call(c.op_msg({"ping": 1}))
-        finally:
-            c.close()
+    wireclient.short_connections(port, n, ssl.create_default_context(cafile=str(cert)))
     time.sleep(0.3)
 
 

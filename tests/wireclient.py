@@ -276,6 +276,17 @@ SCENARIOS: dict[str, Callable[[Conn], None]] = {
 }  # fmt: skip
 
 
+def short_connections(port: int, n: int, tls: ssl.SSLContext | None = None) -> None:
+    """n connections, one after another, each a ping and its reply (over TLS with a `tls`
+    client context): what frees a probe's per-connection state is tested with them."""
+    for _ in range(n):
+        c = Conn(port, tls)
+        try:
+            c.call(c.op_msg({"ping": 1}))
+        finally:
+            c.close()
+
+
 def run(port: int, scenarios: list[str] | None = None, connections: int = 4,
         tls: ssl.SSLContext | None = None) -> Expected:
     """Run the scenarios (all by default, in order) on `connections` concurrent connections,
