@@ -236,10 +236,29 @@ RANK_NOTE = ("a percentile's rank can differ: the server's is the ceil(q n)-th o
              "client's figure can be below the server's")
 
 
-def negative_percentile_diff(t: pd.DataFrame) -> bool:
-    """Does a phase show a client percentile below the server's (RANK_NOTE)?"""
+# why a client percentile can be below the server's when they cover different requests
+COVER_NOTE = ("the client's figures and the server's cover different requests here: the "
+              "server's only the phase's whole seconds (their counts differ)")
+
+
+def _negative_diffs(t: pd.DataFrame, same_requests: bool) -> bool:
     return any(d["diff"].get(k, 0) < 0 for r in t.itertuples()
-               for d in r.client_vs_server.values() for k in ("p50", "p95", "p99"))
+               for op, d in r.client_vs_server.items()
+               if ("count" in d["diff"]) == same_requests
+               and (not same_requests or r.client_how.get(op) != "bucket bound")
+               for k in ("p50", "p95", "p99"))
+
+
+def negative_percentile_diff(t: pd.DataFrame) -> bool:
+    """Does a phase show a client percentile (an exact value) below the server's for
+    the same requests (RANK_NOTE)?"""
+    return _negative_diffs(t, same_requests=True)
+
+
+def negative_diff_other_requests(t: pd.DataFrame) -> bool:
+    """Does a phase show a client percentile below the server's where the two cover
+    different requests (COVER_NOTE)?"""
+    return _negative_diffs(t, same_requests=False)
 
 
 def _versus(client: dict, server: dict, exact: bool = True) -> dict:
@@ -573,6 +592,8 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
                              f"{_num(float(d['diff'].get(k, math.nan)), '.0f', 10)}")
         if negative_percentile_diff(t):
             lines.append(_prose(f"  (a negative diff: {RANK_NOTE})"))
+        if negative_diff_other_requests(t):
+            lines.append(_prose(f"  (a negative diff: {COVER_NOTE})"))
     if lost is not None:
         lines += ["", _prose(lost_line(lost))]
     return "".join(s + "\n" for s in lines)

@@ -185,7 +185,9 @@ def build(run, diff: tuple[str, str] | None = None, phases: pd.DataFrame | None 
                      "client's queueing and its driver. Histogram figures (bucket bound) "
                      "are the upper bound of the bucket the percentile is in."
                      + (f" A negative difference: {html.escape(phases_mod.RANK_NOTE)}."
-                        if phases_mod.negative_percentile_diff(t) else "") + "</p>"
+                        if phases_mod.negative_percentile_diff(t) else "")
+                     + (f" A negative difference: {html.escape(phases_mod.COVER_NOTE)}."
+                        if phases_mod.negative_diff_other_requests(t) else "") + "</p>"
                      + _table(pd.DataFrame(vs_rows), {"client µs": ".0f", "server µs": ".0f",
                                                       "client − server µs": ".0f"},
                               left={"phase", "operation", "command", "stat",
