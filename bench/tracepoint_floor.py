@@ -74,7 +74,7 @@ def main() -> int:
         ap.error("-p PID is needed")
     from bcc import BPF     # only here: --list runs without bcc
     b = BPF(text=PROGRAM + "".join(CLAUSE % (tp, a.pid) for tp in tps))
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))
+    signal.signal(signal.SIGTERM, signal.default_int_handler)    # ends it as Ctrl-C does
     print(f"Tracing {len(tps)} syscall tracepoints for PID {a.pid} (the floor: a pid "
           "test and a count)... Hit Ctrl-C to end.", file=sys.stderr, flush=True)
     try:

@@ -35,6 +35,7 @@ import pytest
 
 import wireclient
 from mongoprobe import dtrace_engine, mixedload, probes, target
+from test_dtrace import stop_cli as finish_cli  # stdout and stderr
 from test_latency_ferretdb import start_cli, stop_cli
 from test_probe_patterns import Probe, from_dtrace, wireserver
 from test_tls_decode import (CONNECTIONS, tls_target,  # noqa: F401
@@ -180,9 +181,7 @@ def _snoop_cli(pid: int, port: int, ctx: ssl.SSLContext, *extra: str) -> str:
         e = wireclient.run(port, connections=CONNECTIONS, tls=ctx)
         time.sleep(0.3)
     finally:
-        cli.send_signal(signal.SIGINT)
-        out, err = cli.communicate(timeout=180)
-    assert cli.returncode == 0, err
+        out, err = finish_cli(cli, timeout=180)
     rows = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
     got: dict[str, int] = {}
     for r in rows:
@@ -281,9 +280,7 @@ def test_go_tls_is_refused_or_counted(tls_target, need_dtrace):
         client.close()
         time.sleep(0.5)
     finally:
-        cli.send_signal(signal.SIGINT)
-        out, err = cli.communicate(timeout=180)
-    assert cli.returncode == 0, err
+        out, err = finish_cli(cli, timeout=180)
     result = json.loads(out.strip().splitlines()[-1])
     assert result["counts"]["requests"] == 0
     assert result["lost"]["malformed"] == 0

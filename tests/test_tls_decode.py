@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable
-import signal
 import ssl
 import struct
 import subprocess
@@ -39,6 +38,7 @@ import pytest
 import wireclient
 from mongoprobe import mixedload, target
 from mongoprobe.formats import wire_events
+from test_dtrace import stop_cli as finish_cli  # stdout and stderr
 from test_latency_ferretdb import (REFUSED, WORKLOAD_COMMANDS, failed_responses,
                                    metrics_delta, response_counts, start_cli, stop_cli)
 from test_probe_patterns import (BCC_TOOL, SYSTEM_PYTHON, Probe, wireserver,
@@ -318,9 +318,7 @@ def test_snoop_pymongo_memory_bio(engine, tmp_path):
             try:
                 _pymongo_memory_bio_load(port, cert)
             finally:
-                cli.send_signal(signal.SIGINT)
-                out, footer = cli.communicate(timeout=180)
-            assert cli.returncode == 0, footer
+                out, footer = finish_cli(cli, timeout=180)
             printed = out.splitlines()
         else:
             probe = Probe([SYSTEM_PYTHON, str(ROOT / "probes" / "mongosnoop.py"), "-p",
@@ -397,9 +395,7 @@ def test_cli_bpftrace_memory_bio_state_freed(tmp_path, need_bpftrace):
         try:
             _short_tls_connections(port, cert, n)
         finally:
-            cli.send_signal(signal.SIGINT)
-            out, err = cli.communicate(timeout=180)
-    assert cli.returncode == 0, err
+            out, err = finish_cli(cli, timeout=180)
     r = json.loads(out.strip().splitlines()[-1])
     assert {k: v["count"] for k, v in r["by_command"].items()} == {"ping": n}
     assert r["counts"] == {"requests": n, "replies": n, "stream_replies": 0, "no_reply": 0}
