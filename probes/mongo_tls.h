@@ -272,12 +272,9 @@ static __always_inline void mw_tls_nested(u64 fd)
 static __always_inline void mw_tls_close(u32 fd)
 {
     u32 ck = fd | MW_TLS_FD;
-    struct mw_conn *c = conns.lookup(&ck);
-    if (!c)
-        return;
-    if (c->nslots)
-        mw_count(C_NOREPLY_LOST, c->nslots);
-    conns.delete(&ck);
+    struct mw_conn *c = mw_conn_of(ck);
+    if (c)
+        mw_conn_free(ck, c);
 }
 
 /* the first plaintext of TLS connection fd: count it as decoded (and as a TLS
@@ -426,7 +423,7 @@ static __always_inline int mw_tls_return(void *ctx, u64 key, s64 n, int ok)
         }
     }
     u32 ck = fd | MW_TLS_FD;
-    struct mw_conn *c = conns.lookup(&ck);
+    struct mw_conn *c = mw_conn_of(ck);
     struct mw_args a = {.buf = t->buf, .cap = t->len, .ret = n, .fd = ck, .ts = t->ts};
     /* one branch per direction, each with what the verifier must see of c */
     if (t->tx) {
@@ -455,7 +452,7 @@ int mw_rx_more_tls(struct pt_regs *ctx)
     if (!a)
         return 0;
     u32 fd = a->fd;
-    struct mw_conn *c = conns.lookup(&fd);
+    struct mw_conn *c = mw_conn_of(fd);
     if (!mw_rx_step(a, c))
         mw_jmp_tls.call(ctx, MW_JMP_RX);
     return 0;
@@ -467,7 +464,7 @@ int mw_tx_more_tls(struct pt_regs *ctx)
     if (!a)
         return 0;
     u32 fd = a->fd;
-    struct mw_conn *c = conns.lookup(&fd);
+    struct mw_conn *c = mw_conn_of(fd);
     if (!c)
         return 0;
     if (!mw_tx_step(ctx, a, c))
@@ -548,12 +545,9 @@ int mw_ssl_free(struct pt_regs *ctx)
     u32 ck = b->key;
     tls_bio.delete(&s);
     tls_bio_owner.delete(&ck);
-    struct mw_conn *c = conns.lookup(&ck);
-    if (!c)
-        return 0;
-    if (c->nslots)
-        mw_count(C_NOREPLY_LOST, c->nslots);
-    conns.delete(&ck);
+    struct mw_conn *c = mw_conn_of(ck);
+    if (c)
+        mw_conn_free(ck, c);
 #endif
     return 0;
 }

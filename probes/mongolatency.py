@@ -143,11 +143,12 @@
 #   split replies, and with --tls-bio memory (asyncio's transport: memory BIOs).
 # - -c keys connections by (pid, fd): a reused fd adds to the same row; the
 #   peer address is resolved from /proc when printing ("(closed)" if gone).
-# - --max-connections N (default 10,000) sizes the maps: conns (N connections,
-#   preallocated: 8.2 MB of kernel memory at the default on 2 CPUs, printed at
-#   start); with -c, lat_conn (3N per-connection aggregates of 4 KB, allocated
-#   as used: up to 79 MB while 10,000 connections are busy). A connection
-#   beyond N is not traced: its requests count as dropped, and the end says
+# - --max-connections N (default 10,000) sizes the maps: conns (2N slots: one
+#   for each fd below N, N for larger fds and TLS plaintext; preallocated:
+#   14.4 MB of kernel memory at the default on 2 CPUs, printed at start); with
+#   -c, lat_conn (3N per-connection aggregates of 4 KB, allocated as used: up
+#   to 79 MB while 10,000 connections are busy). A connection with no slot
+#   left is not traced: its requests count as dropped, and the end says
 #   "map conns full: ... raise --max-connections" once.
 #
 # Copyright 2025 mongoprobe authors.
@@ -207,6 +208,8 @@ FULL_MAPS = ((C_FULL_CONNS, "conns", "requests on connections not traced"),
              (C_FULL_LAT, "lat_spill", "latencies not aggregated"))
 MAX_CONNECTIONS = 10000         # --max-connections default
 AGGS = 4096                     # aggregates (slice, command, opcode) at once
+CACHE_SETS, CACHE_BITS = 4, 4     # lat_cache: 4 sets of 2^4 slots (mongo_wire.h)
+CACHE_WAYS = 1 << CACHE_BITS
 
 # Log-linear latency buckets, the rule of mongoprobe.loglinear (mongo_wire.h
 # computes the same index): values below 32 ns are their own bucket; above, 32
@@ -323,8 +326,8 @@ def bpf_text(pid, by_conn=False, events=False, ringbuf=True, sample=1,
     """The program of mongo_wire.h with this run's switches; with tls (hooks of
     tlshooks.find), mongo_tls.h after it."""
     defs = ["#define MW_TARGET_PID %d" % pid, "#define MW_SLICE_NS %dULL" % SLICE_NS,
-            "#define MW_CONNS %d" % max_conns,
-                    "#define MW_AGGS %d" % AGGS]
+            "#define MW_CONNS %d" % max_conns, "#define MW_AGGS %d" % AGGS,
+            "#define MW_CACHE_SETS %d" % CACHE_SETS, "#define MW_CACHE_BITS %d" % CACHE_BITS]
     kinds = set(h.kind for h in tls)
     if kinds:
         defs.append("#define MW_TLS 1")
@@ -436,6 +439,10 @@ def load(tool, pid, by_conn=False, events=False, sample=1, max_conns=MAX_CONNECT
                       "which wakes this reader per event" % (
                           tool, str(e).splitlines()[-1]), file=sys.stderr)
             continue
+        # the slots of conns for keys other than fds below max_conns (mongo_wire.h)
+        free = b["conn_free"]
+        for i in range(max_conns, 2 * max_conns):
+            free.push(ct.c_uint32(i))
         # the programs that decode the 2nd..8th message of one syscall
         jmp = b["mw_jmp"]
         for i, name in enumerate(("mw_rx_more", "mw_tx_more")):
@@ -622,7 +629,7 @@ def full_hint(tool, v, max_conns, out=sys.stderr):
 
 def outstanding(b):
     """Requests waiting for a reply now (lost if tracing ends here)."""
-    return sum(int(c.nslots) for _, c in b["conns"].items())
+    return sum(int(c.nslots) for c in b["conns"].values() if c.live)
 
 
 def io_uring_fds(pid):
@@ -824,6 +831,7 @@ def take_slices(b, final=False):
         except KeyError:        # lat_conn: only with -c
             continue
         take_map(t, now, final, out)
+    take_cache(b["lat_cache"], now, final, out)
     take_errs(b["errs"], now, final, out)
     return out
 
@@ -837,28 +845,53 @@ def take_map(t, now, final, out):
     for k, per_cpu in t.items():
         if not final and (k.slice + 1) * SLICE_NS + GRACE_NS > now:
             continue
-        if k.fd:
-            key = ("conn", conn_id(k.fd))   # a TLS connection's plaintext too
-        else:
-            key = ("cmd", (cmdname(k.name.c), opname(int(k.op))))
-        agg = out.setdefault(int(k.slice), {}).setdefault(key, Agg())
         # per-CPU values (lat, lat_spill), or one (lat_conn)
         for v in (per_cpu if isinstance(per_cpu, (list, ct.Array)) else [per_cpu]):
-            agg.count += v.count
-            agg.sum_ns += v.sum_ns
-            agg.max_ns = max(agg.max_ns, v.max_ns)
-            agg.noreply += v.noreply
-            agg.errors += v.errors
-            if v.count:
-                raw = bytes(v.hist)
-                h = array.array("I", raw)
-                # the few buckets in use, found at C speed (10,000 connections'
-                # values a second, 1024 buckets each, are too many for a loop)
-                for i in sorted(set(m.start() // 4 for m in NONZERO.finditer(raw))):
-                    agg.hist[i] = agg.hist.get(i, 0) + h[i]
+            add_value(out, k, v)
         done.append(k)
     for k in done:
         del t[k]
+
+
+def take_cache(t, now, final, out):
+    """take_slices for lat_cache (mongo_wire.h): a slot is taken, then zeroed,
+    once each CPU's copy in it is free or holds a second that is over, and
+    (unless final) its set is not the current second's or the next one's, the
+    sets being written or about to be"""
+    sec = now // SLICE_NS
+    busy = {sec % CACHE_SETS, (sec + 1) % CACHE_SETS}
+    for i, per_cpu in t.items():
+        i = int(i.value)
+        if not final and i // CACHE_WAYS in busy:
+            continue
+        used = [a for a in per_cpu if a.k.slice]
+        if not used or (not final and any(
+                (a.k.slice + 1) * SLICE_NS + GRACE_NS > now for a in used)):
+            continue
+        for a in used:
+            add_value(out, a.k, a.v)
+        t[ct.c_int(i)] = t.Leaf()
+
+
+def add_value(out, k, v):
+    """one CPU's value v of aggregate key k, into out (take_slices)"""
+    if k.fd:
+        key = ("conn", conn_id(k.fd))   # a TLS connection's plaintext too
+    else:
+        key = ("cmd", (cmdname(k.name.c), opname(int(k.op))))
+    agg = out.setdefault(int(k.slice), {}).setdefault(key, Agg())
+    agg.count += v.count
+    agg.sum_ns += v.sum_ns
+    agg.max_ns = max(agg.max_ns, v.max_ns)
+    agg.noreply += v.noreply
+    agg.errors += v.errors
+    if v.count:
+        raw = bytes(v.hist)
+        h = array.array("I", raw)
+        # the few buckets in use, found at C speed (10,000 connections'
+        # values a second, 1024 buckets each, are too many for a loop)
+        for i in sorted(set(m.start() // 4 for m in NONZERO.finditer(raw))):
+            agg.hist[i] = agg.hist.get(i, 0) + h[i]
 
 
 def take_errs(e, now, final, out):

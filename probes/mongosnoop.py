@@ -66,7 +66,7 @@
 # requests per connection. Lines are wider than 80 columns (10 fields).
 # Requests with moreToCome (no reply) and further replies of an exhaust stream
 # get no line: they are counted in the footer. --max-connections N (default
-# 10,000) sizes the connection map as in mongolatency.py (8.2 MB of kernel
+# 10,000) sizes the connection map as in mongolatency.py (14.4 MB of kernel
 # memory, printed at start; a full map is named at the end with the fix).
 #
 # Copyright 2025 mongoprobe authors.

@@ -269,10 +269,21 @@ def exhaust(c: Conn) -> None:
     c.expected.stream_replies += EXHAUST_REPLIES - 1
 
 
+MANY_COMMANDS = 100
+
+
+def many_commands(c: Conn) -> None:
+    """MANY_COMMANDS distinct command names, one request each, within a second or two:
+    more aggregates per second than bcc's per-CPU slots (lat_cache: 2 x 16 per second on
+    2 CPUs), so some go to its hash map; counts must stay exact either way."""
+    for i in range(MANY_COMMANDS):
+        c.call(c.op_msg({f"probeCommand{i:03d}": 1}))
+
+
 SCENARIOS: dict[str, Callable[[Conn], None]] = {
     "plain": plain, "pipelined": pipelined, "fire_and_forget": fire_and_forget,
     "op_query": op_query, "compressed": compressed, "exhaust": exhaust,
-    "failures": failures, "legacy_failures": legacy_failures,
+    "failures": failures, "legacy_failures": legacy_failures, "many_commands": many_commands,
 }  # fmt: skip
 
 
