@@ -50,7 +50,9 @@
  *                   (with MW_EVENTS: an OP_COMPRESSED request's first MW_PFX bytes
  *                   also go out, as a struct mw_cpfx record, for user space to
  *                   decompress its command name from)
- *   MW_CONNS        connections traced at once (--max-connections; default 10000)
+ *   MW_CONNS        connections traced at once (--max-connections; default 10000):
+ *                   each fd below it, and as many others (larger fds, TLS keys)
+ *   MW_CACHE_SETS, MW_CACHE_BITS  lat_cache: sets, and log2 of the slots a set
  *   MW_AGGS         aggregates (slice, command, opcode) at once (default 4096);
  *                   with MW_BY_CONN, lat_conn holds 3 per connection
  *   MW_TLS          a TLS library is hooked: probes/mongo_tls.h follows this
@@ -75,7 +77,7 @@
 #define MW_MAXMSG   8           /* headers decoded per syscall */
 #define MW_PFX      128         /* slow path: first bytes of a request kept for its name */
 #ifndef MW_CONNS
-#define MW_CONNS    10000       /* connections traced at once (preallocated) */
+#define MW_CONNS    10000       /* connections traced at once (preallocated, twice) */
 #endif
 #ifndef MW_AGGS
 #define MW_AGGS     4096        /* aggregates at once (allocated as they come) */
@@ -320,9 +322,6 @@ static __always_inline void mw_count(u32 idx, u64 n)
         *v += n;                /* per-CPU: no atomics needed */
 }
 
-/* b: the first 3 bytes of a receive on a connection that is not protocol
- * traffic; a TLS record there (handshake 0x16 or application data 0x17, version
- * 3.x) means a TLS connection whose plaintext is not seen: count it once */
 /* the state of connection key, or 0 */
 static __always_inline struct mw_conn *mw_conn_of(u32 key)
 {
@@ -374,6 +373,9 @@ static __always_inline void mw_conn_free(u32 key, struct mw_conn *c)
     conn_free.push(&i, 0);
 }
 
+/* b: the first 3 bytes of a receive on a connection that is not protocol
+ * traffic; a TLS record there (handshake 0x16 or application data 0x17, version
+ * 3.x) means a TLS connection whose plaintext is not seen: count it once */
 static __always_inline void mw_tls_seen(u32 fd, u64 b)
 {
     u8 t = b & 0xff, major = (b >> 8) & 0xff, minor = (b >> 16) & 0xff;

@@ -91,13 +91,15 @@
 # arguments come from the saved registers), a send two (write and sendto are
 # framed at entry; the exit only checks that every byte went out); each other process's
 # read/write-family syscalls run the pid filter only. Per request: one
-# connection lookup per program, state changed in place, and one per-CPU
-# (second, command, opcode) entry updated at the reply; nothing reaches user
+# connection lookup per program (an array slot by fd: inlined, no hash), state
+# changed in place, and one per-CPU (second, command, opcode) entry updated at
+# the reply (a per-CPU array slot, a hash behind it); nothing reaches user
 # space unless --events is given (then one ring-buffer record per request,
 # read every 100 ms without waking the reader). Measured with the kernel's
-# bpf_stats (bench/probe_cost.py, 8-connection find_one load): 1.06 us of BPF
-# time per request on mongo-java-server (7 program runs, 0.92-0.97x its
-# untraced throughput), 1.17 us with --events; 2.4 us on FerretDB (8 runs; its Go
+# bpf_stats (bench/probe_cost.py, 8-connection find_one load): 0.92-0.96 us of
+# BPF time per request on mongo-java-server (7 program runs, 0.93-0.97x its
+# untraced throughput, the programs that only test the pid 0.95-0.98x), 1.05 us
+# with --events; 2.4 us on FerretDB (8 runs; its Go
 # runtime leaves the caches colder). The runs of the pid filter alone cost
 # about 60-100 ns each on this VM.
 #
