@@ -96,6 +96,21 @@ def test_latency_summary_from_the_ferretdb_sample():
     assert "log2 buckets" in s.render()
 
 
+def test_an_untied_memory_bio_connection_is_named_in_the_text():
+    """A memory-BIO TLS connection whose socket is not known has the fd 2^30 + its number
+    in every engine: the text says which it is; JSON keeps the key."""
+    text = (SAMPLES / "mongo_time-ferretdb.txt").read_text()
+    s = latency.from_dtrace_quantize(dtrace_latency.parse_dtrace_latency(text),
+                                     dtrace_latency.parse_dtrace_latency_totals(text))
+    key = next(iter(s.by_conn))
+    untied = f"{key.split(',')[0]},{latency.UNTIED_BIO + 3}"
+    s.by_conn[untied] = s.by_conn.pop(key)
+    out = s.render(by="conn")
+    assert f"conn = {untied} (ssl #3: TLS on memory BIOs, its socket not known)   count" in out
+    assert sum(" (ssl #" in line for line in out.splitlines()) == 1
+    assert untied in s.to_json()["by_conn"]
+
+
 def test_dtrace_losses_are_counted_as_dropped_events():
     """A starved run (-x dynvarsize=1k): DTrace's stderr line becomes "dropped events"."""
     drops = dtrace_drops.parse_dtrace_drops(SAMPLES / "mongo_time-dynvarsize-1k.stderr.txt")

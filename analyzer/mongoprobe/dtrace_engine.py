@@ -25,7 +25,7 @@ from typing import Callable
 
 import pandas as pd
 
-from . import probes
+from . import latency, probes
 
 
 # the wire scripts' buffer sizes (-x; they carry no pragma for them, which would
@@ -134,7 +134,7 @@ def tls_report(text: str, hooked: str | None) -> tuple[dict, dict | None]:
 
 
 # a memory-BIO connection is shown as 2^30 + its number until tied (mongo_wire.d.in)
-SHOWN_BIO = 1 << 30
+SHOWN_BIO = latency.UNTIED_BIO
 
 
 def tls_ties(lines) -> dict[tuple[int, int], int]:

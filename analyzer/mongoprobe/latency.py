@@ -92,6 +92,11 @@ class Group:
         return d
 
 
+# The fd of a memory-BIO TLS connection whose socket is not known (accepted before
+# tracing began): 2^30 + its number, in every engine (probes/README.md, "TLS plaintext").
+UNTIED_BIO = 1 << 30
+
+
 @dataclass
 class LatencySummary:
     by_command: dict[str, Group] = field(default_factory=dict)
@@ -138,7 +143,12 @@ class LatencySummary:
         }
 
     def label(self, by: str, key: str) -> str:
-        """How :meth:`render` names a group: ``command = find``, ``conn = 4127,12``."""
+        """How :meth:`render` names a group: ``command = find``, ``conn = 4127,12``; a
+        memory-BIO TLS connection whose socket is not known says so (its key stays)."""
+        fd = key.rpartition(",")[2] if by == "conn" else ""
+        if fd.isdigit() and int(fd) >= UNTIED_BIO:
+            return (f"{by} = {key} (ssl #{int(fd) - UNTIED_BIO}: TLS on memory BIOs, "
+                    "its socket not known)")
         return f"{by} = {key}"
 
     def loss_lines(self) -> str:
