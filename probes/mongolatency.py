@@ -96,10 +96,10 @@
 # the reply (a per-CPU array slot, a hash behind it); nothing reaches user
 # space unless --events is given (then one ring-buffer record per request,
 # read every 100 ms without waking the reader). Measured with the kernel's
-# bpf_stats (bench/probe_cost.py, 8-connection find_one load): 0.92-0.96 us of
+# bpf_stats (bench/probe_cost.py, 8-connection find_one load): 0.92-0.99 us of
 # BPF time per request on mongo-java-server (7 program runs, 0.93-0.97x its
 # untraced throughput, the programs that only test the pid 0.95-0.98x), 1.05 us
-# with --events; 2.4 us on FerretDB (8 runs; its Go
+# with --events; 2.0 us on FerretDB (8 runs, their floor 0.74 us; its Go
 # runtime leaves the caches colder). The runs of the pid filter alone cost
 # about 60-100 ns each on this VM.
 #
