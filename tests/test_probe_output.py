@@ -210,3 +210,75 @@ def test_recorded_events_name_compressed_commands(tmp_path):
                            "aggregate": 1, "ping": 1, "endSessions": 1})
     kept = (tmp_path / "latency.bt.json").read_text()
     assert not any(f'"@{m}{i}"' in kept for m in "ez" for i in range(3))
+
+
+def test_bcc_reader_takes_a_cache_slot_only_when_no_writer_can_touch_it():
+    """mongolatency.py's take_cache on lat_cache (mongo_wire.h: per-CPU slots in 4 sets,
+    a second's set by its number mod 4): a slot is taken and zeroed once every CPU's
+    copy in it holds a second that is over and its set is neither the current second's
+    nor the next one's; otherwise left whole for a later read (nothing counted twice,
+    nothing zeroed under a writer); at the end (final) everything is taken."""
+    import ctypes as ct
+    import importlib.util
+    from types import SimpleNamespace as NS
+
+    spec = importlib.util.spec_from_file_location("mongolatency", SAMPLES.parents[1] / "probes"
+                                                  / "mongolatency.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    ways, sets = tool.CACHE_WAYS, tool.CACHE_SETS
+
+    def copy(sl, name=b"find", lat=1000):
+        hist = (ct.c_uint32 * tool.NB)()
+        if sl:
+            hist[300] = 1
+        return NS(k=NS(slice=sl, name=NS(c=name), op=2013, fd=0),
+                  v=NS(count=1 if sl else 0, sum_ns=lat if sl else 0, max_ns=lat if sl else 0,
+                       noreply=0, errors=0, hist=hist))
+
+    free = copy(0)
+
+    class Cache:
+        def __init__(self, slots):
+            self.slots = slots          # index -> [CPU 0's copy, CPU 1's]
+            self.zeroed = []
+
+        def items(self):
+            return [(ct.c_int(i), per_cpu) for i, per_cpu in sorted(self.slots.items())]
+
+        def Leaf(self):
+            return "zero"
+
+        def __setitem__(self, key, value):
+            assert value == "zero"
+            self.zeroed.append(key.value)
+            self.slots[key.value] = [free, free]
+
+    cur = 1000                           # the current second; its set: 1000 % 4 == 0
+    now = cur * tool.SLICE_NS + 500_000_000
+    slot = {s: ((s % sets) * ways) + 3 for s in range(cur - 3, cur + 1)}
+    t = Cache({
+        slot[cur - 1]: [copy(cur - 1), copy(cur - 1, b"insert")],   # over: taken
+        slot[cur - 2]: [free, copy(cur - 2)],                       # over: taken
+        slot[cur]: [copy(cur), free],                               # being written
+        # the next second's set (cur + 1 ≡ cur - 3), holding a second the reader
+        # missed: left until that set is safe again
+        slot[cur - 3]: [copy(cur - 3), free],
+    })
+    out = {}
+    tool.take_cache(t, now, False, out)
+    assert sorted(t.zeroed) == sorted([slot[cur - 1], slot[cur - 2]])
+    assert sorted(out) == [cur - 2, cur - 1]
+    assert {k: a.count for k, a in out[cur - 1].items()} == {
+        ("cmd", ("find", "OP_MSG")): 1, ("cmd", ("insert", "OP_MSG")): 1}
+    # a slot whose copies hold a second 4 s old (a reader that fell behind) and the last
+    # one, not over yet (50 ms of grace): neither is taken until both are
+    mixed = Cache({slot[cur - 1]: [copy(cur - 5), copy(cur - 1)]})
+    tool.take_cache(mixed, cur * tool.SLICE_NS + 10_000_000, False, {})
+    assert mixed.zeroed == []
+    tool.take_cache(mixed, cur * tool.SLICE_NS + 60_000_000, False, out := {})
+    assert mixed.zeroed == [slot[cur - 1]] and sorted(out) == [cur - 5, cur - 1]
+    out = {}
+    tool.take_cache(t, now, True, out)       # the rest, once each
+    assert sorted(out) == [cur - 3, cur]
+    assert sum(a.hist.get(300, 0) for sl in out.values() for a in sl.values()) == 2
