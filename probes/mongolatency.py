@@ -634,8 +634,24 @@ def outstanding(b):
     return sum(int(c.nslots) for c in b["conns"].values() if c.live)
 
 
-def io_uring_fds(pid):
-    """How many io_uring instances the process holds (its fds), 0 if unknown."""
+IO_URING_RESCAN_S = 10.0        # io_uring_fds: a scan's result serves this long
+IO_URING_SEEN = {}              # pid -> (monotonic time of its last scan, instances)
+
+
+def io_uring_fds(pid, fresh=False):
+    """How many io_uring instances the process holds (its fds), 0 if unknown.
+    A scan reads every fd's link (~30 ms at 5,000 connections: 3% of a CPU if
+    done each second), so its result serves IO_URING_RESCAN_S seconds, unless
+    fresh (the end)."""
+    now = time.monotonic()
+    seen = IO_URING_SEEN.get(pid)
+    if not fresh and seen and now - seen[0] < IO_URING_RESCAN_S:
+        return seen[1]
+    IO_URING_SEEN[pid] = (now, io_uring_scan(pid))
+    return IO_URING_SEEN[pid][1]
+
+
+def io_uring_scan(pid):
     n = 0
     try:
         for fd in os.listdir("/proc/%d/fd" % pid):
@@ -649,11 +665,11 @@ def io_uring_fds(pid):
     return n
 
 
-def read_counts(v, extra_dropped=0, pending=0, pid=None):
+def read_counts(v, extra_dropped=0, pending=0, pid=None, fresh=False):
     """The counts and loss counters of raw_counts values (or differences); with
     pid, what the probe cannot decode: recvmmsg/sendmmsg and io_uring_enter
     calls, and the process's io_uring instances (io_uring with SQPOLL needs no
-    syscall)."""
+    syscall; io_uring_fds: fresh, or up to IO_URING_RESCAN_S old)."""
     return {
         # tls_connections: those whose plaintext was not decoded (all of them
         # when no TLS library is hooked; a memory-BIO connection whose ciphertext
@@ -661,7 +677,7 @@ def read_counts(v, extra_dropped=0, pending=0, pid=None):
         # below 0); tls_calls_without_socket: TLS calls whose plaintext had no
         # connection to key it by (probes/mongo_tls.h)
         "untraced": {"mmsg_calls": v[C_MMSG], "io_uring_calls": v[C_URING],
-                     "io_uring_fds": io_uring_fds(pid) if pid else 0,
+                     "io_uring_fds": io_uring_fds(pid, fresh) if pid else 0,
                      "tls_connections": max(0, v[C_TLS] - v[T_DECODED]),
                      "tls_hooked": 1 if TLS_HOOKED else 0,
                      "tls_calls_without_socket": v[T_NOFD]},
@@ -1294,7 +1310,7 @@ def main(argv=None):
         lost_ev = ev_reader.lost if ev_reader else 0
         if args.slices:
             if final:
-                tot = read_counts(cur, lost_ev, outstanding(b), args.pid)
+                tot = read_counts(cur, lost_ev, outstanding(b), args.pid, fresh=True)
                 print(json.dumps({"end": True, "counts": tot["counts"],
                                   "lost": tot["lost"], "untraced": tot["untraced"],
                                   "full": tot["full"], "tls": tot["tls"]}))
@@ -1303,7 +1319,7 @@ def main(argv=None):
         prev = state["prev"]
         diff = cur if prev is None else [a - p for a, p in zip(cur, prev)]
         totals = read_counts(diff, lost_ev - state["lost_events"],
-                             outstanding(b) if final else 0, args.pid)
+                             outstanding(b) if final else 0, args.pid, fresh=final)
         if args.json:
             print(json.dumps(json_report(state["rep"], args.pid, totals, lat_by)))
         else:

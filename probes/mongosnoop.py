@@ -183,7 +183,8 @@ def main(argv=None):
     out.flush()
     if gone:
         print("%s: PID %d exited" % (tool, args.pid), file=sys.stderr)
-    totals = mw.read_counts(mw.raw_counts(b), events.lost, mw.outstanding(b), args.pid)
+    totals = mw.read_counts(mw.raw_counts(b), events.lost, mw.outstanding(b), args.pid,
+                            fresh=True)
     if args.json:
         mw.footer(totals, sys.stderr)
     else:

@@ -282,3 +282,22 @@ def test_bcc_reader_takes_a_cache_slot_only_when_no_writer_can_touch_it():
     tool.take_cache(t, now, True, out)       # the rest, once each
     assert sorted(out) == [cur - 3, cur]
     assert sum(a.hist.get(300, 0) for sl in out.values() for a in sl.values()) == 2
+
+
+def test_bcc_tool_scans_the_targets_fds_for_io_uring_at_most_every_10_s(monkeypatch):
+    """io_uring_fds reads every fd link of the target (~30 ms at 5,000 connections): a
+    scan serves IO_URING_RESCAN_S seconds of slice lines; the end scans afresh."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mongolatency", SAMPLES.parents[1] / "probes"
+                                                  / "mongolatency.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    scans, clock = [], [1000.0]
+    monkeypatch.setattr(tool, "io_uring_scan", lambda pid: scans.append(pid) or len(scans))
+    monkeypatch.setattr(tool.time, "monotonic", lambda: clock[0])
+    assert [tool.io_uring_fds(7) for _ in range(3)] == [1, 1, 1]
+    clock[0] += tool.IO_URING_RESCAN_S
+    assert tool.io_uring_fds(7) == 2
+    assert tool.io_uring_fds(7, fresh=True) == 3
+    assert tool.io_uring_fds(8) == 4 and scans == [7, 7, 7, 8]
