@@ -837,11 +837,13 @@ class Agg(object):
                 sorted(self.hist.items()), self.errors, sorted(self.codes.items())]
 
 
-def take_slices(b, final=False):
+def take_slices(b, final=False, now=None):
     """{slice: {("cmd", (command, opcode)) | ("conn", fd): Agg}} of the slices
-    that are over (all of them when final); their kernel entries are deleted
-    (a slice is read once, after its writers are done: nothing is lost)."""
-    now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    that are over at now (the monotonic clock, ns; all of them when final);
+    their kernel entries are deleted (a slice is read once, after its writers
+    are done: nothing is lost)."""
+    if now is None:
+        now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
     out = {}
     for name in ("lat", "lat_spill", "lat_conn"):
         try:

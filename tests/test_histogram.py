@@ -244,7 +244,7 @@ def test_bcc_tool_adds_up_the_cpus_and_the_slices():
     """The per-CPU values of one kernel key (slice, command, opcode) add up: counts and
     sums and buckets and failed replies, the largest max, with the preallocated spill
     map's entry for the same key (where a request goes when the kernel could not
-    allocate); the failed replies' codes come from their own map; a slice is read once
+    allocate) and lat_cache's copies of it (a per-CPU array slot); the failed replies' codes come from their own map; a slice is read once
     it is over, then deleted."""
     from types import SimpleNamespace as NS
 
@@ -273,11 +273,27 @@ def test_bcc_tool_adds_up_the_cpus_and_the_slices():
     e = Table({EKey(10, Name(b"find"), 2013, 59): NS(value=3),
                EKey(10, Name(b"find"), 2013, -1): NS(value=1),
                EKey(2**40, Name(b"find"), 2013, 26): NS(value=1)})
-    got = tool.take_slices({"lat": t, "lat_spill": spill, "errs": e})
+    class Cache(dict):                      # lat_cache: per-CPU slots, zeroed when read
+        def Leaf(self):
+            return None
+
+        def items(self):
+            return [(tool.ct.c_int(i), v) for i, v in dict.items(self)]
+
+        def __setitem__(self, k, v):
+            dict.__setitem__(self, k.value if hasattr(k, "value") else k, v)
+
+    free = NS(k=Key(0, Name(b""), 0, 0), v=val(0, 0, 0, 0, {}))
+    # slice 10's set (10 % 4) at second 1000: a copy of the same key on CPU 1
+    cache = Cache({(10 % tool.CACHE_SETS) * tool.CACHE_WAYS + 5:
+                   [free, NS(k=old, v=val(1, 500, 500, 0, {380: 1}))]})
+    got = tool.take_slices({"lat": t, "lat_spill": spill, "lat_cache": cache, "errs": e},
+                           now=1000 * tool.SLICE_NS)
     assert list(got) == [10]
     a = got[10][("cmd", ("find", "OP_MSG"))]
-    assert (a.count, a.sum_ns, a.max_ns, a.noreply, a.hist) == (6, 12000, 4000, 1,
-                                                                {400: 4, 401: 1, 420: 1})
+    assert (a.count, a.sum_ns, a.max_ns, a.noreply, a.hist) == (
+        7, 12500, 4000, 1, {380: 1, 400: 4, 401: 1, 420: 1})
+    assert list(cache.values()) == [None]       # zeroed
     assert (a.errors, a.codes) == (4, {59: 3, -1: 1})
     assert list(t) == [now]                     # read once, deleted; the open one stays
     assert list(spill) == []
