@@ -14,6 +14,7 @@ for perf, no perf; for flushloop, no C compiler).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -400,6 +401,29 @@ def test_threads_sample_snapshots():
             assert 0 <= r["oncpu_pct"] <= 100 and 0 <= r["slp_pct"] <= 100
         busy = max([busy] + [r["oncpu_pct"] for r in rows])
     assert busy > 10           # some FerretDB thread worked under the load
+
+
+def test_tally_reads_an_entry_with_a_kernel_stack_and_no_user_stack():
+    """profile.bt prints such a sample (a timer interrupt's) as its kernel frames, then
+    ", ]: N" on one line: it is an entry of its own (a CI run once missed it: 233
+    samples in all, 232 counted)."""
+    text = """@[0, 2566, ferretdb, , 
+    runtime.goexit.abi0+1
+]: 1
+@[1, 1035, ferretdb, 
+    irqentry_exit_to_user_mode+261
+    asm_sysvec_apic_timer_interrupt+22
+, ]: 1
+@[1, 2564, ferretdb, , 
+    runtime.addfinalizer+121
+]: 2
+@samples_total: 4
+"""
+    tally = bpftrace_stacks.tally(text.splitlines())
+    assert (tally["entries"], tally["weight"], tally["total"], tally["no_ustack"]) == (3, 4, 4, 1)
+    stats: dict = {}
+    list(bpftrace_stacks.read(io.StringIO(text), stats=stats))
+    assert (stats["entries"], stats["samples"]) == (3, 4)       # the stack parser agrees
 
 
 def test_profile_sample_tally():

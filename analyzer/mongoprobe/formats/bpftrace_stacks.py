@@ -474,7 +474,9 @@ def tally(lines) -> dict:
                 total = int(t[2])
             continue
         s = line.strip()
-        end = re.match(r"^\]: (\d+)$", s)
+        # "]: N" ends an entry; ", ]: N" ends one whose kernel stack is followed by
+        # an empty user stack (an interrupt's sample)
+        end = re.match(r"^(?:,\s*)?\]: (\d+)$", s)
         if end:
             entries += 1
             weight += int(end[1])
