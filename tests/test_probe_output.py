@@ -11,6 +11,7 @@ All three on FerretDB v1.24.0 under ``python -m mongoprobe.mixedload --threads 4
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ import pytest
 
 from mongoprobe import histogram, latency, loglinear
 from mongoprobe.formats import quantize, wire_events
-from mongoprobe.formats.bpftrace_latency import read_bpftrace_latency
+from mongoprobe.formats.bpftrace_latency import read_bpftrace_latency, unpack
 from mongoprobe.formats.errors import FormatError
 from mongoprobe.formats.wire_slices import LOST_KEYS, name_of_words, read_bcc_slices
 from mongoprobe.latencies import Latencies
@@ -26,7 +27,13 @@ from mongoprobe.latencies import Latencies
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "probes"
 
 
-BPFTRACE_SAMPLES = ["mongo_latency-ferretdb.json", "mongo_latency-ferretdb-v1.json"]
+# (-packed: today's probe, FLAGS 1 and EVENTS_EVERY 1, histograms packed with their sums,
+# a pymongo find/update load on FerretDB, one command failing)
+BPFTRACE_SAMPLES = ["mongo_latency-ferretdb.json", "mongo_latency-ferretdb-v1.json",
+                    "mongo_latency-ferretdb-packed.json"]
+
+
+FAILED_IN_SAMPLE = {"mongo_latency-ferretdb-packed.json": ("nosuchcommand", 1)}
 
 
 def _bpftrace_sample(name="mongo_latency-ferretdb.json"):
@@ -60,6 +67,55 @@ def test_bpftrace_second_left_in_its_maps_at_exit_is_read():
     assert lost["requests_without_reply"] == lost["unmatched_replies"] == 0
 
 
+def _packed(lats) -> int:
+    """A bucket's value as mongo_latency.bt adds it up and bpftrace prints it: the sum
+    of (latency << 20) + 1 in a 64-bit integer, signed."""
+    v = sum((int(x) << 20) + 1 for x in lats) % (1 << 64)
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+@pytest.mark.parametrize("lats", [
+    [7],                                    # exact buckets, below 32 ns
+    [163_840, 164_000, 167_935],            # one bucket, the sum well under 2^44
+    [60_000_000_000] * 300,                 # 5 hours in all: the sum past 2^44 ns
+    [2_000_000_000 + i for i in range(9_000)],   # 5 hours over thousands of requests
+    [1_000] * ((1 << 20) - 1),              # the most a bucket counts in a second
+])
+def test_packed_bucket_unpacks_to_its_count_and_exact_sum(lats):
+    """mongo_latency.bt counts a bucket's requests and adds up their latencies in one
+    per-CPU sum (count in the low 20 bits, the sum modulo 2^44 above): the reader
+    gets both back exactly from it and the bucket's bounds, signed or not."""
+    b = int(loglinear.index(np.array(lats[:1]))[0])
+    assert {int(x) for x in loglinear.index(np.array(lats))} == {b}
+    assert unpack(b, _packed(lats)) == (len(lats), sum(lats))
+
+
+def test_packed_histograms_read_as_counts_sums_and_maxima():
+    """@p (packed buckets) and @q (max per CPU) of a second, per command and per
+    connection (@pc, @qc): the reader's rows."""
+    find = "1684957542,0,0,2013"
+    lats = {0: [150_000, 151_000], 1: [150_500, 2_000_000]}
+    p = {}
+    for cpu_lats in lats.values():
+        for x in cpu_lats:
+            key = f"{find},{int(loglinear.index(np.array([x]))[0])}"
+            p.setdefault(key, []).append(x)
+    lines = ['{"type": "printf", "data": "@slice 100\\n"}',
+             json.dumps({"type": "map", "data": {"@p1": {k: _packed(v) for k, v in p.items()}}}),
+             json.dumps({"type": "map", "data": {"@q1": {f"{c},{find}": max(v)
+                                                          for c, v in lats.items()}}}),
+             json.dumps({"type": "map", "data": {"@pc1": {
+                 f"7,{k.rpartition(',')[2]}": _packed(v) for k, v in p.items()}}}),
+             json.dumps({"type": "map", "data": {"@qc1": {"0,7": 151_000, "1,7": 2_000_000}}}),
+             '{"type": "printf", "data": "@end\\n"}']
+    slices, *_ = read_bpftrace_latency(lines, "packed")
+    (row,) = slices[0].rows.values()
+    conn = slices[0].conn_rows[7]
+    for a in (row, conn):
+        assert (a.count, a.sum_ns, a.max_ns) == (4, 2_451_500, 2_000_000)
+        assert sum(a.hist.values()) == 4
+
+
 def test_snoop_damaged_line_names_the_line():
     with pytest.raises(FormatError, match=r"<snoop>:2: expected a mongo_snoop.bt event line"):
         wire_events.parse_snoop(["TIME(s) PID", "7.355129 18389 garbage"])
@@ -86,8 +142,26 @@ def test_bpftrace_slices_add_up_to_the_counters_and_events(name):
     assert tot["max_ns"].to_dict() == by.max().to_dict()
 
 
+def test_bpftrace_per_connection_rows_are_the_events_exactly():
+    """FLAGS bit 1 (per connection): each connection's count, sum and max, from the packed
+    @pc and the per-CPU @qc, are its events' exactly."""
+    slices, events, counts, lost, _ = _bpftrace_sample("mongo_latency-ferretdb-packed.json")
+    got: dict[int, list[int]] = {}
+    for s in slices:
+        for fd, a in s.conn_rows.items():
+            r = got.setdefault(fd, [0, 0, 0])
+            r[0] += a.count
+            r[1] += a.sum_ns
+            r[2] = max(r[2], a.max_ns)
+    by = events.groupby("fd")["latency_ns"]
+    want = {int(fd): [int(n), int(t), int(m)] for fd, n, t, m in
+            zip(by.size().index, by.size(), by.sum(), by.max())}
+    assert got == want and len(got) >= 5
+
+
 @pytest.mark.parametrize("name", BPFTRACE_SAMPLES)
 def test_bpftrace_summary_renders_and_round_trips(name):
+    sample = name
     slices, events, counts, lost, _ = _bpftrace_sample(name)
     s = latency.from_latencies(Latencies.from_slices(slices, 0, counts=counts, lost=lost))
     assert {k: g.count for k, g in s.by_command.items()} == s.requests_by_command
@@ -99,14 +173,16 @@ def test_bpftrace_summary_renders_and_round_trips(name):
         # within the log-linear buckets' bound of the exact nearest-rank value
         p99 = exact[max(int(np.ceil(0.99 * len(exact))), 1) - 1]
         assert abs(g["p99_ns"] - p99) <= loglinear.MAX_ERROR * p99 * 2 + 1, name
-    # FerretDB refuses endSessions (CommandNotFound): each is a failed reply
+    # FerretDB refuses endSessions, and the -packed load's made-up command
+    # (CommandNotFound): each is a failed reply
+    bad, n = FAILED_IN_SAMPLE.get(sample, ("endSessions", 4))
     assert {k: (g.errors, g.codes) for k, g in s.by_command.items() if g.errors} == \
-        {"endSessions": (4, {59: 4})}
-    ends = events[events["command"] == "endSessions"]
-    assert len(ends) == 4 and (ends["error_code"] == 59).all()
-    assert (events.loc[events["command"] != "endSessions", "error_code"] == 0).all()
+        {bad: (n, {59: n})}
+    ends = events[events["command"] == bad]
+    assert len(ends) == n and (ends["error_code"] == 59).all()
+    assert (events.loc[events["command"] != bad, "error_code"] == 0).all()
     text = s.render(by="command", unit="us")
-    assert "failed (ok: 0): 4   59 CommandNotFound: 4" in text
+    assert f"failed (ok: 0): {n}   59 CommandNotFound: {n}" in text
     assert "------------- Distribution -------------" in text
     assert text.rstrip().endswith("dropped events 0")
 

@@ -5,11 +5,12 @@ What the probe prints, one JSON object per line (bpftrace's JSON mode)::
 
     {"type": "printf", "data": "# clock monotonic_ns=N elapsed_ns=N\\n"}
     {"type": "printf", "data": "@slice 7661\\n"}            a second is over; its maps:
-    {"type": "map",   "data": {"@h1": {"W0,W1,W2,OP,BUCKET": N, ...}}}   histogram
-    {"type": "map",   "data": {"@s1": {"CPU,W0,W1,W2,OP": [SUM_NS, MAX_NS]}}}
+    {"type": "map",   "data": {"@p1": {"W0,W1,W2,OP,BUCKET": P, ...}}}   histogram:
+                                 P = (the latencies' sum << 20) + their count (PACK)
+    {"type": "map",   "data": {"@q1": {"CPU,W0,W1,W2,OP": MAX_NS}}}
     {"type": "map",   "data": {"@n1": {"W0,W1,W2,OP": N}}}     requests with no reply due
     {"type": "map",   "data": {"@x1": {"W0,W1,W2,OP,CODE": N}}}   failed replies (ok: 0)
-    {"type": "map",   "data": {"@hc1": {"FD,BUCKET": N}}}, @sc1 {"CPU,FD": [SUM, MAX]}
+    {"type": "map",   "data": {"@pc1": {"FD,BUCKET": P}}}, @qc1 {"CPU,FD": MAX}
                                                                  (FLAGS bit 1)
     {"type": "map",   "data": {"@z1": {"TS,TID": "BYTES"}}}   an OP_COMPRESSED request's
                                  first 40 body bytes (bpftrace's buf: \\xNN escapes)
@@ -23,9 +24,14 @@ What the probe prints, one JSON object per line (bpftrace's JSON mode)::
     {"type": "printf", "data": "@tie KEY FD\\n"}   mongo_latency_tls.bt: the connection
                         keyed KEY (2^30 + a number: OpenSSL on memory BIOs) is socket FD
 
-A command's count in a slice is its histogram's total. Outputs of earlier versions
-of the probe (``@s`` as bpftrace ``stats()`` keyed without the CPU, ``@m`` the max,
-a ``@requests`` counter) read the same.
+A command's count in a slice is its histogram's total. A bucket's value packs its
+count (the low ``PACK_BITS`` bits) and the sum of its latencies modulo 2^(64 -
+PACK_BITS) ns: the exact sum is the one value in [count * lo, count * lo + 2^44) with
+those bits (``unpack``), exact while count * (hi - lo) < 2^44 (for latencies under
+2^36 ns, 16,384 requests a bucket a second; the last bucket, 2^36 ns and up, is open).
+Outputs of earlier versions of the probe (``@h`` counts with ``@s`` (sum, max) tuples
+keyed by CPU, or ``stats()`` without it, ``@m`` the max, a ``@requests`` counter) read
+the same.
 
 The suffix (0, 1, 2) is the slice modulo 3 (the probe rotates three map sets); a map
 with no entries is not printed. A command name is three little-endian words
@@ -50,6 +56,7 @@ from __future__ import annotations
 import json
 from typing import Iterable
 
+from .. import loglinear
 from ..probes import probe_module
 from .errors import FormatError
 from .wire_slices import Agg, Slice, events_frame, name_of_words, opcode_name
@@ -78,6 +85,20 @@ FD_MASK = 0x7FFFFFFF
 # fd once a "@tie KEY FD" line named it, else as 2^30 + its number (as bcc does)
 SSL_KEY = 0x40000000
 FULL = {"@full_s": "@s", "@full_c": "@c"}
+# a histogram bucket's value: (sum of latencies << PACK_BITS) + count, as the probe
+# adds it up (mongo_wire.bt.in, ACCOUNT)
+PACK_BITS = 20
+_SUM_MOD = 1 << (64 - PACK_BITS)
+
+
+def unpack(bucket: int, value: int) -> tuple[int, int]:
+    """A bucket's packed value: (count, exact sum of its latencies). bpftrace prints
+    the 64-bit sum signed; the sum's bits are its value modulo 2^44, and the bucket's
+    bounds say which value it is."""
+    v = value & ((1 << 64) - 1)
+    n = v & ((1 << PACK_BITS) - 1)
+    lo = n * loglinear.bounds(bucket)[0]
+    return n, lo + (((v >> PACK_BITS) - lo) % _SUM_MOD)
 
 
 def _ints(key: str) -> list[int]:
@@ -192,16 +213,23 @@ class BpftraceLatency:
             if self._cur is None and not self.ended:
                 continue
             cur = self._cur if self._cur is not None else self._late_slice(int(view))
-            if kind in ("h", "s", "m", "n", "x"):
+            if kind in ("p", "q", "h", "s", "m", "n", "x"):
                 self._command_map(cur, kind, value)
                 continue
             for key, v in value.items():
                 k = _ints(key)
-                fd = self.conn_fd(k[1] if kind == "sc" and isinstance(v, list) else k[0])
+                cpu_first = kind == "qc" or (kind == "sc" and isinstance(v, list))
+                fd = self.conn_fd(k[1] if cpu_first else k[0])
                 agg = cur.conn_rows.get(fd)
                 if agg is None:
                     agg = cur.conn_rows[fd] = Agg()
-                if kind == "hc":
+                if kind == "pc":
+                    n, total = unpack(k[-1], int(v))
+                    agg.hist[k[-1]] = agg.hist.get(k[-1], 0) + n
+                    agg.sum_ns += total
+                elif kind == "qc":
+                    agg.max_ns = max(agg.max_ns, int(v))
+                elif kind == "hc":
                     agg.hist[k[-1]] = agg.hist.get(k[-1], 0) + int(v)
                 elif kind == "sc":
                     _add_sum_max(agg, v)
@@ -224,14 +252,16 @@ class BpftraceLatency:
         return self._late[view]
 
     def _command_map(self, cur: Slice, kind: str, value: dict) -> None:
-        """One of the slice's per-command maps (@h, @s, @m, @n, @x): keys are
-        ``W0,W1,W2,OP`` (and ``,BUCKET`` for @h, ``,CODE`` for @x: failed replies). An hour at 50k requests/s prints
-        millions of these entries: names are decoded once per key prefix."""
+        """One of the slice's per-command maps (@p, @q, @n, @x; earlier probes' @h,
+        @s, @m): keys are ``W0,W1,W2,OP`` (and ``,BUCKET`` for @p and @h, ``,CODE`` for
+        @x: failed replies; the CPU first for @q and a tuple-valued @s). An hour at
+        50k requests/s prints millions of these entries: names are decoded once per
+        key prefix."""
         rows, names = cur.rows, self._names
         for key, v in value.items():
-            if kind in ("h", "x"):
+            if kind in ("p", "h", "x"):
                 key, _, b = key.rpartition(",")
-            elif kind == "s" and isinstance(v, list):
+            elif kind == "q" or (kind == "s" and isinstance(v, list)):
                 key = key.partition(",")[2]          # the CPU first
             name = names.get(key)
             if name is None:
@@ -240,7 +270,14 @@ class BpftraceLatency:
             agg = rows.get(name)
             if agg is None:
                 agg = rows[name] = Agg()
-            if kind == "h":
+            if kind == "p":
+                b = int(b)
+                n, total = unpack(b, int(v))
+                agg.hist[b] = agg.hist.get(b, 0) + n
+                agg.sum_ns += total
+            elif kind == "q":
+                agg.max_ns = max(agg.max_ns, int(v))
+            elif kind == "h":
                 b = int(b)
                 agg.hist[b] = agg.hist.get(b, 0) + int(v)
             elif kind == "s":
