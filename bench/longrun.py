@@ -10,9 +10,11 @@ USAGE: .venv/bin/python bench/longrun.py [--hours H] [--rate R] [--keep DIR] [--
    * ``hist/``: what ``record --probes latency,vmstat,iostat`` keeps. ``manifest.json``
      in record's shape (the ``latency`` collector's argv, clocks, host), and
      ``latency.bt.json`` as ``bpftrace -f json probes/mongo_latency.bt PID 0 0``
-     prints it: per second an ``@slice K`` line, then the maps ``@hN`` (log-linear
-     buckets per command words and opcode), ``@sN`` (count/average/total), ``@mN``
-     (max) and the cumulative counters; ``load.out`` with a load tool's ``### phase
+     prints it: per second an ``@slice K`` line, then the maps ``@pN`` (log-linear
+     buckets per command words and opcode, each its count and latencies' sum packed
+     in one number), ``@qN`` (max per CPU and command) and the cumulative counters,
+     and at the end the open connections (``@c``, whose heads count the requests);
+     ``load.out`` with a load tool's ``### phase
      start|end`` markers, as record stamps its lines; ``vmstat.txt`` (``vmstat -n -t
      1``) and ``iostat.txt`` (``iostat -x -t 1``).
    * ``events/``: the same run recorded with ``record --events``: the same requests,
@@ -63,6 +65,7 @@ TOP = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TOP / "analyzer"))
 
 from mongoprobe import loglinear  # noqa: E402
+from mongoprobe.formats.bpftrace_latency import PACK_BITS  # noqa: E402
 
 GOAL_S = 60.0
 GOAL_RSS = 2 * 2**30
@@ -94,7 +97,7 @@ PHASES = [
 ]
 GAP_S = 1.5                 # idle between phases: monitoring only
 HELLO_PER_S = 2.0           # monitoring requests per second, all along
-COUNTERS = ("no_reply", "stream_replies", "lost_unmatched_replies",
+COUNTERS = ("no_reply", "stream_replies", "closed_requests", "lost_unmatched_replies",
             "lost_requests_without_reply", "lost_malformed", "lost_dropped")
 
 
@@ -205,9 +208,14 @@ class ProbeWriter:
         key = (sec * nc + ev["code"]) * nb + b
         keys, counts = np.unique(key, return_counts=True)
         ks, kc, kb = keys // (nc * nb), keys // nb % nc, keys % nb
+        # a bucket's value as the probe adds it up: (its latencies' sum << 20) + its
+        # count, in 64 bits (bpftrace_latency.PACK_BITS), printed signed
+        inv = np.unique(key, return_inverse=True)[1]
+        sums = np.zeros(len(keys), dtype=np.uint64)
+        np.add.at(sums, inv, ev["latency_ns"].astype(np.uint64))
+        packed = ((sums << np.uint64(PACK_BITS)) + counts.astype(np.uint64)).view(np.int64)
         sc = sec * nc + ev["code"]
         cnt = np.bincount(sc, minlength=n_s * nc)
-        tot = np.bincount(sc, weights=ev["latency_ns"], minlength=n_s * nc)
         mx = np.zeros(n_s * nc, dtype=np.int64)
         np.maximum.at(mx, sc, ev["latency_ns"])
         edges = np.searchsorted(ks, np.arange(n_s + 1))
@@ -217,27 +225,26 @@ class ProbeWriter:
             lo, hi = edges[s], edges[s + 1]
             text = [_line("printf", f"@slice {MONO0 + k}\n")]
             if hi > lo:
-                text.append(_line("map", {f"@h{view}": {
+                text.append(_line("map", {f"@p{view}": {
                     f"{self.prefix[c]},{bb}": int(n)
                     for c, bb, n in zip(kc[lo:hi].tolist(), kb[lo:hi].tolist(),
-                                        counts[lo:hi].tolist())}}))
-                cs = [c for c in range(nc) if cnt[s * nc + c]]
-                stats = {}
-                for c in cs:
-                    n, total = int(cnt[s * nc + c]), int(round(tot[s * nc + c]))
-                    stats[self.prefix[c]] = {"count": n, "average": total // n, "total": total}
-                text.append(_line("stats", {f"@s{view}": stats}))
-                text.append(_line("map", {f"@m{view}": {
-                    self.prefix[c]: int(mx[s * nc + c]) for c in cs}}))
+                                        packed[lo:hi].tolist())}}))
+                # the max per (CPU, command): all on CPU 0 here
+                text.append(_line("map", {f"@q{view}": {
+                    f"0,{self.prefix[c]}": int(mx[s * nc + c])
+                    for c in range(nc) if cnt[s * nc + c]}}))
             self.requests += int(cnt[s * nc:(s + 1) * nc].sum())
-            text.append(_line("map", {"@requests": self.requests}))
             text += [_line("map", {f"@{c}": 0}) for c in COUNTERS]
             self._write("".join(text))
             if self.events_fh:      # printed last, with EVENTS_EVERY only
                 self._write(_line("map", {"@events_kept": self.requests}), events_only=True)
 
     def end(self) -> None:
-        self._write(_line("printf", "@end\n"))
+        # the probe counts requests by connection: those closed, and at the end the
+        # open ones' ring heads (@c: REM, POS, HEAD, TAIL, TXR, FLAGS), all answered
+        conns = {str(9 + i): [0, 0, n, n, 0, 1] for i, n in
+                 enumerate(np.diff(np.linspace(0, self.requests, 9).astype(np.int64)).tolist())}
+        self._write(_line("map", {"@c": conns}) + _line("printf", "@end\n"))
 
 
 # --- the run directories -------------------------------------------------------------
