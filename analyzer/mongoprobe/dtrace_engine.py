@@ -133,10 +133,6 @@ def tls_report(text: str, hooked: str | None) -> tuple[dict, dict | None]:
     return untraced, tls
 
 
-# a memory-BIO connection is shown as 2^30 + its number until tied (mongo_wire.d.in)
-SHOWN_BIO = latency.UNTIED_BIO
-
-
 def tls_ties(lines) -> dict[tuple[int, int], int]:
     """The ``# tls tie PID SHOWN FD`` lines of a _tls script: {(pid, shown): fd}, the
     socket of each memory-BIO connection tied to one."""
@@ -275,7 +271,8 @@ class SnoopTies:
             ready = [(ln, r) for ln, r in self.held if (r["pid"], r["fd"]) in self.ties]
             self.held = [(ln, r) for ln, r in self.held if (r["pid"], r["fd"]) not in self.ties]
             return [self._tied(ln, r) for ln, r in ready]
-        if row is None or row["fd"] < SHOWN_BIO:
+        # a memory-BIO connection is 2^30 + its number until tied (mongo_wire.d.in)
+        if row is None or row["fd"] < latency.UNTIED_BIO:
             return [(line, row)]
         if (row["pid"], row["fd"]) in self.ties:
             return [self._tied(line, row)]
