@@ -1142,6 +1142,9 @@ static __always_inline void mw_tx_first(void *ctx, struct mw_args *a, struct mw_
         a->buf += s;
         a->cap = a->cap > s ? a->cap - s : 0;
         a->ret -= s;
+        if (a->ret == 0)
+            return;             /* all of it sent again: nothing new (a reply's
+                                 * first bytes kept from it stay kept) */
     }
     u64 ret = a->ret;
     u64 avail = a->cap < ret ? a->cap : ret;

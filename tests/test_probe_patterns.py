@@ -52,7 +52,7 @@ ATTACH_TIMEOUT = 60.0  # bpftrace 0.17 and bcc compile and load for seconds on a
 STOP_TIMEOUT = 30.0
 CONNECTIONS = 4
 TOOLS = ["bpftrace", "bcc", "dtrace"]
-MODES = ["mongod", "readwrite", "vector", "split", "sendto", "partial"]
+MODES = ["mongod", "readwrite", "vector", "split", "sendto", "partial", "partial-split"]
 
 
 def _tracing_unavailable() -> str | None:

@@ -18,6 +18,9 @@ server answers every request with `{"ok": 1}` and lets the test pick the syscall
              after the body) and sent with send(MSG_DONTWAIT) into a 4 KiB send buffer:
              sends that go out in part, or not at all (EAGAIN), then the rest again
              (a non-blocking server answering a large result: Netty, Go).
+  partial-split  as partial, every OP_MSG reply in two such sends: its first 20 bytes
+             (short of the 40 a probe reads to know whether it failed), then the rest;
+             the first often finds the buffer still full (EAGAIN) and goes again.
 
 --tls CERT KEY serves TLS (Python's ssl module: OpenSSL, libssl) with the same
 patterns on the plaintext: mongod and vector read the 16-byte header, then the body
@@ -85,7 +88,8 @@ from mongoprobe.wire import (
 from mongoprobe.wire import COMPRESSORS, _decompress
 from mongoprobe.wire_encode import encode_op_compressed, encode_op_msg, encode_op_reply
 
-MODES = ("mongod", "readwrite", "vector", "split", "sendto", "partial")
+MODES = ("mongod", "readwrite", "vector", "split", "sendto", "partial", "partial-split")
+PARTIAL = ("partial", "partial-split")  # non-blocking sends into a small send buffer
 BUFFER_SIZE = 4096  # FerretDB's buffered reader
 HEADER = struct.Struct("<iiii")  # messageLength, requestID, responseTo, opCode
 LOG_EVERY = 3  # requests per connection between two log writes
@@ -118,7 +122,7 @@ class Connection:
         """One buffered read of at most BUFFER_SIZE bytes (b"" at EOF)."""
         if self.tls:
             return self.sock.recv(BUFFER_SIZE)  # SSL_read_ex
-        if self.mode in ("sendto", "partial"):
+        if self.mode in ("sendto", *PARTIAL):
             buf = bytearray(BUFFER_SIZE)
             n = self.sock.recv_into(buf)  # recvfrom(2)
             return bytes(buf[:n])
@@ -179,7 +183,7 @@ class Connection:
                 n = os.writev(self.fd, [view])  # writev(2), one iovec
             elif self.mode == "sendto":
                 n = self.sock.send(view)  # sendto(2)
-            elif self.mode == "partial":
+            elif self.mode in PARTIAL:
                 try:
                     n = self.sock.send(view, socket.MSG_DONTWAIT)  # sendto(2), maybe short
                 except BlockingIOError:  # EAGAIN: nothing went out; wait, send it again
@@ -190,10 +194,11 @@ class Connection:
             view = view[n:]
 
     def send(self, reply: bytes) -> None:
-        if self.mode == "partial" and HEADER.unpack_from(reply)[3] == OP_MSG:
+        if self.mode in PARTIAL and HEADER.unpack_from(reply)[3] == OP_MSG:
             reply = padded(reply)
-        if self.mode == "split":
-            cuts = [10, 20] if len(reply) > 40 else [10]
+        if self.mode in ("split", "partial-split"):
+            cuts = ([20] if self.mode == "partial-split" else
+                    [10, 20] if len(reply) > 40 else [10])
             for start, end in zip([0, *cuts], [*cuts, len(reply)]):
                 self._write_all(reply[start:end])
         else:
@@ -401,7 +406,7 @@ def handle(sock: socket.socket, mode: str, log: Log, tls: ssl.SSLContext | None)
         try:
             if tls is not None:
                 sock = tls.wrap_socket(sock, server_side=True)  # the handshake
-            if mode == "partial":
+            if mode in PARTIAL:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
             Connection(sock, mode, log).serve()
         except Exception as exc:  # report and drop this connection; the server goes on
