@@ -206,11 +206,10 @@ class ProbeWriter:
         b = loglinear.index(ev["latency_ns"])
         nb, nc = int(b.max()) + 1, len(NAMES)
         key = (sec * nc + ev["code"]) * nb + b
-        keys, counts = np.unique(key, return_counts=True)
+        keys, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
         ks, kc, kb = keys // (nc * nb), keys // nb % nc, keys % nb
         # a bucket's value as the probe adds it up: (its latencies' sum << 20) + its
         # count, in 64 bits (bpftrace_latency.PACK_BITS), printed signed
-        inv = np.unique(key, return_inverse=True)[1]
         sums = np.zeros(len(keys), dtype=np.uint64)
         np.add.at(sums, inv, ev["latency_ns"].astype(np.uint64))
         packed = ((sums << np.uint64(PACK_BITS)) + counts.astype(np.uint64)).view(np.int64)

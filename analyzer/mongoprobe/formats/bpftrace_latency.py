@@ -224,9 +224,7 @@ class BpftraceLatency:
                 if agg is None:
                     agg = cur.conn_rows[fd] = Agg()
                 if kind == "pc":
-                    n, total = unpack(k[-1], int(v))
-                    agg.hist[k[-1]] = agg.hist.get(k[-1], 0) + n
-                    agg.sum_ns += total
+                    _add_packed(agg, k[-1], v)
                 elif kind == "qc":
                     agg.max_ns = max(agg.max_ns, int(v))
                 elif kind == "hc":
@@ -271,10 +269,7 @@ class BpftraceLatency:
             if agg is None:
                 agg = rows[name] = Agg()
             if kind == "p":
-                b = int(b)
-                n, total = unpack(b, int(v))
-                agg.hist[b] = agg.hist.get(b, 0) + n
-                agg.sum_ns += total
+                _add_packed(agg, int(b), v)
             elif kind == "q":
                 agg.max_ns = max(agg.max_ns, int(v))
             elif kind == "h":
@@ -409,6 +404,13 @@ def _buf_bytes(text: str) -> bytes:
         out += text[i].encode("latin-1", "replace")
         i += 1
     return bytes(out)
+
+
+def _add_packed(agg: Agg, bucket: int, v) -> None:
+    """One packed histogram bucket (@p, @pc): its count and its latencies' sum."""
+    n, total = unpack(bucket, int(v))
+    agg.hist[bucket] = agg.hist.get(bucket, 0) + n
+    agg.sum_ns += total
 
 
 def _add_sum_max(agg: Agg, v) -> None:
