@@ -39,6 +39,7 @@ from pathlib import Path
 import pytest
 
 import wireclient
+from wireserver import MODES    # the server patterns, each run under every tool
 from mongoprobe import loglinear
 from mongoprobe import probes as mp_probes
 
@@ -52,7 +53,6 @@ ATTACH_TIMEOUT = 60.0  # bpftrace 0.17 and bcc compile and load for seconds on a
 STOP_TIMEOUT = 30.0
 CONNECTIONS = 4
 TOOLS = ["bpftrace", "bcc", "dtrace"]
-MODES = ["mongod", "readwrite", "vector", "split", "sendto", "partial", "partial-split"]
 
 
 def _tracing_unavailable() -> str | None:
