@@ -3,7 +3,7 @@
 
 USAGE: .venv/bin/python bench/probe_cost.py [--reps N] [--seconds S] [--threads N]
            [--connections N,N...] [--engines bpftrace,bcc,tshark]
-           [--modes hist,events,capture,tls,floor]
+           [--modes hist,events,capture,tls,floor,idle,sock]
            [--targets java,ferretdb,ferretdb-tls] [--no-pin] [--quick] [--json]
 
 For each target, an N-connection find_one-by-_id load (the Java driver,
@@ -17,11 +17,17 @@ through the project's own command line, as a user would:
     bcc tls          ... --engine bcc --json --tls on   (target ferretdb-tls only)
     tshark capture   mongoprobe capture -o FILE --port PORT   (throughput only)
     bcc floor        bench/tracepoint_floor.py -p PID
+    bcc idle         ... --kind idle
+    bcc sock         ... --kind sock
 
 The floor row attaches programs that only test the pid and count to the bcc probe's
 own tracepoints: its BPF ns per request and its throughput ratio are what the
 tracepoint hits cost by themselves, the physical limit of a syscall probe, measured
 in the same run as the probes (a probe's work is what it costs above the floor).
+Two rows tell its parts apart (not run by default): idle, one syscall tracepoint
+that the load never hits (the slower syscall path every task takes while any syscall
+tracepoint is attached, alone), and sock, the same pid test and count on the socket
+layer's tracepoints (sock_recv_length, sock_send_length) instead of the syscalls'.
 
 Targets: mongo-java-server (memory backend, in-memory and fast: a probe's cost shows
 in its throughput) and the embedded FerretDB (hundreds of µs of CPU per request, so
@@ -98,7 +104,8 @@ JAR_NAME = "mongoprobe-bench.jar"
 GOAL_NS = {("bpftrace", "hist"): 2000, ("bcc", "hist"): 1000,
            ("bpftrace", "events"): 4000, ("bcc", "events"): 2000}
 ENGINES = ("bpftrace", "bcc", "tshark")
-MODES = ("hist", "events", "capture", "tls", "floor")
+MODES = ("hist", "events", "capture", "tls", "floor", "idle", "sock")
+FLOORS = ("floor", "idle", "sock")     # bench/tracepoint_floor.py's kinds: bcc rows
 TARGETS = ("java", "ferretdb", "ferretdb-tls")
 TLS_TARGETS = ("ferretdb-tls",)     # only the tls row runs there, and only there
 STATS_SYSCTL = Path("/proc/sys/kernel/bpf_stats_enabled")
@@ -480,8 +487,9 @@ class Row:
     def argv(self, t: Target, tmp: str) -> list[str]:
         """The command for this row: the user's (`python -m mongoprobe ...`), or the
         floor's tool."""
-        if self.mode == "floor":
-            return [probes.BCC_PYTHON, str(FLOOR), "-p", str(t.pid)]
+        if self.mode in FLOORS:
+            kind = "probe" if self.mode == "floor" else self.mode
+            return [probes.BCC_PYTHON, str(FLOOR), "-p", str(t.pid), "--kind", kind]
         mp = [sys.executable, "-m", "mongoprobe"]
         if self.engine == "tshark":
             return [*mp, "capture", "-o", os.path.join(tmp, "cap.pcapng"),
@@ -500,9 +508,9 @@ class Row:
 
 def valid_rows(engines, modes) -> list[Row]:
     # tshark goes with capture; tls is bcc's (bpftrace 0.17 cannot place Go's RET
-    # probes: probes/README.md); the floor is a bcc program
+    # probes: probes/README.md); the floors are bcc programs
     return [Row(e, m) for e in engines for m in modes
-            if (e == "tshark") == (m == "capture") and (m not in ("tls", "floor") or e == "bcc")]
+            if (e == "tshark") == (m == "capture") and (m not in ("tls", *FLOORS) or e == "bcc")]
 
 
 class AttachedProbe:
@@ -750,6 +758,8 @@ def render(report: dict) -> str:
            "per request; cpu us: the probe's own processes per request; seen: requests",
            "the probe counted / served; ratio: ops/s with / without the probe;",
            "bcc floor: the same tracepoints, programs that only test the pid",
+           *(["bcc idle: a syscall tracepoint nothing hits; sock: socket tracepoints"]
+             if any(r["mode"] in ("idle", "sock") for r in report["rows"]) else []),
            "",
            f"{'target':9s}{'probe':16s}{'ns/req':>7s}{'goal':>6s}{'runs':>7s}"
            f"{'cpu us':>8s}{'seen':>6s}  ratio (min-max)"]
@@ -791,7 +801,7 @@ def render(report: dict) -> str:
                      if counts[0] in ns and counts[-1] in ns else f"{'-':>8s}")
             out.append(f"  {key[0]:9s}{key[1] + ' ' + key[2]:16s}{cells}{ratio}")
     for r in report["rows"]:
-        if not r["bpf"]:
+        if not r["bpf"] or not r["bpf"]["runs_per_request"]:    # idle: nothing ran
             continue
         out += ["", f"where the BPF time goes: {r['target']}, {r['engine']} {r['mode']} "
                     f"({r['bpf']['requests']:,} requests)",
@@ -849,7 +859,8 @@ def main(argv=None) -> int:
                          "can run here)")
     ap.add_argument("--modes", type=csv(MODES),
                     help="comma-separated, of hist,events (bpftrace, bcc), capture "
-                         "(tshark) and tls (bcc, target ferretdb-tls); default all")
+                         "(tshark), tls (bcc, target ferretdb-tls), floor, idle and "
+                         "sock (bcc); default all but idle and sock")
     ap.add_argument("--targets", type=csv(TARGETS), default=list(TARGETS),
                     help="comma-separated, of java (mongo-java-server), ferretdb, "
                          "ferretdb-tls; default all")
@@ -875,7 +886,7 @@ def main(argv=None) -> int:
         if why and a.engines is None and e != "bpftrace":
             log(f"probe_cost: {e} rows left out: {why}")
             engines.remove(e)
-    rows = valid_rows(engines, a.modes or list(MODES))
+    rows = valid_rows(engines, a.modes or [m for m in MODES if m not in ("idle", "sock")])
     if not rows:
         ap.error("no engine/mode combination (tshark goes with capture, the others "
                  "with hist and events)")

@@ -2,7 +2,7 @@
 """tracepoint_floor.py - the floor of a syscall probe's cost: the bcc latency probe's
 own tracepoints, each running a program that only tests the pid and counts.
 
-USAGE: /usr/bin/python3 bench/tracepoint_floor.py -p PID [--list]
+USAGE: /usr/bin/python3 bench/tracepoint_floor.py -p PID [--kind probe|idle|sock] [--list]
 
 bench/probe_cost.py runs it as its `bcc floor` row, beside the real probes, so the
 BPF ns per request and the throughput ratio of the tracepoint hits themselves (the
@@ -16,6 +16,15 @@ machine (TLS off): its TRACEPOINT_PROBE lines after the C preprocessor, with the
 macros mongolatency.py defines for the architecture, so the list follows the probe.
 --list prints them and exits. Ctrl-C ends it and prints one JSON line: the
 tracepoints and how many of their hits were the target's.
+
+Two more kinds tell the floor's parts apart (bench/probe_cost.py's `idle` and `sock`
+rows):
+  idle   one syscall tracepoint that the load never hits (vhangup): while any syscall
+         tracepoint has a program, every syscall of every task takes the kernel's
+         slower syscall path, which this alone costs;
+  sock   the socket layer's tracepoints sock_recv_length and sock_send_length (Linux
+         6.4 and later), hit inside every socket receive and send: the same pid test
+         and count without the syscall tracepoints.
 """
 
 import argparse
@@ -31,6 +40,11 @@ from pathlib import Path
 HEADER = Path(__file__).resolve().parents[1] / "probes" / "mongo_wire.h"
 
 
+# the other kinds' tracepoints, as category:name
+KINDS = {"idle": ["syscalls:sys_enter_vhangup"],
+         "sock": ["sock:sock_recv_length", "sock:sock_send_length"]}
+
+
 def tracepoints(header: Path = HEADER) -> list[str]:
     """The syscall tracepoints mongo_wire.h attaches on this architecture."""
     text = "\n".join(ln for ln in header.read_text().splitlines()
@@ -40,7 +54,7 @@ def tracepoints(header: Path = HEADER) -> list[str]:
         defs.append("-D__x86_64__")     # cpp defines it for the host, said here anyway
     out = subprocess.run(["cpp", "-P", *defs], input=text, capture_output=True,
                          text=True, check=True).stdout
-    return re.findall(r"TRACEPOINT_PROBE\(syscalls,\s*(\w+)\)", out)
+    return [f"syscalls:{t}" for t in re.findall(r"TRACEPOINT_PROBE\(syscalls,\s*(\w+)\)", out)]
 
 
 PROGRAM = """
@@ -48,7 +62,7 @@ BPF_PERCPU_ARRAY(hits, u64, 1);
 """
 
 CLAUSE = """
-TRACEPOINT_PROBE(syscalls, %s)
+TRACEPOINT_PROBE(%s, %s)
 {
     if ((bpf_get_current_pid_tgid() >> 32) != %d)
         return 0;
@@ -64,18 +78,21 @@ TRACEPOINT_PROBE(syscalls, %s)
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-p", "--pid", type=int, help="the traced server's pid")
+    ap.add_argument("--kind", choices=["probe", *KINDS], default="probe",
+                    help="the probe's tracepoints (default), one syscall tracepoint "
+                         "nothing hits, or the socket tracepoints")
     ap.add_argument("--list", action="store_true", help="print the tracepoints and exit")
     a = ap.parse_args()
-    tps = tracepoints()
+    tps = KINDS.get(a.kind) or tracepoints()
     if a.list:
         print("\n".join(tps))
         return 0
     if a.pid is None:
         ap.error("-p PID is needed")
     from bcc import BPF     # only here: --list runs without bcc
-    b = BPF(text=PROGRAM + "".join(CLAUSE % (tp, a.pid) for tp in tps))
+    b = BPF(text=PROGRAM + "".join(CLAUSE % (*tp.split(":"), a.pid) for tp in tps))
     signal.signal(signal.SIGTERM, signal.default_int_handler)    # ends it as Ctrl-C does
-    print(f"Tracing {len(tps)} syscall tracepoints for PID {a.pid} (the floor: a pid "
+    print(f"Tracing {len(tps)} tracepoints ({a.kind}) for PID {a.pid} (the floor: a pid "
           "test and a count)... Hit Ctrl-C to end.", file=sys.stderr, flush=True)
     try:
         signal.pause()

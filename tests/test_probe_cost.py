@@ -83,17 +83,19 @@ def test_quick_bpftrace_hist_on_java_server():
 @pytest.mark.root
 def test_quick_floor_beside_bcc_hist():
     """The floor row runs on the bcc probe's own tracepoints, hit as often per request;
-    its programs only test the pid, so it costs less than the probe's."""
+    its programs only test the pid, so it costs less than the probe's. The idle row's
+    syscall tracepoint is never hit; the sock row's programs are on the socket
+    tracepoints, hit by every socket receive and send."""
     bench = load_bench()
     why = bench.why_cannot_run(["bcc"], ["java"])
     if why:
         pytest.skip(why)
     r = subprocess.run([sys.executable, str(BENCH), "--quick", "--engines", "bcc",
-                        "--modes", "hist,floor", "--targets", "java", "--json"],
+                        "--modes", "hist,floor,idle,sock", "--targets", "java", "--json"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     rows = {row["mode"]: row for row in json.loads(r.stdout)["rows"]}
-    assert set(rows) == {"hist", "floor"}
+    assert set(rows) == {"hist", "floor", "idle", "sock"}
     hist, floor = rows["hist"]["bpf"], rows["floor"]["bpf"]
 
     def attached(bpf):
@@ -103,4 +105,10 @@ def test_quick_floor_beside_bcc_hist():
     assert floor["runs_per_request"] == pytest.approx(hist["runs_per_request"], abs=0.5)
     assert floor["ns_per_request"] < hist["ns_per_request"]
     assert floor["seen"] is None and rows["floor"]["goal_ns_per_request"] is None
-    assert "java     bcc floor" in bench.render(json.loads(r.stdout))
+    idle, sock = rows["idle"]["bpf"], rows["sock"]["bpf"]
+    assert idle["runs_per_request"] == 0 and idle["ns_per_request"] == 0
+    assert {p["name"] for p in sock["programs"]} == {"sock_recv_length", "sock_send_length"}
+    assert sock["runs_per_request"] >= 2    # the server's receive and send, at least
+    text = bench.render(json.loads(r.stdout))
+    assert "java     bcc floor" in text and "java     bcc idle" in text
+    assert "where the BPF time goes: java, bcc idle" not in text
