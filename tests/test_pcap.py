@@ -386,10 +386,11 @@ def test_join_with_probe_network_covers_server(need_capture, need_bpftrace, ferr
     assert j.attrs["pcap_unmatched"] == 0
     # one capture stream per (pid, fd) at a time: the join is consistent
     assert j.groupby(["pid", "fd"])["stream"].nunique().max() >= 1
-    # The capture stamps a reply when it passes the loopback tap, inside the server's
-    # send syscall; the probe ends the request at that syscall's exit, which loopback can
-    # delay by delivering the packet to the client inline. So a few requests show the
-    # network side shorter than the server side by that tail, never by a whole request.
+    # The probe times a reply at its send syscall's entry, before the capture stamps it
+    # at the loopback tap inside that send, so the network side should cover the server
+    # side; a few requests are allowed to show it shorter, by less than half the server's
+    # time. (One run in many has failed this: a getMore, network 146 us against server
+    # 630 us; the cause is not found.)
     bad = j[j["network_ns"] < j["server_ns"]]
     cols = ["command", "request_id", "network_ns", "server_ns"]
     assert len(bad) <= max(2, 0.01 * len(j)), bad[cols]
