@@ -106,6 +106,7 @@ GOAL_NS = {("bpftrace", "hist"): 2000, ("bcc", "hist"): 1000,
 ENGINES = ("bpftrace", "bcc", "tshark")
 MODES = ("hist", "events", "capture", "tls", "floor", "idle", "sock")
 FLOORS = ("floor", "idle", "sock")     # bench/tracepoint_floor.py's kinds: bcc rows
+ASKED_ONLY = ("idle", "sock")           # rows left out of the default modes
 TARGETS = ("java", "ferretdb", "ferretdb-tls")
 TLS_TARGETS = ("ferretdb-tls",)     # only the tls row runs there, and only there
 STATS_SYSCTL = Path("/proc/sys/kernel/bpf_stats_enabled")
@@ -759,7 +760,7 @@ def render(report: dict) -> str:
            "the probe counted / served; ratio: ops/s with / without the probe;",
            "bcc floor: the same tracepoints, programs that only test the pid",
            *(["bcc idle: a syscall tracepoint nothing hits; sock: socket tracepoints"]
-             if any(r["mode"] in ("idle", "sock") for r in report["rows"]) else []),
+             if any(r["mode"] in ASKED_ONLY for r in report["rows"]) else []),
            "",
            f"{'target':9s}{'probe':16s}{'ns/req':>7s}{'goal':>6s}{'runs':>7s}"
            f"{'cpu us':>8s}{'seen':>6s}  ratio (min-max)"]
@@ -886,7 +887,7 @@ def main(argv=None) -> int:
         if why and a.engines is None and e != "bpftrace":
             log(f"probe_cost: {e} rows left out: {why}")
             engines.remove(e)
-    rows = valid_rows(engines, a.modes or [m for m in MODES if m not in ("idle", "sock")])
+    rows = valid_rows(engines, a.modes or [m for m in MODES if m not in ASKED_ONLY])
     if not rows:
         ap.error("no engine/mode combination (tshark goes with capture, the others "
                  "with hist and events)")
