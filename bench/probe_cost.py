@@ -490,7 +490,7 @@ class Row:
         floor's tool."""
         if self.mode in FLOORS:
             kind = "probe" if self.mode == "floor" else self.mode
-            return [probes.BCC_PYTHON, str(FLOOR), "-p", str(t.pid), "--kind", kind]
+            return [probes.bcc_python(), str(FLOOR), "-p", str(t.pid), "--kind", kind]
         mp = [sys.executable, "-m", "mongoprobe"]
         if self.engine == "tshark":
             return [*mp, "capture", "-o", os.path.join(tmp, "cap.pcapng"),

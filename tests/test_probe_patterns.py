@@ -48,7 +48,8 @@ WIRESERVER = Path(__file__).parent / "wireserver.py"
 BPFTRACE_TOOL = ROOT / "probes" / "mongo_latency.bt"
 BCC_TOOL = ROOT / "probes" / "mongolatency.py"
 DTRACE_TOOL = ROOT / "dtrace" / "mongo_time.d"
-SYSTEM_PYTHON = "/usr/bin/python3"  # bcc's bindings are Debian's python3-bpfcc
+SYSTEM_PYTHON = mp_probes.bcc_python()  # Debian's python3-bpfcc, or $MONGOPROBE_BCC_PYTHON
+BPFTRACE = mp_probes.bpftrace_binary()  # bpftrace on PATH, or $MONGOPROBE_BPFTRACE
 ATTACH_TIMEOUT = 60.0  # bpftrace 0.17 and bcc compile and load for seconds on a busy box
 STOP_TIMEOUT = 30.0
 CONNECTIONS = 4
@@ -67,7 +68,7 @@ def _tracing_unavailable() -> str | None:
 @functools.cache
 def _tool_unavailable(tool: str) -> str | None:
     if tool == "bpftrace":
-        return None if shutil.which("bpftrace") else "bpftrace is not installed (Debian package bpftrace)"
+        return None if shutil.which(BPFTRACE) else f"{BPFTRACE} is not installed (Debian package bpftrace)"
     if tool == "dtrace":
         return mp_probes.why_cannot_dtrace()
     if not BCC_TOOL.exists():
@@ -199,7 +200,7 @@ class Probe:
 
 def start_probe(tool: str, pid: int, workdir: Path) -> Probe:
     if tool == "bpftrace":
-        return Probe(["bpftrace", "-f", "json", str(BPFTRACE_TOOL), str(pid)],
+        return Probe([BPFTRACE, "-f", "json", str(BPFTRACE_TOOL), str(pid)],
                      lambda p: any('"Tracing MongoDB' in line for line in p.lines), workdir / "probe.err")  # fmt: skip
     if tool == "dtrace":
         return Probe([str(mp_probes.dtrace_binary()), "-s", str(DTRACE_TOOL), "-p", str(pid)],

@@ -18,7 +18,7 @@ import threading
 
 import pytest
 
-from mongoprobe import mixedload
+from mongoprobe import mixedload, probes
 from mongoprobe.formats import bpftrace_stacks
 
 MAPS = {"uk": "ustack, kstack", "ku": "kstack, ustack", "k": "kstack", "u": "ustack",
@@ -65,7 +65,7 @@ def profile(ferretdb):
         pytest.skip(why)
     body = " ".join(f"@{k}[{v}] = count();" for k, v in MAPS.items())
     prog = f"profile:hz:997 /pid == {ferretdb.pid}/ {{ {body} }} interval:s:3 {{ exit(); }}"
-    proc = subprocess.Popen(["bpftrace", "-e", prog], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([probes.bpftrace_binary(), "-e", prog], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             env={"BPFTRACE_CACHE_USER_SYMBOLS": "1", "PATH": "/usr/bin:/bin"})
     stop = threading.Event()

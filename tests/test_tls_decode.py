@@ -37,6 +37,7 @@ import pytest
 
 import wireclient
 from mongoprobe import mixedload, target
+from mongoprobe import probes as mp_probes
 from mongoprobe.formats import wire_events
 from test_dtrace import stop_cli as finish_cli  # stdout and stderr
 from test_latency_ferretdb import (REFUSED, WORKLOAD_COMMANDS, failed_responses,
@@ -132,7 +133,7 @@ def _openssl_probe(engine: str, pid: int, tmp_path: Path) -> Probe:
     from mongoprobe import wire_probe
     hook, notes = wire_probe.bpftrace_tls_hook(pid, "on")
     assert notes == [f"mongo_latency_tls.bt: TLS plaintext from {hook.describe()}"]
-    return Probe(["bpftrace", "-f", "json", str(BPFTRACE_TLS_TOOL), str(pid), "0", "0",
+    return Probe([mp_probes.bpftrace_binary(), "-f", "json", str(BPFTRACE_TLS_TOOL), str(pid), "0", "0",
                   hook.path],
                  lambda p: any('"Tracing MongoDB' in line for line in p.lines),
                  tmp_path / "probe.err")

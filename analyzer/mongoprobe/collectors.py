@@ -116,7 +116,7 @@ def _bt(name: str, script: str, fmt: str, *extra: Callable[[Context], object],
 
     def argv(ctx: Context) -> list[str]:
         tls = tls_script is not None and ctx.tls_library is not None
-        return (["bpftrace"] + (["-f", "json"] if json_mode else [])
+        return ([_probes.bpftrace_binary()] + (["-f", "json"] if json_mode else [])
                 + [str(_probes.probes_dir() / (tls_script if tls else script)), str(ctx.pid)]
                 + [str(f(ctx)) for f in extra] + ([ctx.tls_library] if tls else []))
 

@@ -24,7 +24,18 @@ from typing import Iterator
 # BPFTRACE_STRLEN: mongo_snoop.bt's printf of two strings overflows the 512-byte BPF
 # stack at bpftrace 0.17's default of 64 (see its header).
 BPFTRACE_ENV = {"BPFTRACE_CACHE_USER_SYMBOLS": "1", "BPFTRACE_STRLEN": "48"}
-BCC_PYTHON = "/usr/bin/python3"   # Debian's interpreter, the one python3-bpfcc serves
+
+
+def bpftrace_binary() -> str:
+    """The bpftrace to run: $MONGOPROBE_BPFTRACE (any version, e.g. a wrapper that runs
+    one inside a Debian root: scripts/in-root.sh), else ``bpftrace`` on PATH."""
+    return os.environ.get("MONGOPROBE_BPFTRACE") or "bpftrace"
+
+
+def bcc_python() -> str:
+    """The python that has bcc: $MONGOPROBE_BCC_PYTHON, else Debian's interpreter, the
+    one python3-bpfcc serves."""
+    return os.environ.get("MONGOPROBE_BCC_PYTHON") or "/usr/bin/python3"
 
 
 # Oracle DTrace for Linux as scripts/setup.sh builds it from the shared kit (keep equal
@@ -120,9 +131,22 @@ def why_cannot_trace() -> str | None:
     tracefs = Path("/sys/kernel/tracing")
     if not tracefs.is_dir() or not any(tracefs.iterdir()):
         return "tracefs is not mounted on /sys/kernel/tracing (run scripts/setup.sh)"
-    if not shutil.which("bpftrace"):
+    if not shutil.which(bpftrace_binary()):
+        if os.environ.get("MONGOPROBE_BPFTRACE"):
+            return f"MONGOPROBE_BPFTRACE={bpftrace_binary()} is not an executable"
         return "bpftrace is not installed (run scripts/setup.sh)"
     return None
+
+
+@functools.cache
+def bcc_version() -> str | None:
+    """bcc's version as the bcc python imports it ("0.26.0"); None where it has none."""
+    try:
+        r = subprocess.run([bcc_python(), "-c", "import bcc; print(bcc.__version__)"],
+                           capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout.strip() or None if r.returncode == 0 else None
 
 
 def why_cannot_bcc() -> str | None:
@@ -130,11 +154,11 @@ def why_cannot_bcc() -> str | None:
     if why:
         return why
     try:
-        r = subprocess.run([BCC_PYTHON, "-c", "import bcc"], capture_output=True, timeout=30)
+        r = subprocess.run([bcc_python(), "-c", "import bcc"], capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as e:
-        return f"{BCC_PYTHON} cannot run: {e}"
+        return f"{bcc_python()} cannot run: {e}"
     if r.returncode != 0:
-        return "python3-bpfcc is not installed for /usr/bin/python3 (run scripts/setup.sh)"
+        return f"python3-bpfcc is not installed for {bcc_python()} (run scripts/setup.sh)"
     if not Path(f"/lib/modules/{os.uname().release}/build").exists():
         return f"no kernel headers under /lib/modules/{os.uname().release}/build (run scripts/setup.sh)"
     return None
@@ -375,13 +399,13 @@ class Stopper:
 def bpftrace(script: str, *args: str | int, env: dict | None = None, **kw) -> Probe:
     """``bpftrace -f json probes/SCRIPT ARGS``, with BPFTRACE_ENV and ``env`` set."""
     path = probe_path(script)
-    return Probe(["bpftrace", "-f", "json", str(path), *map(str, args)],
+    return Probe([bpftrace_binary(), "-f", "json", str(path), *map(str, args)],
                  ready="Tracing MongoDB", env={**BPFTRACE_ENV, **(env or {})}, **kw)
 
 
 def bcc(tool: str, *args: str | int, **kw) -> Probe:
     path = probe_path(tool)
-    return Probe([BCC_PYTHON, str(path), *map(str, args)], ready="Tracing MongoDB", **kw)
+    return Probe([bcc_python(), str(path), *map(str, args)], ready="Tracing MongoDB", **kw)
 
 
 def dtrace(script: str, pid: int, *args: str | int, options: tuple[str, ...] = (),

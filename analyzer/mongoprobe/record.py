@@ -89,8 +89,10 @@ def tool_versions(target_exe: str | None = None, target_version: str | None = No
     from . import __version__, probes
 
     v = {
-        "bpftrace": _first_line(["bpftrace", "--version"]) if shutil.which("bpftrace") else None,
+        "bpftrace": (_first_line([probes.bpftrace_binary(), "--version"])
+                     if shutil.which(probes.bpftrace_binary()) else None),
         # "Oracle D 2.0 (dtrace-utils 8a1264bf)" for the one setup builds (--engine dtrace)
+        "bcc": probes.bcc_version(),
         "dtrace": probes.dtrace_version(),
         "perf": _first_line(["perf", "--version"]) if shutil.which("perf") else None,
         "tshark": _first_line(["tshark", "--version"]) if shutil.which("tshark") else None,

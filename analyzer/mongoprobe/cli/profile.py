@@ -90,7 +90,7 @@ def _start_bpftrace(script: str | Path, argv: list, keys_max: int | None = None,
                     json_mode: bool = False):
     try:
         path = Path(script) if os.path.isabs(str(script)) else probes.probe_path(str(script))
-        cmd = ["bpftrace"] + (["-f", "json"] if json_mode else []) + [str(path),
+        cmd = [probes.bpftrace_binary()] + (["-f", "json"] if json_mode else []) + [str(path),
                                                                      *map(str, argv)]
         return probes.Probe(cmd, ready="Hit Ctrl-C", env=_bpftrace_env(keys_max))
     except probes.ProbeError as e:
