@@ -41,6 +41,6 @@ exec unshare -m --propagation private /bin/sh -c '
         mkdir -p "$root$d"
         mount --rbind "$d" "$root$d"
     done
-    cd "$root$PWD" 2>/dev/null || cd "$root"
-    exec chroot "$root" /bin/sh -c "cd \"\$0\" 2>/dev/null || cd /; exec \"\$@\"" "$PWD" "$@"
+    here=$PWD
+    exec chroot "$root" /bin/sh -c "cd \"\$0\" 2>/dev/null || cd /; exec \"\$@\"" "$here" "$@"
 ' in-root "$root" "${#binds[@]}" "${binds[@]}" "$@"
