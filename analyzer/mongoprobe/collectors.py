@@ -96,7 +96,7 @@ class Spec:
 # samples on 2 CPUs with every sample distinct (the stack map is preallocated:
 # about 64 MB); a full map is seen in the probe's @samples_total. Set
 # BPFTRACE_MAP_KEYS_MAX in the environment for longer runs.
-STACK_KEYS = {"BPFTRACE_MAP_KEYS_MAX": "65536"}
+STACK_KEYS = _probes.bpftrace_map_keys(65536)
 
 
 def _latency_keys(ctx: Context) -> dict:

@@ -23,7 +23,15 @@ from typing import Iterator
 # takes minutes without its symbol cache (DESIGN: known traps).
 # BPFTRACE_STRLEN: mongo_snoop.bt's printf of two strings overflows the 512-byte BPF
 # stack at bpftrace 0.17's default of 64 (see its header).
-BPFTRACE_ENV = {"BPFTRACE_CACHE_USER_SYMBOLS": "1", "BPFTRACE_STRLEN": "48"}
+# Each setting under both of its names: bpftrace 0.27 reads only the newer one
+# (BPFTRACE_MAX_*), 0.17 only the older; 0.23 takes either.
+BPFTRACE_ENV = {"BPFTRACE_CACHE_USER_SYMBOLS": "1",
+                "BPFTRACE_STRLEN": "48", "BPFTRACE_MAX_STRLEN": "48"}
+
+
+def bpftrace_map_keys(n: int) -> dict:
+    """The environment that sets bpftrace's map-key limit to ``n``, in every version."""
+    return {"BPFTRACE_MAP_KEYS_MAX": str(n), "BPFTRACE_MAX_MAP_KEYS": str(n)}
 
 
 def bpftrace_binary() -> str:
@@ -55,7 +63,7 @@ def bpftrace_keys(max_connections: int) -> dict:
     preallocated), and the largest per-connection map (@s, the request slots) holds 4
     keys a connection; never below bpftrace's own default of 4096. (A second's events
     and the target's threads share that limit.)"""
-    return {"BPFTRACE_MAP_KEYS_MAX": str(max(4096, 4 * max_connections))}
+    return bpftrace_map_keys(max(4096, 4 * max_connections))
 
 
 def map_memory(pid: int) -> tuple[int, int]:

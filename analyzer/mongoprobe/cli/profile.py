@@ -82,7 +82,7 @@ def _err(msg: str) -> None:
 def _bpftrace_env(keys_max: int | None = None) -> dict:
     env = dict(probes.BPFTRACE_ENV)
     if keys_max:
-        env["BPFTRACE_MAP_KEYS_MAX"] = str(keys_max)
+        env.update(probes.bpftrace_map_keys(keys_max))
     return env
 
 
