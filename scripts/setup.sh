@@ -5,7 +5,8 @@
 #
 # Steps: Debian packages (tracers, perf, tshark, sysstat), tracefs, kernel headers
 # for bcc, the project's virtualenv (.venv, pinned pip packages, sees Debian's bcc
-# module), and the embedded target: FerretDB built from the Go module proxy.
+# module), the embedded target (FerretDB built from the Go module proxy), and Debian 13
+# and sid roots holding newer bpftrace and bcc (scripts/tracer-roots.sh).
 # Tool versions are pinned here; each run records what it used in its manifest.
 set -euo pipefail
 
@@ -174,5 +175,12 @@ if [ ! -f "$jdir/mongoprobe-bench.jar" ]; then
     mv "$jdir/mongoprobe-bench.jar.tmp" "$jdir/mongoprobe-bench.jar"
     rm -rf "$jbuild"
 fi
+
+# --- the tracer version matrix: Debian 13 and sid roots with newer bpftrace and bcc --
+# Built once into $tools/root-SUITE (a few minutes each, ~0.8 GB); the version-matrix
+# tests run their tracers through the wrappers in $tools/bin. MONGOPROBE_TRACER_ROOTS=""
+# skips them (those tests then skip, saying so).
+roots=${MONGOPROBE_TRACER_ROOTS-trixie sid}
+[ -z "$roots" ] || bash "$top/scripts/tracer-roots.sh" $roots
 
 say "ready (tools in $tools)"

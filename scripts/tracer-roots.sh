@@ -59,6 +59,5 @@ build_root() {
     say "$suite root ready: $(tr '\n' ' ' <"$root/.mongoprobe-root")"
 }
 
-for suite in "${@:-trixie sid}"; do
-    for s in $suite; do build_root "$s"; wrappers "$s"; done
-done
+[ $# -gt 0 ] || set -- trixie sid
+for s in "$@"; do build_root "$s"; wrappers "$s"; done
