@@ -3,13 +3,74 @@ test programs in C built on demand."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
+import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 from mongoprobe import probes, target
+
+# Every process the session starts, however deep and even once orphaned, carries this
+# in its environment: what the leftover check below looks for.
+SESSION_MARK = "MONGOPROBE_TEST_SESSION"
+
+
+def pytest_configure(config) -> None:
+    # Started in the background (`bash .ci/run &`, nohup), the session inherits SIGINT
+    # ignored, and so would every child: the tests that stop a tool with SIGINT (as a
+    # user's Ctrl-C) would wait out their timeouts. A handler (not SIG_IGN) is reset to
+    # the default in each exec'd child.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.environ.setdefault(SESSION_MARK, uuid.uuid4().hex)
+
+
+def _marked_processes(mark: str) -> list[tuple[int, str]]:
+    """(pid, command line) of the live processes whose environment has the mark, but
+    this one."""
+    needle = f"{SESSION_MARK}={mark}".encode()
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            if needle not in (d / "environ").read_bytes().split(b"\0"):
+                continue
+            if (d / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:             # gone meanwhile, or not ours to read
+            continue
+        found.append((int(d.name), cmd.strip()))
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_leftover_processes():
+    """Fails the session's last test when a test left a process running (a tracer, a
+    tshark, a server): each test must stop what it starts. The leftovers are killed so
+    the next run starts clean. Set up first, so torn down after the other session
+    fixtures (the shared targets) have stopped theirs."""
+    yield
+    mark = os.environ[SESSION_MARK]
+    left = _marked_processes(mark)
+    for _ in range(20):             # a child being stopped right now may need a moment
+        if not left:
+            return
+        time.sleep(0.25)
+        left = _marked_processes(mark)
+    for pid, _ in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    pytest.fail("processes left running by the tests (killed now): "
+                + "; ".join(f"{pid} {cmd[:120]}" for pid, cmd in left), pytrace=False)
 
 
 def build_c(tmp_path_factory, name: str, *flags: str) -> Path:
