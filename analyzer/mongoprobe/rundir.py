@@ -309,15 +309,16 @@ class Run:
         return {"probe": probe, "collectors": bad, "stacks": self._stack_losses()}
 
     def _stack_losses(self) -> dict:
-        """{profile|offcpu: {samples, folded, empty, lookup_failed}} for each stack
-        probe of the run: what its own counter saw (``samples``: @samples_total or
-        @switches_total, None without one), what was folded, and the stacks bpftrace
-        printed empty or could not look up (from its stderr, ``NAME.err``)."""
+        """{profile|offcpu: {samples, folded, empty, lookup_failed, unit}} for each
+        stack probe of the run: what its own counter saw (``samples``: @samples_total,
+        or offcpu.bt's @offcpu_us_total, in the unit of the values folded; None
+        without one: an offcpu.bt that counted only switches), what was folded, and
+        the stacks bpftrace printed empty or could not look up (its stderr, ``NAME.err``)."""
         from . import stacks
         from .formats.bpftrace_stacks import lookup_failures
 
         out = {}
-        for which, total in (("profile", "samples_total"), ("offcpu", "switches_total")):
+        for which, total in (("profile", "samples_total"), ("offcpu", "offcpu_us_total")):
             p = self.file(which)
             if p is None:
                 continue
@@ -328,7 +329,8 @@ class Run:
                       if err.exists() else 0)
             out[which] = {"samples": (meta.get("scalars") or {}).get(total),
                           "folded": int(df["count"].sum()), "empty": int(stats.get("empty", 0)),
-                          "lookup_failed": failed}
+                          "lookup_failed": failed,
+                          "unit": "us" if meta.get("unit") == "us" else "samples"}
         return out
 
     # --- FerretDB's own counts ------------------------------------------------------
