@@ -105,8 +105,13 @@ def _latency_keys(ctx: Context) -> dict:
     return _probes.bpftrace_keys(ctx.max_connections)
 
 
+# The profilers print no long string: bpftrace's default string size for them
+# (0.27's delete() does not compile with the wire probes' 48 bytes).
+PROFILER_ENV = {k: v for k, v in _probes.BPFTRACE_ENV.items() if "STRLEN" not in k}
+
+
 def _bt(name: str, script: str, fmt: str, *extra: Callable[[Context], object],
-        env_default: dict | None = None,
+        env: dict = _probes.BPFTRACE_ENV, env_default: dict | None = None,
         env_sized: Callable[[Context], dict] | None = None,
         tls_script: str | None = None) -> Spec:
     """A bpftrace tool; with tls_script, that one instead when the context has a TLS
@@ -120,7 +125,7 @@ def _bt(name: str, script: str, fmt: str, *extra: Callable[[Context], object],
                 + [str(_probes.probes_dir() / (tls_script if tls else script)), str(ctx.pid)]
                 + [str(f(ctx)) for f in extra] + ([ctx.tls_library] if tls else []))
 
-    return Spec(name, "probe", out, argv, fmt, READY, dict(_probes.BPFTRACE_ENV),
+    return Spec(name, "probe", out, argv, fmt, READY, dict(env),
                 dict(env_default or {}), env_sized, script=script, tool="bpftrace")
 
 
@@ -131,11 +136,11 @@ def _interval_int(ctx: Context) -> int:
 SPECS: dict[str, Spec] = {s.name: s for s in [
     _bt("latency", "mongo_latency.bt", "bpftrace-json", lambda c: 0,
         lambda c: c.events_every, env_sized=_latency_keys, tls_script="mongo_latency_tls.bt"),
-    _bt("profile", "profile.bt", "bpftrace-text", env_default=STACK_KEYS),
-    _bt("offcpu", "offcpu.bt", "bpftrace-text", env_default=STACK_KEYS),
-    _bt("flush", "flush.bt", "bpftrace-text"),
-    _bt("syscount", "syscount.bt", "bpftrace-text"),
-    _bt("threads", "threads.bt", "bpftrace-text"),
+    _bt("profile", "profile.bt", "bpftrace-text", env=PROFILER_ENV, env_default=STACK_KEYS),
+    _bt("offcpu", "offcpu.bt", "bpftrace-text", env=PROFILER_ENV, env_default=STACK_KEYS),
+    _bt("flush", "flush.bt", "bpftrace-text", env=PROFILER_ENV),
+    _bt("syscount", "syscount.bt", "bpftrace-text", env=PROFILER_ENV),
+    _bt("threads", "threads.bt", "bpftrace-text", env=PROFILER_ENV),
     Spec("vmstat", "system", "vmstat.txt",
          lambda c: ["vmstat", "-n", "-t", str(_interval_int(c))], "vmstat", None,
          {"LC_ALL": "C"}, tool="vmstat", attach_timeout=10),
