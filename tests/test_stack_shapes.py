@@ -67,7 +67,8 @@ def profile(ferretdb):
     prog = f"profile:hz:997 /pid == {ferretdb.pid}/ {{ {body} }} interval:s:3 {{ exit(); }}"
     proc = subprocess.Popen([probes.bpftrace_binary(), "-e", prog], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
-                            env={"BPFTRACE_CACHE_USER_SYMBOLS": "1", "PATH": "/usr/bin:/bin"})
+                            env={"BPFTRACE_CACHE_USER_SYMBOLS": "1",
+                                 "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})  # (chroot: sbin)
     stop = threading.Event()
 
     def busy():      # load until bpftrace has exited, however long attaching took
