@@ -389,7 +389,13 @@ def _target_setup(example: str, env: dict, tmp: Path) -> None:
         assert r.returncode == 0, r.stderr
 
 
-@pytest.mark.parametrize("example", sorted(EXAMPLES))
+def _marks(example: str) -> list:
+    needs = _needs(example)
+    return ([pytest.mark.root] if set(needs) & {"bpftrace", "bcc", "dtrace", "perf", "capture"}
+            else []) + ([pytest.mark.target] if set(needs) & {"target", "ferretdb"} else [])
+
+
+@pytest.mark.parametrize("example", [pytest.param(e, marks=_marks(e)) for e in sorted(EXAMPLES)])
 def test_example(example: str, tmp_path, request) -> None:
     assert example in EXPECT, f"no EXPECT entry for {example!r}"
     needs = _needs(example)
