@@ -33,6 +33,8 @@ from conftest import build_c
 from mongoprobe import collectors, probes
 from mongoprobe.formats import bpftrace_stacks, syscount_output, threads_output
 
+pytestmark = pytest.mark.root     # (it traces through its own checks, not need_bpftrace)
+
 ROOT = Path(__file__).resolve().parents[1]
 WRAPPERS = Path.home() / ".cache" / "mongoprobe" / "bin"
 SUITES = ("trixie", "sid")
