@@ -160,6 +160,32 @@ def default_connections(engine: str, script: str, cpus: int, events: bool = Fals
     return lo
 
 
+def dtrace_sized(script: str, asked: int | None, cpus: int) -> tuple[int, tuple[str, ...], int]:
+    """(connections, -x options, bytes) of a D wire script: as asked, or this machine's
+    default. DTrace keeps an aggregation buffer per CPU, so on many CPUs the default is
+    lowered and, where even the smallest sizing (dtrace_engine's floors) would not
+    stay under BUDGET, aggsize is lowered to fit."""
+    from . import dtrace_engine
+    n = asked or default_connections("dtrace", script, cpus)
+    options = dtrace_engine.wire_options(script, n)
+    size = dtrace_bytes(options, cpus)
+    if asked is None and size >= BUDGET:
+        # even the floors do not fit: half the budget for the dynamic variables (the
+        # connections' state), the rest shared by the CPUs' aggregation buffers (1m
+        # each at least: over about 150 CPUs that is more than the budget)
+        n = probes.MAX_CONNECTIONS
+        while n > 1 and dtrace_bytes(dtrace_engine.wire_options(script, n)[:1],
+                                     cpus) > BUDGET // 2:
+            n = n * 9 // 10
+        options = dtrace_engine.wire_options(script, n)
+        dyn = dtrace_bytes(options[:1], cpus)
+        agg_mb = max(1, int((BUDGET - dyn) / (DT_AGG * cpus)) >> 20)
+        options = tuple(f"aggsize={agg_mb}m" if o.startswith("aggsize=") else o
+                        for o in options)
+        size = dtrace_bytes(options, cpus)
+    return n, options, size
+
+
 def too_much(bytes_: int) -> str | None:
     """Why ``bytes_`` is not safe to pin here (over a quarter of MemAvailable), or None."""
     avail = probes.mem_available()

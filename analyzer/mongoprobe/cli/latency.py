@@ -214,24 +214,11 @@ def _run_dtrace(script: str, args: argparse.Namespace, on_line=None):
 
 
 def _dtrace_sized(script: str, args: argparse.Namespace) -> tuple[str, ...]:
-    """The -x options of ``script`` for --max-connections (args.max_connections set
-    to what was used), or for this machine's default: DTrace keeps an aggregation
-    buffer per CPU, so on many CPUs the default is lowered to stay under the budget
-    and, where even the smallest sizing would not, aggsize is lowered to fit.
-    CommandError when what was asked would pin over a quarter of the free memory."""
-    from .. import dtrace_engine, mapmem, probes
-    cpus = probes.possible_cpus()
-    asked = args.max_connections
-    args.max_connections = asked or mapmem.default_connections("dtrace", script, cpus)
-    options = dtrace_engine.wire_options(script, args.max_connections)
-    size = mapmem.dtrace_bytes(options, cpus)
-    if asked is None and size >= mapmem.BUDGET:
-        dyn = mapmem.dtrace_bytes(tuple(o for o in options if o.startswith("dynvarsize")),
-                                  cpus)
-        agg_mb = max(1, int((mapmem.BUDGET - dyn) / (mapmem.DT_AGG * cpus)) >> 20)
-        options = tuple(f"aggsize={agg_mb}m" if o.startswith("aggsize=") else o
-                        for o in options)
-        size = mapmem.dtrace_bytes(options, cpus)
+    """The -x options of ``script`` (mapmem.dtrace_sized; args.max_connections set to
+    what is used); CommandError when they would pin over a quarter of the free memory."""
+    from .. import mapmem, probes
+    args.max_connections, options, size = mapmem.dtrace_sized(
+        script, args.max_connections, probes.possible_cpus())
     why = mapmem.too_much(size)
     if why:
         raise CommandError(f"{script}: sized for {args.max_connections} connections would "
