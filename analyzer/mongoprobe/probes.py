@@ -390,6 +390,8 @@ def tracer_error(lines: list[str]) -> str | None:
     ``ERROR:`` (as FILE:LINE: MESSAGE), clang's first ``error:`` (bcc compiling its
     C), the exception a python tool died of, DTrace's ``dtrace: failed ...``; else the
     last line that is not a warning. None when it said nothing."""
+    # (bpftrace 0.17 reports the RLIMIT_MEMLOCK it could not raise as an ERROR too)
+    lines = [ln for ln in lines if "RLIMIT_MEMLOCK" not in ln]
     for ln in lines:
         m = _BT_ERROR.match(ln.strip())
         if m:
