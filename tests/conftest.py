@@ -30,6 +30,23 @@ def pytest_configure(config) -> None:
     os.environ.setdefault(SESSION_MARK, uuid.uuid4().hex)
 
 
+# The markers follow from what a test uses (item.fixturenames holds every fixture a
+# test needs, through other fixtures too), so a new test gets them by using the fixture:
+# `pytest -m "not root"` is the quick offline tier.
+ROOT_FIXTURES = {"need_bpftrace", "need_bcc", "need_dtrace", "need_capture",
+                 "tracing_and_target"}
+TARGET_FIXTURES = {"ferretdb", "tls_target", "tracing_and_target"}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        names = set(item.fixturenames)
+        if names & ROOT_FIXTURES and not item.get_closest_marker("root"):
+            item.add_marker(pytest.mark.root)
+        if names & TARGET_FIXTURES and not item.get_closest_marker("target"):
+            item.add_marker(pytest.mark.target)
+
+
 def _marked_processes(mark: str) -> list[tuple[int, str]]:
     """(pid, command line) of the live processes whose environment has the mark, but
     this one."""

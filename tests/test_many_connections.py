@@ -36,6 +36,8 @@ import manyconns
 from test_latency_ferretdb import metrics_delta, start_cli
 from mongoprobe import target, wire_probe
 
+pytestmark = [pytest.mark.root, pytest.mark.scale]
+
 CONNECTIONS = 10_000
 ROUNDS = 3
 

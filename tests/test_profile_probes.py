@@ -255,6 +255,7 @@ def test_profile_bpftrace_ferretdb_symbolised(ferretdb, tmp_path, need_bpftrace)
     assert re.search(r"^wrote .*cpu\.bt\.txt: \d+ samples", err, re.M)
 
 
+@pytest.mark.root
 def test_profile_perf_ferretdb_symbolised(ferretdb, tmp_path):
     need_perf()
     out = tmp_path / "cpu.perf.txt"

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import pytest
 
 import mongoprobe
-from mongoprobe import phases, rundir, target
+from mongoprobe import phases, probes, rundir, target
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "load" / "run-ferretdb"
 SPEC = "2i.1q:2s,1i@50.2q:2s,0i.2q:2s"
@@ -390,13 +390,14 @@ print(json.dumps({"by_command": dict(e.by_command), "requests": e.requests}))
 """
 
 
+@pytest.mark.root
 def test_record_tls_on_decodes_openssl(tmp_path):
     """record --tls on with a server on OpenSSL (tests/wireserver.py --tls, Python's
     ssl): the bpftrace latency probe runs mongo_latency_tls.bt, and the run's counts
     are the client's, command by command."""
     import shutil as sh
     from test_probe_patterns import UNAVAILABLE, wireserver
-    if UNAVAILABLE or not sh.which("bpftrace"):
+    if UNAVAILABLE or not sh.which(probes.bpftrace_binary()):
         pytest.skip(UNAVAILABLE or "bpftrace is not installed")
     try:
         cert, key = target._self_signed(tmp_path / "tls")

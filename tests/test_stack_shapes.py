@@ -21,6 +21,8 @@ import pytest
 from mongoprobe import mixedload, probes
 from mongoprobe.formats import bpftrace_stacks
 
+pytestmark = pytest.mark.root
+
 MAPS = {"uk": "ustack, kstack", "ku": "kstack, ustack", "k": "kstack", "u": "ustack",
         "cku": "comm, kstack, ustack"}
 KERNEL_ROOT = re.compile(r"entry_SYSCALL_64|asm_sysvec_|asm_exc_|asm_common_interrupt"
