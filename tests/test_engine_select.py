@@ -62,6 +62,7 @@ def _start(*args: str, env: dict | None = None) -> tuple[subprocess.Popen, list[
     pytest.fail(f"probe did not attach: {said}")
 
 
+@pytest.mark.target           # (its own TLS FerretDB)
 def test_latency_default_decodes_tls_ferretdb(tls_ferretdb, need_bcc):
     """No --engine, a TLS FerretDB: bcc (the one engine that decodes Go's crypto/tls),
     said in one line; every request counted as FerretDB counts it."""
@@ -90,6 +91,7 @@ def test_latency_default_decodes_tls_ferretdb(tls_ferretdb, need_bcc):
     assert r["untraced"]["tls_connections"] == 0 and r["tls"]["connections"] > 0
 
 
+@pytest.mark.target
 def test_record_default_says_engine_and_why(tls_ferretdb, need_bcc, tmp_path):
     """record without --engine: bcc's mongolatency.py records the run; the manifest
     says which engine and why; the run's counts are FerretDB's."""
