@@ -409,7 +409,8 @@ class Recorder:
             if too_much:
                 raise RecordError(f"{script}: maps sized for {conns} connections would pin "
                                   f"{too_much}: lower --max-connections")
-            m["latency_sizing"] = {"max_connections": conns, "default_lowered": lowered,
+            m["latency_sizing"] = {"script": script, "max_connections": conns,
+                                   "default_lowered": lowered,
                                    "cpus": cpus, "map_bytes_computed": estimate}
         # (why a library was not hooked stays here: said aloud only if TLS connections
         # are seen, by the probe's untraced line); bcc hooks what it finds itself and
@@ -433,7 +434,7 @@ class Recorder:
                 if c.name == "latency":
                     sz = m["latency_sizing"]
                     self.note(wire_probe.sizing_line(
-                        c.spec.script, sz["max_connections"], sz["default_lowered"],
+                        sz["script"], sz["max_connections"], sz["default_lowered"],
                         sz["cpus"], sz["map_bytes_computed"], c.info.get("map_bytes")))
                 if c.name == "latency" and engine == "bcc":
                     said = wire_probe.said_about_tls(c.stderr_lines())

@@ -40,7 +40,9 @@ manifest.json keys::
                           end: {...}, drift_ns}: wall_ns = monotonic_ns + offset_ns
                          (bpftrace's nsecs is CLOCK_MONOTONIC)
     latency_engine       {engine, why}: the latency probe's tracer, and why it was chosen
-    latency_sizing       {max_connections, default_lowered, cpus, map_bytes_computed}
+    latency_sizing       {script, max_connections, default_lowered, cpus,
+                          map_bytes_computed}: the maps' kernel memory computed before
+                          loading (mapmem), for the possible CPUs
     interval             seconds between collector samples
     latency_events_every the latency probe's events: 0 none, 1 every request, N one in N
     host                 {hostname, cpus, cpu_model, mem_total_kb, os}
