@@ -278,7 +278,9 @@ def _needs(example: str) -> list[str]:
     if cmd in TRACING or cmd in ("load", "capture") or (cmd == "record" and "-p" in words):
         needs.append("target")
     if cmd in TRACING or cmd == "record":
-        engine = words[words.index("--engine") + 1] if "--engine" in words else "bpftrace"
+        # latency, snoop and record choose their engine (auto); the others run bpftrace
+        default = "auto" if cmd in ("latency", "snoop", "record") else "bpftrace"
+        engine = words[words.index("--engine") + 1] if "--engine" in words else default
         if any(w.endswith(".perf.txt") for w in words):
             engine = "perf"
         needs.append(engine)
@@ -295,6 +297,9 @@ def _why_not(needs: list[str]) -> str | None:
     from mongoprobe import target
     for n in needs:
         why = {"bpftrace": probes.why_cannot_trace, "bcc": probes.why_cannot_bcc,
+               # --engine auto runs where any engine does (bcc, bpftrace, dtrace)
+               "auto": lambda: (probes.why_cannot_bcc() and probes.why_cannot_trace()
+                                and probes.why_cannot_dtrace()),
                "dtrace": probes.why_cannot_dtrace, "capture": why_cannot_capture,
                "perf": lambda: (probes.why_cannot_trace() or (
                    None if shutil.which("perf") else "perf is not installed")),
