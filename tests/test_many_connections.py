@@ -61,6 +61,13 @@ def big_target(tmp_path_factory):
         yield info
 
 
+@pytest.fixture(autouse=True)
+def real_default(monkeypatch):
+    """The probes sized by their own default (10,000 connections here), not the suite's
+    small one: that default is what these tests check."""
+    monkeypatch.delenv("MONGOPROBE_MAX_CONNECTIONS", raising=False)
+
+
 def need(engine: str, request) -> None:
     request.getfixturevalue({"bpftrace": "need_bpftrace", "bcc": "need_bcc",
                              "dtrace": "need_dtrace"}[engine])

@@ -17,6 +17,12 @@ from mongoprobe import dtrace_engine, mapmem, probes
 MB = 1 << 20
 
 
+@pytest.fixture(autouse=True)
+def real_default(monkeypatch):
+    """The defaults as a user gets them: without the suite's small test default."""
+    monkeypatch.delenv("MONGOPROBE_MAX_CONNECTIONS", raising=False)
+
+
 def test_possible_cpus_ranges():
     assert probes.possible_cpus("0-63\n") == 64
     assert probes.possible_cpus("0,2-5\n") == 5

@@ -20,6 +20,8 @@ CPU for ``mongo_time.d``), modelled from a measurement (below).
 
 from __future__ import annotations
 
+import os
+
 from . import probes
 
 BUDGET = 256 << 20          # the default sizing stays under this, whatever the CPUs
@@ -146,7 +148,13 @@ def wire_bytes(engine: str, script: str, max_connections: int, cpus: int,
 
 def default_connections(engine: str, script: str, cpus: int, events: bool = False) -> int:
     """The default --max-connections on a machine of ``cpus`` possible CPUs: 10,000,
-    or fewer where that would pin BUDGET or more (per-CPU maps grow with the CPUs)."""
+    or fewer where that would pin BUDGET or more (per-CPU maps grow with the CPUs).
+    $MONGOPROBE_MAX_CONNECTIONS, when set, is the default instead: the test suite sets
+    a small one, since preallocating 10,000 connections' maps makes every bpftrace
+    start seconds longer."""
+    env = os.environ.get("MONGOPROBE_MAX_CONNECTIONS")
+    if env:
+        return int(env)
     n = probes.MAX_CONNECTIONS
     if wire_bytes(engine, script, n, cpus, events) < BUDGET:
         return n
