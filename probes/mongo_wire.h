@@ -1482,8 +1482,13 @@ static __always_inline struct pt_regs *mw_regs(void)
  * flags), 3 recvmsg(fd, msg, flags) */
 static __always_inline int mw_exit_rx(void *ctx, int nr, s64 ret, int kind)
 {
+    /* the cheapest test first: ret is in the tracepoint's record, the pid a
+     * helper call away; nothing received (Go's and Netty's EAGAIN, EOF, an
+     * error) is the commonest receive of every process on a slow server */
+    if (ret <= 0)
+        return 0;
     u64 id = bpf_get_current_pid_tgid();
-    if ((id >> 32) != MW_TARGET_PID || ret <= 0)
+    if ((id >> 32) != MW_TARGET_PID)
         return 0;
     struct pt_regs *p = mw_regs();
     if (p->orig_ax != (u64)nr || (s64)p->ax != ret) {
