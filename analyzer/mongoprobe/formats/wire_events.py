@@ -105,13 +105,14 @@ def parse_snoop(lines: Iterable[str], source: str = "<snoop>") -> pd.DataFrame:
     helper_errors = 0
     for n, line in enumerate(lines, 1):
         s = line.strip()
-        # bpftrace 0.23 prints a failed helper on stdout among the events:
-        # "FILE:L:C: WARNING: Failed to ...", the source line, a ~~~ marker, then
-        # "Additional Info - helper: NAME, retcode: N": counted, skipped
+        # bpftrace 0.23 prints a failed helper (a delete of a key not there) on
+        # stdout among the events: "FILE:L:C: WARNING: Can't delete ...",
+        # "Additional Info - helper: NAME, retcode: N", the source line, a line of
+        # ~ under the call: counted, skipped through the ~ line
         if not warning and "WARNING: " in s and parse_snoop_line(s) is None:
             warning, helper_errors = True, helper_errors + 1
         if warning:
-            warning = not s.startswith("Additional Info - helper:")
+            warning = not (s and set(s) == {"~"})
             continue
         footer = footer or s.startswith("requests: ")
         if footer or not s or s.startswith(("#", "TIME", "Tracing", "Attaching", "@",
