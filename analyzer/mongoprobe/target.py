@@ -68,6 +68,7 @@ class TargetInfo:
     version: str
     tls: bool = False
     ca_file: str | None = None
+    group: int | None = None      # the process group stop() ends (a wrapper's), if not pid
 
     def json(self) -> str:
         return json.dumps(asdict(self))
@@ -98,13 +99,26 @@ def status(state_dir: Path | None = None) -> TargetInfo | None:
     return info if _alive(info.pid) else None
 
 
-def _wait_ready(proc: subprocess.Popen, port: int, metrics_url: str, timeout: float) -> None:
+def _wrapped(parent: int, binary: Path) -> int:
+    """The FerretDB process a wrapper started (its descendant running ``binary``)."""
+    from .treestat import tree_of
+    for pid in tree_of(parent):
+        try:
+            if os.readlink(f"/proc/{pid}/exe") == str(binary.resolve()):
+                return pid
+        except OSError:
+            continue
+    raise TargetError(f"no {binary.name} process under the wrapper (pid {parent})")
+
+
+def _wait_ready(proc: subprocess.Popen, port: int, metrics_url: str, timeout: float,
+                host: str = "127.0.0.1") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise TargetError(f"ferretdb exited with status {proc.returncode} during start")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            with socket.create_connection((host, port), timeout=0.5):
                 pass
             with urllib.request.urlopen(metrics_url, timeout=1) as r:
                 r.read()
@@ -131,9 +145,13 @@ def _self_signed(d: Path) -> tuple[Path, Path]:
 
 
 def start(state_dir: Path | None = None, port: int | None = None, fresh: bool = True,
-          timeout: float = 30.0, tls: bool = False) -> TargetInfo:
+          timeout: float = 30.0, tls: bool = False, host: str = "127.0.0.1",
+          wrapper: list[str] | None = None) -> TargetInfo:
     """Start FerretDB on a free loopback port; return its pid, URI and metrics URL.
-    ``tls``: serve TLS only, with a self-signed certificate made now."""
+    ``tls``: serve TLS only, with a self-signed certificate made now. ``host``: the
+    address it listens on (one of this host's, e.g. a veth's for a shaped path).
+    ``wrapper``: a command FerretDB runs under (``strace -f ... --``, to inject
+    faults); the pid returned is FerretDB's own, the wrapper's group is stopped."""
     state_dir = state_dir or default_state_dir()
     running = status(state_dir)
     if running:
@@ -150,7 +168,7 @@ def start(state_dir: Path | None = None, port: int | None = None, fresh: bool = 
     data.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     debug_port = free_port()
-    listen = [f"--listen-addr=127.0.0.1:{port}"]
+    listen = [f"--listen-addr={host}:{port}"]
     ca_file = None
     if tls:
         cert, key = _self_signed(state_dir / "tls")
@@ -159,7 +177,7 @@ def start(state_dir: Path | None = None, port: int | None = None, fresh: bool = 
                   f"--listen-tls-cert-file={cert}", f"--listen-tls-key-file={key}"]
     log = open(state_dir / "ferretdb.log", "ab")
     proc = subprocess.Popen(
-        [str(binary), "--handler=sqlite", f"--sqlite-url=file:{data}/", *listen,
+        [*(wrapper or []), str(binary), "--handler=sqlite", f"--sqlite-url=file:{data}/", *listen,
          f"--debug-addr=127.0.0.1:{debug_port}",
          f"--state-dir={state_dir}", "--telemetry=disable", "--log-level=warn"],
         stdin=subprocess.DEVNULL, stdout=log, stderr=log,
@@ -167,16 +185,18 @@ def start(state_dir: Path | None = None, port: int | None = None, fresh: bool = 
     log.close()
     metrics_url = f"http://127.0.0.1:{debug_port}/debug/metrics"
     try:
-        _wait_ready(proc, port, metrics_url, timeout)
+        _wait_ready(proc, port, metrics_url, timeout, host)
+        pid = _wrapped(proc.pid, binary) if wrapper else proc.pid
     except TargetError:
         _kill(proc.pid)
         raise
-    uri = f"mongodb://127.0.0.1:{port}/"
+    uri = f"mongodb://{host}:{port}/"
     if tls:
         uri += "?" + urllib.parse.urlencode({"tls": "true", "tlsCAFile": ca_file})
-    info = TargetInfo(pid=proc.pid, uri=uri, metrics_url=metrics_url, port=port,
+    info = TargetInfo(pid=pid, uri=uri, metrics_url=metrics_url, port=port,
                       debug_port=debug_port, state_dir=str(state_dir), binary=str(binary),
-                      version=FERRETDB_VERSION, tls=tls, ca_file=ca_file)
+                      version=FERRETDB_VERSION, tls=tls, ca_file=ca_file,
+                      group=proc.pid if wrapper else None)
     (state_dir / "target.json").write_text(info.json() + "\n")
     return info
 
@@ -204,7 +224,7 @@ def stop(state_dir: Path | None = None) -> bool:
     state_dir = state_dir or default_state_dir()
     info = status(state_dir)
     if info:
-        _kill(info.pid)
+        _kill(info.group or info.pid)
     (state_dir / "target.json").unlink(missing_ok=True)
     return info is not None
 

@@ -25,7 +25,8 @@ Format (whitespace-separated, one line per tree and sample)::
 ``time`` is the sample's wall clock (epoch s), ``seconds`` the time since the previous
 one, ``cpu_s`` and ``runq_s`` the tree's thread-seconds on a CPU and waiting for one
 in that time; ``sendq_bytes``/``recvq_bytes`` the summed send and receive queues of the
-server's TCP sockets at the sample (``-`` for the tool).
+tree's TCP sockets at the sample (the server's own process; every process of the
+tool's session, in its own network namespace); ``-`` when none could be read.
 """
 
 from __future__ import annotations
@@ -172,7 +173,10 @@ class Sampler:
             for key, (on, q) in times.items():
                 on0, q0 = before.get(key, (0, 0))
                 cpu, rq = cpu + on - on0, rq + q - q0
-            qs = socket_queues(self.server) if role == "server" else None
+            qs = None
+            for q in map(socket_queues, [self.server] if role == "server" else pids):
+                if q is not None:
+                    qs = (q[0] + qs[0], q[1] + qs[1]) if qs else q
             lines.append(f"{now:.3f} {role} {now - t0:.3f} {cpu / 1e9:.6f} {rq / 1e9:.6f} "
                          f"{len(pids)} {len(times)} "
                          + (f"{qs[0]} {qs[1]}" if qs else "- -"))
