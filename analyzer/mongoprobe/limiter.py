@@ -127,6 +127,7 @@ class Verdict:
     time: dict                            # where a request's time goes (µs, shares)
     missing: list[str]
     decided: bool = True                  # False: evidence missing (``missing``)
+    figures: Figures | None = None        # what it was decided from
 
     def json(self) -> dict:
         return {"limiter": {**self.limiter.json(), "decided": self.decided}, "limits": [x.json() for x in self.limits],
@@ -246,7 +247,7 @@ def decide(fig: Figures) -> Verdict:
     else:
         limits.remove(top)
     return Verdict(fig.phase, top, [top] + limits if top.resource != "none" else limits,
-                   _time_split(fig, off), list(fig.missing), decided)
+                   _time_split(fig, off), list(fig.missing), decided, fig)
 
 
 def _time_split(fig: Figures, off: dict) -> dict:
@@ -262,9 +263,9 @@ def _time_split(fig: Figures, off: dict) -> dict:
             "server_split": {k: round(float(v / tot), 3) for k, v in known.items()} if tot else {}}
 
 
-# the report's anchors of the plots and flame graphs each resource's evidence is in
-LINKS = {"server-cpu": "flamegraphs", "server-disk": "system", "server-lock": "offcpu",
-         "server-downstream": "offcpu", "load-tool": "treestat", "network": "latency"}
+# the report's anchors of the plots and tables each resource's evidence is in
+LINKS = {"server-cpu": "cpu", "server-disk": "offcpu", "server-lock": "offcpu",
+         "server-downstream": "offcpu", "load-tool": "cpu", "network": "cpu"}
 
 
 # --- the figures of a run --------------------------------------------------------------
