@@ -5,12 +5,15 @@ FerretDB, with the probes the verdict reads (latency with every request's event,
 offcpu, vmstat, iostat; record keeps treestat.txt), shared by its assertions:
 
     writers, queries   6 insert threads on one SQLite database, then 4 query threads
-                       scanning it: measured server-lock (the writers sleep in
-                       SQLite's busy handler), then server-cpu
+                       scanning it, then one insert thread held to 20 documents/s:
+                       measured server-lock (the writers sleep in SQLite's busy
+                       handler), then server-cpu, then none
     slow flush         FerretDB under strace delaying every fsync/fdatasync by 30 ms
     starved tool       the load tool in a cgroup with a tenth of a CPU
     shaped path        the tool in a network namespace, a veth pair to the server
                        with a 256 kbit/s token bucket (tbf) each way
+    YCSB               YCSB's load and workloada, nothing injected: the verdicts
+                       must agree with YCSB's own latency beside the server's
 
 The machine is shared: the assertions compare the run's own figures (shares of the
 benchmark's thread time), never absolute rates.
@@ -20,6 +23,8 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -76,7 +81,8 @@ def _share(p: dict, resource: str) -> float:
 @pytest.fixture(scope="module")
 def writers_queries(tmp_path_factory):
     run = tmp_path_factory.mktemp("verdict") / "wq"
-    return record(run, _load("--phases", "6i.0q:8s,0i.4q:10s"), "--target", "embedded")
+    return record(run, _load("--phases", "6i.0q:8s,0i.4q:10s,1i@20.0q:6s"),
+                  "--target", "embedded")
 
 
 def test_many_writers_on_one_sqlite_db_wait_on_its_lock(writers_queries):
@@ -92,6 +98,12 @@ def test_a_query_heavy_phase_is_cpu_bound(writers_queries):
     assert p["limiter"]["share"] > 0.5
     # the requests were inside the server: the tool's share is small
     assert _share(p, "load-tool") < 0.2
+
+
+def test_a_rate_limited_phase_is_limited_by_nothing(writers_queries):
+    p = writers_queries["1i@20.0q"]
+    assert _limiter(p) == "none", p["limits"]
+    assert "nothing saturated" in p["limiter"]["evidence"][0]
 
 
 def test_the_verdict_is_in_the_text_first(writers_queries, tmp_path_factory):
@@ -215,3 +227,45 @@ def test_the_evidence_is_json(writers_queries):
         assert set(p["limiter"]) >= {"resource", "share", "evidence"}
         assert [x["share"] for x in p["limits"]] == sorted(
             (x["share"] for x in p["limits"]), reverse=True)
+
+
+# --- YCSB, nothing injected ------------------------------------------------------------
+
+SHARED = Path(os.environ.get("MONGOPROBE_SHARED", ROOT.parent / "shared"))
+YCSB = SHARED / "ycsb"
+
+
+@pytest.fixture(scope="module")
+def ycsb(tmp_path_factory):
+    if not (YCSB / "lib").is_dir():
+        pytest.skip(f"{YCSB}: no YCSB here (set MONGOPROBE_SHARED)")
+    if shutil.which("java") is None:
+        pytest.skip("no java on PATH (YCSB needs Java 17)")
+    cp = f"{YCSB}/lib/*:{YCSB}/mongodb-binding/lib/*"
+    lines = []
+    for mode in ("-load", "-t"):
+        args = ["java", "-cp", cp, "site.ycsb.Client", mode, "-db",
+                "site.ycsb.db.MongoDbClient", "-P", f"{YCSB}/workloads/workloada",
+                "-p", "recordcount=1000", "-p", "operationcount=600", "-threads", "4",
+                "-s", "-p", "status.interval=1"]
+        lines.append(" ".join(map(shlex.quote, args))
+                     + ' -p mongodb.url="${MONGOPROBE_URI}ycsb?w=1"')
+    run = tmp_path_factory.mktemp("verdict-ycsb") / "run"
+    return record(run, ["sh", "-ec", "\n".join(lines)], "--target", "embedded")
+
+
+def test_ycsb_verdicts_agree_with_its_own_latency(ycsb):
+    assert set(ycsb) == {"load", "workloada"}
+    for p in ycsb.values():
+        t = p["time_split"]
+        client, server = t["client_us"], t["server_us"]
+        assert client and server, p["name"]
+        inside = server / client    # of YCSB's own mean latency, the server's part
+        r = _limiter(p)
+        if r.startswith("server-"):
+            # the limit is in the server only if YCSB's requests spent most of the
+            # latency YCSB measured inside it
+            assert inside >= 0.5, (p["name"], r, inside)
+        else:
+            assert r in ("load-tool", "network", "none"), r
+            assert inside < 0.75 or _share(p, "load-tool") > 0.5, (p["name"], r, inside)

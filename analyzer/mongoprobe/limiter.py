@@ -235,6 +235,17 @@ def decide(fig: Figures) -> Verdict:
     limits.sort(key=lambda x: (-x.share, RESOURCES.index(x.resource)))
     top = next((x for x in limits if x.saturated and x.share > 0), None)
     decided = True
+    if top is not None and fig.off is None:
+        # the server's off-CPU waits were not recorded: they are part of the requests'
+        # time inside it, so at most what its CPU does not cover; a limiter larger
+        # than that bound holds whatever they were
+        bound = (None if fig.server_s is None or fig.srv_cpu is None
+                 else max(0.0, fig.server_s - comp["server-cpu"]))
+        if bound is None or known[top.resource] <= bound:
+            top = None
+        else:
+            top.evidence = (top.evidence + [f"(server off-CPU waits not recorded: at most "
+                                            f"{bound:.2f} s/s, less than this)"])[:3]
     if top is None and (unattributed > 0 or fig.srv_cpu is None or fig.off is None):
         # nothing saturated among what was measured, and something was not: no guess
         decided = False
@@ -373,8 +384,13 @@ def _offcpu(run):
     """(off-CPU table with a reason per row, why missing)."""
     if run.file("offcpu") is None:
         return None, ("the server's off-CPU reasons (disk, locks): record --probes offcpu")
+    from .formats.errors import FormatError
     from .run_profile import run_stacks
-    df = run_stacks(run, "offcpu")
+    try:
+        df = run_stacks(run, "offcpu")
+    except FormatError as e:     # a probe cut short: said, and the verdict waits for it
+        return None, (f"the server's off-CPU reasons: {e} (record --probes offcpu "
+                      "again; a long run needs a longer stop)")
     reasons = {f: offcpu_reason(f) for f in df["frames"].unique()}
     df["reason"] = df["frames"].map(reasons)
     return df, None
