@@ -101,6 +101,7 @@ class Figures:
     off: dict | None = None               # {reason: thread-s/s} of the server's threads
     off_top: dict = field(default_factory=dict)   # {reason: (frame, share of reason)}
     categories: dict = field(default_factory=dict)   # on-CPU category shares
+    machine_busy: float | None = None     # vmstat us+sy: every process's CPU, %
     disk_util: float | None = None        # iostat %util (busiest device)
     disk_await: float | None = None       # iostat await ms of that device
     missing: list = field(default_factory=list)
@@ -156,6 +157,9 @@ def decide(fig: Figures) -> Verdict:
                              or fig.srv_cpu >= CPU_BUSY * ncpu)
         line = (f"server CPU {fig.srv_cpu:.2f} of {ncpu} cores, its threads waited "
                 f"{fig.srv_runq:.2f} s/s for a CPU")
+        if fig.machine_busy is not None and fig.srv_cpu < CPU_BUSY * ncpu:
+            line += (f"; the machine's CPUs {fig.machine_busy:.0f}% busy (vmstat): "
+                     "other processes take the rest")
         ev["server-cpu"].append(line)
         if fig.categories:
             cat, share = max(fig.categories.items(), key=lambda kv: kv[1])
@@ -335,6 +339,7 @@ def figures(run, table) -> list[Figures]:
         else:
             f.missing.append(off_missing)
         f.categories = dict(r.categories or {})
+        f.machine_busy = None if math.isnan(r.us_sy) else float(r.us_sy)
         if io is not None:
             p = io[(io["time"] > r.start) & (io["time"] <= r.end + 0.5)]
             if len(p):
@@ -464,6 +469,19 @@ def _iostat(run):
 # --- text ------------------------------------------------------------------------------
 
 
+def request_line(t: dict) -> str:
+    """Where a request's time goes: client = server + outside; the server's split."""
+    if t.get("server_us") is None:
+        return ""
+    head = (f"a request: client {t['client_us']:,.0f} us = server {t['server_us']:,.0f} "
+            f"+ outside {t['outside_us']:,.0f}" if t.get("client_us") is not None else
+            f"a request: server {t['server_us']:,.0f} us (no client mean latency)")
+    names = {"on_cpu": "on CPU", "run_queue": "run queue"}
+    split = ", ".join(f"{names.get(k, k)} {x:.0%}" for k, x in
+                      sorted(t["server_split"].items(), key=lambda kv: -kv[1]) if x >= 0.005)
+    return head + (f"; the server's threads: {split}" if split else "")
+
+
 def render(vs: list[Verdict], width: int = 14) -> str:
     """``phases``' first lines: one verdict per phase, then the evidence."""
     import textwrap
@@ -478,6 +496,10 @@ def render(vs: list[Verdict], width: int = 14) -> str:
     for v in vs:
         text = f"{v.phase}: " + "; ".join(v.limiter.evidence)
         lines += textwrap.wrap(text, 79, initial_indent="  ", subsequent_indent="      ")
+        split = request_line(v.time)
+        if split:
+            lines += textwrap.wrap(split, 79, initial_indent="    ",
+                                   subsequent_indent="      ")
         for m in v.missing if v.decided else []:
             lines += textwrap.wrap(f"missing: {m}", 79, initial_indent="    ",
                                    subsequent_indent="      ")
