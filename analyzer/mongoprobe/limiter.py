@@ -95,6 +95,8 @@ class Figures:
     conns: int | None = None
     srv_cpu: float | None = None
     srv_runq: float | None = None
+    down_cpu: float | None = None         # the server's downstream processes (treestat)
+    down_runq: float | None = None
     tool_cpu: float | None = None
     tool_runq: float | None = None
     sendq: float | None = None            # mean queued bytes, server's + tool's sockets
@@ -178,6 +180,19 @@ def decide(fig: Figures) -> Verdict:
             if top:
                 line += f" ({top[1]:.0%} under {top[0]})"
             ev[r].append(line)
+        if fig.down_cpu is not None:
+            # a request waiting on the backend parks in the server (a Go server's
+            # goroutine leaves no thread waiting): its time in the server beyond what
+            # the server's own threads did is the wait; the backend's CPU at least
+            mine = (fig.srv_cpu or 0.0) + (fig.srv_runq or 0.0) + disk + lock
+            rest = max(0.0, (fig.server_s or 0.0) - mine)
+            down = fig.down_cpu + fig.down_runq
+            comp["server-downstream"] = max(comp["server-downstream"], rest, down)
+            ev["server-downstream"] = [
+                f"requests waited on another process {rest:.2f} s/s (their time in the "
+                f"server beyond its threads' {mine:.2f})",
+                f"its processes on CPU {fig.down_cpu:.2f} cores, waited "
+                f"{fig.down_runq:.2f} s/s for one"]
         if disk >= DISK_SERIAL and lock > 0:
             # writers queue on the lock the flushing writer holds: the disk's queue
             comp["server-disk"], comp["server-lock"] = disk + lock, 0.0
@@ -186,7 +201,9 @@ def decide(fig: Figures) -> Verdict:
         sat["server-disk"] = comp["server-disk"] >= DISK_SERIAL or (
             fig.disk_util is not None and fig.disk_util >= 80)
         sat["server-lock"] = comp["server-lock"] >= WAIT_SATURATED
-        sat["server-downstream"] = comp["server-downstream"] >= WAIT_SATURATED
+        sat["server-downstream"] = comp["server-downstream"] >= WAIT_SATURATED or (
+            fig.down_cpu is not None and fig.down_runq >= RUNQ_SATURATED * fig.down_cpu
+            and fig.down_cpu > 0.05)
     if fig.disk_util is not None:
         ev["server-disk"].append(f"disk {fig.disk_util:.0f}% busy, await "
                                  f"{_f(fig.disk_await, '.1f')} ms (iostat)")
@@ -317,7 +334,7 @@ def figures(run, table) -> list[Figures]:
             f.missing.append("time outside the server: record --events (or a load tool "
                              "that prints its mean latency)")
         if tree is not None:
-            for role in ("server", "tool"):
+            for role in ("server", "tool", "downstream"):
                 t = tree[(tree["role"] == role) & (tree["time"] > r.start + 0.5)
                          & (tree["time"] <= r.end + 0.5)]
                 if not len(t):
@@ -326,8 +343,10 @@ def figures(run, table) -> list[Figures]:
                 cpu, rq = t["cpu_s"].sum() / secs, t["runq_s"].sum() / secs
                 if role == "server":
                     f.srv_cpu, f.srv_runq = float(cpu), float(rq)
-                else:
+                elif role == "tool":
                     f.tool_cpu, f.tool_runq = float(cpu), float(rq)
+                else:
+                    f.down_cpu, f.down_runq = float(cpu), float(rq)
             q = tree[(tree["time"] > r.start) & (tree["time"] <= r.end + 0.5)]
             sq = q.groupby("time")["sendq_bytes"].sum(min_count=1).dropna()
             f.sendq = float(sq.mean()) if len(sq) else None

@@ -12,7 +12,10 @@ Sources, per thread of every process of a tree (``/proc/PID/task/TID/schedstat``
 on-CPU ns, run-queue ns, timeslices); a thread seen in two samples adds the
 difference (one that ends between two samples loses its last piece). The trees:
 
-    server   the target pid and its descendants (a storage backend it started)
+    server      the target pid and its descendants
+    downstream  the local processes the server is a client of (a storage backend
+                such as FerretDB's PostgreSQL: the process listening on a port the
+                server's connections go to, and its children); no line without one
     tool     the command's session: record starts it as a session leader, so every
              process it forks (a JVM, a shell's children) shares its session id
 
@@ -54,13 +57,19 @@ def _all_pids() -> list[int]:
     return [int(p) for p in os.listdir("/proc") if p.isdigit()]
 
 
-def tree_of(root: int) -> list[int]:
-    """root and its descendants (by parent pid)."""
+def children_map() -> dict[int, list[int]]:
+    """{parent pid: [child pids]} of every process now."""
     children: dict[int, list[int]] = {}
     for pid in _all_pids():
         f = _stat_fields(pid)
         if f is not None:
             children.setdefault(int(f[1]), []).append(pid)
+    return children
+
+
+def tree_of(root: int, children: dict[int, list[int]] | None = None) -> list[int]:
+    """root and its descendants (by parent pid)."""
+    children = children_map() if children is None else children
     out, todo = [], [root]
     while todo:
         p = todo.pop()
@@ -127,6 +136,35 @@ def socket_queues(pid: int) -> tuple[int, int] | None:
     return tx, rx
 
 
+def _listeners() -> dict[int, str]:
+    """{port: socket inode} of the host's listening TCP sockets."""
+    out = {}
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name) as fh:
+                next(fh)
+                for line in fh:
+                    f = line.split()
+                    if f[3] == "0A":
+                        out[int(f[1].rsplit(":", 1)[1], 16)] = f[9]
+        except OSError:
+            continue
+    return out
+
+
+def _owner(inode: str) -> int | None:
+    """The process holding socket ``inode`` (a scan of /proc/*/fd)."""
+    want = f"socket:[{inode}]"
+    for pid in _all_pids():
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == want:
+                    return pid
+        except OSError:
+            continue
+    return None
+
+
 class Sampler:
     """Samples the server's tree and the tool's session every ``interval`` seconds
     into ``path`` until ``stop()``."""
@@ -137,6 +175,7 @@ class Sampler:
         self.interval = interval
         self._stop = threading.Event()
         self._last: dict[str, tuple[float, dict]] = {}
+        self._owners: dict[str, int | None] = {}     # listener inode -> its process
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def start(self) -> None:
@@ -159,7 +198,11 @@ class Sampler:
     def _sample(self, write: bool) -> None:
         lines = []
         now = time.time()
-        trees = {"server": tree_of(self.server)}
+        kids = children_map()
+        trees = {"server": tree_of(self.server, kids)}
+        down = [p for d in self.downstreams() for p in tree_of(d, kids)]
+        if down:
+            trees["downstream"] = down
         if self.tool is not None:
             trees["tool"] = session_of(self.tool)
         for role, pids in trees.items():
@@ -174,7 +217,7 @@ class Sampler:
                 on0, q0 = before.get(key, (0, 0))
                 cpu, rq = cpu + on - on0, rq + q - q0
             qs = None
-            for q in map(socket_queues, [self.server] if role == "server" else pids):
+            for q in map(socket_queues, {"server": [self.server], "tool": pids}.get(role, [])):
                 if q is not None:
                     qs = (q[0] + qs[0], q[1] + qs[1]) if qs else q
             lines.append(f"{now:.3f} {role} {now - t0:.3f} {cpu / 1e9:.6f} {rq / 1e9:.6f} "
@@ -183,6 +226,30 @@ class Sampler:
         if lines:
             with open(self.path, "a") as fh:
                 fh.write("".join(s + "\n" for s in lines))
+
+
+    def downstreams(self) -> list[int]:
+        """The local processes listening on the ports the server's connections go to."""
+        from .procnet import socket_peers
+
+        try:
+            peers = socket_peers(self.server)
+        except OSError:
+            return []
+        listening = _listeners()
+        mine = {local[1] for local, remote in peers.values() if remote[1] == 0}
+        out = []
+        for local, remote in peers.values():
+            port = remote[1]
+            if port == 0 or port in mine or port not in listening:
+                continue
+            inode = listening[port]
+            if inode not in self._owners:
+                self._owners[inode] = _owner(inode)
+            pid = self._owners[inode]
+            if pid is not None and pid != self.server and pid not in out:
+                out.append(pid)
+        return out
 
 
 def read(path: str | os.PathLike):
