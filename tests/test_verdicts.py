@@ -269,3 +269,38 @@ def test_ycsb_verdicts_agree_with_its_own_latency(ycsb):
         else:
             assert r in ("load-tool", "network", "none"), r
             assert inside < 0.75 or _share(p, "load-tool") > 0.5, (p["name"], r, inside)
+
+
+# --- FerretDB on PostgreSQL: the limit can sit in another process -----------------------
+
+
+@pytest.fixture(scope="module")
+def postgres_writes(tmp_path_factory):
+    try:
+        target.postgres_bin()
+    except target.TargetError as e:
+        pytest.skip(str(e))
+    d = tmp_path_factory.mktemp("verdict-pg")
+    info = target.start(d / "target", backend="postgresql")
+    try:
+        return d / "run", record(d / "run", _load("--phases", "4i.0q:10s"), "-p",
+                                 str(info.pid), "--uri", info.uri, "--metrics-url",
+                                 info.metrics_url)
+    finally:
+        target.stop(d / "target")
+
+
+def test_postgresql_backends_are_measured_as_the_servers_downstream(postgres_writes):
+    run, ph = postgres_writes
+    from mongoprobe import treestat
+    t = treestat.read(run / "treestat.txt")
+    # the postmaster and its backends, found from FerretDB's connections
+    assert (t["role"] == "downstream").any() and t.loc[t["role"] == "downstream",
+                                                        "procs"].max() >= 3
+    p = ph["4i.0q"]
+    # measured here: most of a write's time in the server is spent waiting on
+    # PostgreSQL (its backends short of CPU on this shared machine)
+    assert _share(p, "server-downstream") >= 0.2, p["limits"]
+    assert _limiter(p) in ("server-downstream", "server-cpu"), p["limits"]
+    down = next(x for x in p["limits"] if x["resource"] == "server-downstream")
+    assert "another process" in down["evidence"][0]
