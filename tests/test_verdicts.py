@@ -221,6 +221,21 @@ def test_a_shaped_path_is_the_network(shaped_path):
     assert any("send queues" in e for e in p["limiter"]["evidence"]), p["limiter"]
 
 
+def test_the_report_opens_with_the_verdict(writers_queries, tmp_path_factory, tmp_path):
+    import re
+    run = next(tmp_path_factory.getbasetemp().glob("verdict*/wq"))
+    out = tmp_path / "r.html"
+    subprocess.run([sys.executable, "-m", "mongoprobe", "report", str(run), "-o", str(out)],
+                   capture_output=True, text=True, env=_env(), check=True)
+    doc = out.read_text()
+    heads = re.findall(r"<h2[^>]*>([^<]+)</h2>", doc)
+    assert heads[0] == "What limits each phase", heads
+    verdict = doc[doc.index("What limits each phase"):doc.index("<h2>Run</h2>")]
+    assert "server-lock" in verdict and "server-cpu" in verdict
+    links = set(re.findall(r"href='#([a-z]+)'", verdict))
+    assert links and links <= set(re.findall(r"<h2 id='([a-z]+)'", doc))
+
+
 def test_the_evidence_is_json(writers_queries):
     for p in writers_queries.values():
         json.dumps(p["limiter"])

@@ -297,7 +297,17 @@ def _time_split(fig: Figures, off: dict) -> dict:
 
 # the report's anchors of the plots and tables each resource's evidence is in
 LINKS = {"server-cpu": "cpu", "server-disk": "offcpu", "server-lock": "offcpu",
-         "server-downstream": "offcpu", "load-tool": "cpu", "network": "cpu"}
+         "server-downstream": "cpu", "load-tool": "cpu", "network": "cpu"}
+# ... and of each kind of evidence line, the first that matches deciding
+LINE_LINKS = [(re.compile(r"on-CPU samples"), "flamegraphs"),
+              (re.compile(r"\(iostat\)"), "system"),
+              (re.compile(r"requests inside the server|client latency"), "latency"),
+              (re.compile(r"fsync|lock waits|server threads"), "offcpu")]
+
+
+def link_for(line: str, resource: str) -> str | None:
+    """The report section that shows an evidence line."""
+    return next((a for rx, a in LINE_LINKS if rx.search(line)), LINKS.get(resource))
 
 
 # --- the figures of a run --------------------------------------------------------------

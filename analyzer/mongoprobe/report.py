@@ -30,7 +30,7 @@ td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
 th { background: #f0f0f0; } td.l, th.l { text-align: left; }
 h2 { border-bottom: 1px solid #ddd; margin-top: 2em; }
 img { max-width: 100%; display: block; margin: 0.5em 0; }
-.note { color: #a33; } pre { background: #f7f7f7; padding: 0.5em; font-size: 12px; }
+.note { color: #a33; } .split { color: #666; font-size: 12px; } pre { background: #f7f7f7; padding: 0.5em; font-size: 12px; }
 """
 
 
@@ -138,7 +138,7 @@ def build(run, diff: tuple[str, str] | None = None, phases: pd.DataFrame | None 
     prog = Progress(3 + 2 * len(cmds) + 2, "report")
     tool = phases_mod.tool_json(run, phases)
     parts = [f"<h1>mongoprobe run: {html.escape(Path(run.path).name)}</h1>",
-             _verdict_section(t.attrs.get("verdicts") or []),
+             None,      # the verdict, once the sections its evidence links to are known
              _run_section(run), _lost_section(run.lost)]
     parts.append("<p>" + "<br>".join(html.escape(x) for x in
                                      phases_mod.tool_line(tool).splitlines()) + "</p>")
@@ -259,6 +259,8 @@ def build(run, diff: tuple[str, str] | None = None, phases: pd.DataFrame | None 
             parts.append(f"<h3>{html.escape(title)}</h3>{_svg_frame(svg, title)}")
     prog.step("flame graphs")
     prog.done()
+    anchors = set(re.findall(r"<h2 id='([a-z]+)'", "".join(parts[2:])))
+    parts[1] = _verdict_section(t.attrs.get("verdicts") or [], anchors)
     return ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
             f"<title>mongoprobe {html.escape(Path(run.path).name)}</title>"
             f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>\n")
@@ -267,7 +269,7 @@ def build(run, diff: tuple[str, str] | None = None, phases: pd.DataFrame | None 
 VERDICT_CSS = {"none": "#5a5", "load-tool": "#c80", "network": "#c80"}
 
 
-def _verdict_section(vs) -> str:
+def _verdict_section(vs, anchors: set[str]) -> str:
     """What limits each phase, first: the limiter, its share and evidence (each line
     linked to the section that shows it), the others ranked, what is missing."""
     if not vs:
@@ -277,15 +279,20 @@ def _verdict_section(vs) -> str:
         lim = v.limiter
         name = lim.resource if v.decided else "undecided"
         colour = VERDICT_CSS.get(lim.resource, "#b33") if v.decided else "#888"
-        ev = "<br>".join(f"<a href='#{lim.link}'>{html.escape(e)}</a>" if lim.link
-                         else html.escape(e) for e in lim.evidence)
+        from .limiter import link_for, request_line
+        links = [link_for(e, lim.resource) for e in lim.evidence]
+        ev = "<br>".join(f"<a href='#{a}'>{html.escape(e)}</a>" if a in anchors
+                         else html.escape(e) for e, a in zip(lim.evidence, links))
+        if request_line(v.time):
+            ev += f"<br><span class='split'>{html.escape(request_line(v.time))}</span>"
         if v.missing and v.decided:
             ev += "<br><span class='note'>missing: " + html.escape("; ".join(v.missing)) \
                 + "</span>"
         rest = ", ".join(f"{x.resource} {x.share:.2f}" for x in v.limits
                          if x is not lim and x.share >= 0.005)
         rows.append(f"<tr><td class='l'><b>{html.escape(v.phase)}</b></td>"
-                    f"<td class='l' style='color:{colour}'><b>{html.escape(name)}</b></td>"
+                    f"<td class='l' style='color:{colour};white-space:nowrap'>"
+                    f"<b>{html.escape(name)}</b></td>"
                     f"<td>{lim.share:.2f}</td><td class='l'>{ev}</td>"
                     f"<td class='l'>{html.escape(rest)}</td></tr>")
     return ("<h2 id='verdict'>What limits each phase</h2>"
