@@ -100,6 +100,7 @@ class Figures:
     tool_cpu: float | None = None
     tool_runq: float | None = None
     sendq: float | None = None            # mean queued bytes, server's + tool's sockets
+    wire_kbs: float | None = None         # requests + replies, KB/s (the events' sizes)
     off: dict | None = None               # {reason: thread-s/s} of the server's threads
     off_top: dict = field(default_factory=dict)   # {reason: (frame, share of reason)}
     categories: dict = field(default_factory=dict)   # on-CPU category shares
@@ -219,7 +220,9 @@ def decide(fig: Figures) -> Verdict:
     unattributed = 0.0     # outside the server, where the tool's CPU is unknown
     queued = fig.sendq is not None and fig.sendq >= NET_QUEUED_BYTES
     if fig.sendq is not None:
-        ev["network"].append(f"sockets' send queues hold {fig.sendq:,.0f} bytes on average")
+        ev["network"].append(f"sockets' send queues hold {fig.sendq:,.0f} bytes on average"
+                             + (f", {fig.wire_kbs:,.1f} KB/s of requests and replies"
+                                if fig.wire_kbs is not None else ""))
     if fig.outside_s is not None:
         out = fig.outside_s
         comp["load-tool"] = min(out, tool) if tool is not None else None
@@ -332,7 +335,7 @@ def figures(run, table) -> list[Figures]:
             f.missing.append("server latency: record --probes latency")
         f.client_us = _client_avg(r.client_latency_us, r.client_vs_server)
         if r.name in gaps:
-            f.outside_s, f.conns = gaps[r.name]
+            f.outside_s, f.conns, f.wire_kbs = gaps[r.name]
             f.outside_how = "each connection's gaps between a reply and its next request"
         elif f.client_us is not None and f.server_us is not None:
             f.outside_s = sum(rate * _client_of(r, op) for op, rate in r.rates.items()
@@ -453,8 +456,9 @@ def _off_phase(df, start: float, end: float) -> tuple[dict, dict]:
 
 
 def _gaps(run, table) -> dict:
-    """{phase: (thread-s/s outside the server, connections)} from the events: per
-    connection, the gaps between a reply and the next request's arrival."""
+    """{phase: (thread-s/s outside the server, connections, KB/s on the wire)} from
+    the events: per connection, the gaps between a reply and the next request's
+    arrival; the requests' and first replies' bytes."""
     try:
         ev = run.events
     except LookupError:     # no latency probe, or too many events to hold
@@ -475,7 +479,8 @@ def _gaps(run, table) -> dict:
                (p["pid"].to_numpy()[1:] == p["pid"].to_numpy()[:-1])
         gap = np.clip(arrive[1:] - reply[:-1], 0, None)[same]
         secs = r.end - r.start
-        out[r.name] = (float(gap.sum()) / secs, int(p.groupby(["pid", "fd"]).ngroups))
+        wire = float(p["bytes_in"].sum() + p["bytes_out"].sum()) / 1024 / secs
+        out[r.name] = (float(gap.sum()) / secs, int(p.groupby(["pid", "fd"]).ngroups), wire)
     return out
 
 
