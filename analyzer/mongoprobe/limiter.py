@@ -181,19 +181,6 @@ def decide(fig: Figures) -> Verdict:
             if top:
                 line += f" ({top[1]:.0%} under {top[0]})"
             ev[r].append(line)
-        if fig.down_cpu is not None:
-            # a request waiting on the backend parks in the server (a Go server's
-            # goroutine leaves no thread waiting): its time in the server beyond what
-            # the server's own threads did is the wait; the backend's CPU at least
-            mine = (fig.srv_cpu or 0.0) + (fig.srv_runq or 0.0) + disk + lock
-            rest = max(0.0, (fig.server_s or 0.0) - mine)
-            down = fig.down_cpu + fig.down_runq
-            comp["server-downstream"] = max(comp["server-downstream"], rest, down)
-            ev["server-downstream"] = [
-                f"requests waited on another process {rest:.2f} s/s (their time in the "
-                f"server beyond its threads' {mine:.2f})",
-                f"its processes on CPU {fig.down_cpu:.2f} cores, waited "
-                f"{fig.down_runq:.2f} s/s for one"]
         if disk >= DISK_SERIAL and lock > 0:
             # writers queue on the lock the flushing writer holds: the disk's queue
             comp["server-disk"], comp["server-lock"] = disk + lock, 0.0
@@ -202,9 +189,24 @@ def decide(fig: Figures) -> Verdict:
         sat["server-disk"] = comp["server-disk"] >= DISK_SERIAL or (
             fig.disk_util is not None and fig.disk_util >= 80)
         sat["server-lock"] = comp["server-lock"] >= WAIT_SATURATED
-        sat["server-downstream"] = comp["server-downstream"] >= WAIT_SATURATED or (
-            fig.down_cpu is not None and fig.down_runq >= RUNQ_SATURATED * fig.down_cpu
-            and fig.down_cpu > 0.05)
+        sat["server-downstream"] = comp["server-downstream"] >= WAIT_SATURATED
+    if fig.down_cpu is not None:
+        # a request waiting on the backend parks in the server (a Go server's
+        # goroutine leaves no thread waiting): its time in the server beyond what
+        # the server's own threads did is the wait; the backend's CPU at least
+        mine = ((fig.srv_cpu or 0.0) + (fig.srv_runq or 0.0) + off.get("disk", 0.0)
+                + off.get("lock", 0.0))
+        rest = max(0.0, (fig.server_s or 0.0) - mine)
+        down = fig.down_cpu + fig.down_runq
+        comp["server-downstream"] = max(comp.get("server-downstream") or 0.0, rest, down)
+        sat["server-downstream"] = (comp["server-downstream"] >= WAIT_SATURATED
+                                    or fig.down_runq >= RUNQ_SATURATED * fig.down_cpu
+                                    and fig.down_cpu > 0.05)
+        ev["server-downstream"] = [
+            f"requests waited on another process {rest:.2f} s/s (their time in the "
+            f"server beyond its threads' {mine:.2f})",
+            f"its processes on CPU {fig.down_cpu:.2f} cores, waited "
+            f"{fig.down_runq:.2f} s/s for one"]
     if fig.disk_util is not None:
         ev["server-disk"].append(f"disk {fig.disk_util:.0f}% busy, await "
                                  f"{_f(fig.disk_await, '.1f')} ms (iostat)")
@@ -270,6 +272,8 @@ def decide(fig: Figures) -> Verdict:
         else:
             top.evidence = (top.evidence + [f"(server off-CPU waits not recorded: at most "
                                             f"{bound:.2f} s/s, less than this)"])[:3]
+    if top is not None and unattributed >= known[top.resource]:
+        top = None      # the tool's part of the time outside the server could be larger
     if top is None and (unattributed > 0 or fig.srv_cpu is None or fig.off is None):
         # nothing saturated among what was measured, and something was not: no guess
         decided = False
