@@ -54,6 +54,11 @@ def test_an_idle_tool_and_an_idle_server_is_none():
                             srv_runq=0.01))
     assert v.decided and v.limiter.resource == "none"
     assert v.limiter.evidence[0].startswith("nothing saturated")
+    # a server queued for a CPU on a busy machine does not limit a paced tool
+    v = limiter.decide(_fig(outside_s=3.5, tool_cpu=0.05, tool_runq=0.0, srv_cpu=0.2,
+                            srv_runq=0.3))
+    assert v.limiter.resource == "none"
+    assert "paced" in v.limiter.evidence[0]
 
 
 def test_time_outside_the_server_is_the_network_only_with_queued_bytes():

@@ -274,6 +274,11 @@ def decide(fig: Figures) -> Verdict:
                                             f"{bound:.2f} s/s, less than this)"])[:3]
     if top is not None and unattributed >= known[top.resource]:
         top = None      # the tool's part of the time outside the server could be larger
+    paced = top is not None and idle > known[top.resource]
+    if paced:
+        # the tool's threads idle longer than they wait on the busiest saturated
+        # resource: the tool paces the phase (a rate limit, think time)
+        top = None
     if top is None and (unattributed > 0 or fig.srv_cpu is None or fig.off is None):
         # nothing saturated among what was measured, and something was not: no guess
         decided = False
@@ -281,6 +286,10 @@ def decide(fig: Figures) -> Verdict:
     elif top is None:
         why = (f"nothing saturated; the tool's threads idle {idle / total:.0%} of the time"
                if total > 0 and idle > 0 else "nothing saturated")
+        if paced:
+            busiest = next(x for x in limits if x.saturated)
+            why = (f"nothing saturated holds the tool: its threads idle {idle / total:.0%} "
+                   f"of the time (paced), {busiest.resource} {busiest.share:.0%}")
         top = Limit("none", idle / total if total > 0 else 0.0, False,
                     [why] + [f"{x.resource} {x.share:.0%}" for x in limits[:2]], None)
     else:
