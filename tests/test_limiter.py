@@ -116,9 +116,10 @@ def test_treestat_a_busy_process_is_always_running_or_runnable(tmp_path):
     tool = df[(df["role"] == "tool") & (df["seconds"] > 0.4)]
     assert len(tool) >= 3
     # one thread that never blocks: on a CPU or waiting for one the whole time,
-    # however busy the machine is
-    ratio = (tool["cpu_s"] + tool["runq_s"]) / tool["seconds"]
-    assert ratio.between(0.8, 1.1).all(), tool
+    # however busy the machine is (over the samples: the kernel adds a wait to
+    # run_delay when it ends, so one interval can hold a piece of the one before)
+    ratio = (tool["cpu_s"] + tool["runq_s"]).sum() / tool["seconds"].sum()
+    assert 0.8 <= ratio <= 1.1, tool
     assert (df.loc[df["role"] == "server", "procs"] == 1).all()
 
 

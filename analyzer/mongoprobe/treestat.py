@@ -10,7 +10,9 @@ on the network (bytes not yet acknowledged by the peer, and requests not yet rea
 
 Sources, per thread of every process of a tree (``/proc/PID/task/TID/schedstat``:
 on-CPU ns, run-queue ns, timeslices); a thread seen in two samples adds the
-difference (one that ends between two samples loses its last piece). The trees:
+difference (one that ends between two samples loses its last piece). The kernel adds
+a wait to the run-queue time when it ends, so one second can hold a piece of the one
+before: read them over a phase, not one by one. The trees:
 
     server      the target pid and its descendants
     downstream  the local processes the server is a client of (a storage backend
