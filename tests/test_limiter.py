@@ -85,6 +85,13 @@ def test_missing_offcpu_decides_only_above_its_bound():
     assert "record --probes offcpu" in v.limiter.evidence[0]
 
 
+def test_no_verdict_without_the_time_outside_the_server():
+    # a paced tool or a shaped path would be unseen: no verdict, the option named
+    v = limiter.decide(_fig(outside_s=None, srv_cpu=0.1, srv_runq=0.2,
+                            missing=["time outside the server: record --events"]))
+    assert not v.decided and "record --events" in v.limiter.evidence[0]
+
+
 def test_a_run_without_the_verdicts_inputs_names_them():
     j = phases.phase_json(load_run(RUN))
     for p in j["phases"]:

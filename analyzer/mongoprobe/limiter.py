@@ -272,6 +272,8 @@ def decide(fig: Figures) -> Verdict:
         else:
             top.evidence = (top.evidence + [f"(server off-CPU waits not recorded: at most "
                                             f"{bound:.2f} s/s, less than this)"])[:3]
+    if fig.outside_s is None:
+        top = None      # the tool's and the network's part of the time is unmeasured
     if top is not None and unattributed >= known[top.resource]:
         top = None      # the tool's part of the time outside the server could be larger
     paced = top is not None and idle > known[top.resource]
@@ -279,7 +281,8 @@ def decide(fig: Figures) -> Verdict:
         # the tool's threads idle longer than they wait on the busiest saturated
         # resource: the tool paces the phase (a rate limit, think time)
         top = None
-    if top is None and (unattributed > 0 or fig.srv_cpu is None or fig.off is None):
+    if top is None and (unattributed > 0 or fig.srv_cpu is None or fig.off is None
+                        or fig.outside_s is None):
         # nothing saturated among what was measured, and something was not: no guess
         decided = False
         top = Limit("none", 0.0, False, ["undecided: " + "; ".join(fig.missing)], None)
