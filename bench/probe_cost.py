@@ -69,6 +69,10 @@ maps sized as by default, for 10,000 connections) and adds the BPF ns per reques
 side by side, with the ratio of the last count's to the first's: thousands of
 connections' state must not make a request dearer.
 
+The tracers are the project's: $MONGOPROBE_BPFTRACE (the bpftrace to run) and
+$MONGOPROBE_BCC_PYTHON (the python with bcc, the floor rows' too) measure any
+version; the versions measured are in the output's first line (`config.tracers`).
+
 Needs root, bpftrace (bcc for its rows), bpftool, Java and the bench jar built by
 scripts/setup.sh. The server is pinned to CPU 0 and the load to CPU 1 (--no-pin
 to leave them free); the probe is not pinned. On 2 cores the three compete: read
@@ -234,6 +238,28 @@ class BpfStats:
 
     def still_on(self) -> bool:
         return self.via != "sysctl" or STATS_SYSCTL.read_text().strip() == "1"
+
+
+def bpftrace_version() -> str | None:
+    """`bpftrace --version` of the bpftrace the rows run ("v0.17.0"), None if none"""
+    try:
+        r = subprocess.run([probes.bpftrace_binary(), "--version"], capture_output=True,
+                           text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    out = r.stdout.split()
+    return out[-1] if r.returncode == 0 and out else None
+
+
+def tracers(engines) -> dict:
+    """what the rows run: {"bcc": {"python", "version"}, "bpftrace": {"binary", "version"}},
+    for the engines asked"""
+    out = {}
+    if "bcc" in engines:
+        out["bcc"] = {"python": probes.bcc_python(), "version": probes.bcc_version()}
+    if "bpftrace" in engines:
+        out["bpftrace"] = {"binary": probes.bpftrace_binary(), "version": bpftrace_version()}
+    return out
 
 
 def bpftool_json(*args: str) -> list:
@@ -753,8 +779,11 @@ def summarize(target: str, res: RowResult) -> dict:
 def render(report: dict) -> str:
     c = report["config"]
     counts = c.get("connections") or [c["threads"]]
+    versions = ", ".join(f"{e} {t['version'] or '?'}"
+                         for e, t in sorted(c.get("tracers", {}).items()))
     out = [f"probe cost: find_one by _id, {'/'.join(map(str, counts))} connections "
            f"(Java driver), {c['reps']} x {c['seconds']:g} s",
+           *([f"tracers: {versions}"] if versions else []),
            "ns/req: BPF run time per request served (bpf_stats); runs: programs run",
            "per request; cpu us: the probe's own processes per request; seen: requests",
            "the probe counted / served; ratio: ops/s with / without the probe;",
@@ -904,7 +933,8 @@ def main(argv=None) -> int:
     report = {"config": {"reps": a.reps, "seconds": a.seconds, "threads": a.threads,
                          "connections": counts,
                          "pinned": not a.no_pin, "kernel": os.uname().release,
-                         "stats_via": stats.via},
+                         "stats_via": stats.via,
+                         "tracers": tracers({r.engine for r in rows})},
               "rows": [], "none_ops_per_s": {}}
     try:
         with tempfile.TemporaryDirectory(prefix="probe_cost.") as tmp:

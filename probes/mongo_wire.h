@@ -46,7 +46,10 @@
  *   MW_BY_CONN      also aggregate per connection (fd)
  *   MW_EVENTS       emit one event per request at its first reply
  *   MW_SAMPLE       with MW_EVENTS: emit one request in MW_SAMPLE (random)
- *   MW_RINGBUF      use BPF_RINGBUF_OUTPUT for events, else BPF_PERF_OUTPUT
+ *   MW_RINGBUF      the kernel has ring buffers: latencies the maps cannot take
+ *                   go to the ring buffer spill_rb (else to the hash lat_spill),
+ *                   and events use BPF_RINGBUF_OUTPUT (else BPF_PERF_OUTPUT)
+ *   MW_SPILL_PAGES  with MW_RINGBUF: spill_rb's pages (a power of 2)
  *                   (with MW_EVENTS: an OP_COMPRESSED request's first MW_PFX bytes
  *                   also go out, as a struct mw_cpfx record, for user space to
  *                   decompress its command name from)
@@ -116,9 +119,10 @@
 #define C_URING      9          /* io_uring_enter calls: not decoded (detection only) */
 #define C_TLS        10         /* connections whose first bytes are TLS records */
 #define C_FULL_CONNS 11         /* of C_DROPPED: conns full (a connection not traced) */
-#define C_FULL_LAT   12         /* of C_DROPPED: lat and lat_spill full (a request
+#define C_FULL_LAT   12         /* of C_DROPPED: lat and the spill full (a request
                                    counted, its latency not aggregated) */
-#define C_MAX        13
+#define C_SPILLED    13         /* latencies through spill_rb (aggregated in user space) */
+#define C_MAX        14
 
 union mw_name {
     char c[MW_NAME];
@@ -275,9 +279,27 @@ BPF_PERCPU_ARRAY(lat_cache, struct mw_agg, MW_CACHE_SETS * MW_CACHE_WAYS);
 /* lat allocates its entries as they come (preallocating MW_AGGS histograms per CPU
  * would take megabytes), from a per-CPU cache the kernel refills after the
  * program returns; it holds only ~3 per-CPU values, so a burst of new keys (a
- * new second) can find it empty. Such a request goes here, preallocated: the
- * reader adds both maps. */
+ * new second, 100 new command names) finds it empty. Such a request's latency
+ * goes to user space as a record of its own, through a ring buffer sized from
+ * MW_CONNS, which the reader drains every 0.25 s and aggregates: a bounded
+ * hash here (64 keys, read only at the end of a run) filled in 3 of 8 bursty
+ * runs. Without ring buffers, a preallocated hash the reader adds. */
+#ifdef MW_RINGBUF
+struct mw_spill {
+    struct mw_key k;
+    u64 lat;
+    u32 bucket;
+    s32 err;
+    u32 timed;
+    u32 pad;
+};
+#ifndef MW_SPILL_PAGES
+#define MW_SPILL_PAGES 512      /* 2 MiB: ~29,000 records */
+#endif
+BPF_RINGBUF_OUTPUT(spill_rb, MW_SPILL_PAGES);
+#else
 BPF_F_TABLE("percpu_hash", struct mw_key, struct mw_val, lat_spill, MW_SPILL, 0);
+#endif
 /* fds of the target whose first received bytes were TLS records (counted once
  * per connection; freed at close): as many as connections */
 BPF_HASH(tls_fds, u32, u8, MW_CONNS);
@@ -791,23 +813,40 @@ static __always_inline struct mw_val *mw_val_of(struct mw_key *k)
     if (!z)
         return 0;
     v = lat.lookup_or_try_init(k, z);
-    if (v)
-        return v;
-    v = lat_spill.lookup_or_try_init(k, z);
-    if (!v) {
-        mw_count(C_DROPPED, 1);
-        mw_count(C_FULL_LAT, 1);
-    }
+#ifndef MW_RINGBUF
+    if (!v)
+        v = lat_spill.lookup_or_try_init(k, z);
+#endif
     return v;
 }
 
-/* one aggregate gains a timed request (latency lat, bucket b) or one that expects
- * no reply; per-CPU values: no atomics */
-static __always_inline void mw_add(struct mw_val *v, int timed, u64 lat, u32 b,
-                                   s32 err)
+/* one aggregate (key k, value v; 0: the maps had no room) gains a timed request
+ * (latency lat, bucket b) or one that expects no reply; per-CPU values: no
+ * atomics */
+static __always_inline void mw_add(struct mw_key *k, struct mw_val *v, int timed,
+                                   u64 lat, u32 b, s32 err)
 {
-    if (!v)
+    if (!v) {
+#ifdef MW_RINGBUF
+        /* written in the ring (the TLS programs have no stack to spare) */
+        struct mw_spill *r = spill_rb.ringbuf_reserve(sizeof(struct mw_spill));
+        if (r) {
+            r->k = *k;
+            r->lat = lat;
+            r->bucket = b;
+            r->err = err;
+            r->timed = timed;
+            r->pad = 0;
+            /* no wakeup: the reader takes what is there every 0.25 s */
+            spill_rb.ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+            mw_count(C_SPILLED, 1);
+            return;
+        }
+#endif
+        mw_count(C_DROPPED, 1);
+        mw_count(C_FULL_LAT, 1);
         return;
+    }
     if (!timed) {
         v->noreply++;
         return;
@@ -829,7 +868,7 @@ static __always_inline void mw_account(union mw_name *name, u32 op, u32 fd, u64 
     struct mw_key k = {.slice = ts / MW_SLICE_NS, .op = op};
     k.name = *name;
     u32 b = mw_bucket(lat);
-    mw_add(mw_val_of(&k), timed, lat, b, err);
+    mw_add(&k, mw_val_of(&k), timed, lat, b, err);
     if (err) {
         /* a failed reply: counted per code (rare: a plain hash, atomic add) */
         struct mw_ekey ek = {.slice = k.slice, .op = op, .code = err};
@@ -851,7 +890,7 @@ static __always_inline void mw_account(union mw_name *name, u32 op, u32 fd, u64 
             cv = lat_conn.lookup_or_try_init(&ck, z);
     }
     if (!cv) {
-        mw_add(mw_val_of(&ck), timed, lat, b, err);  /* lat, or its spill */
+        mw_add(&ck, mw_val_of(&ck), timed, lat, b, err);  /* lat, or the spill */
     } else if (!timed) {
         __sync_fetch_and_add(&cv->noreply, 1);
     } else {
@@ -1443,8 +1482,13 @@ static __always_inline struct pt_regs *mw_regs(void)
  * flags), 3 recvmsg(fd, msg, flags) */
 static __always_inline int mw_exit_rx(void *ctx, int nr, s64 ret, int kind)
 {
+    /* the cheapest test first: ret is in the tracepoint's record, the pid a
+     * helper call away; nothing received (Go's and Netty's EAGAIN, EOF, an
+     * error) is the commonest receive of every process on a slow server */
+    if (ret <= 0)
+        return 0;
     u64 id = bpf_get_current_pid_tgid();
-    if ((id >> 32) != MW_TARGET_PID || ret <= 0)
+    if ((id >> 32) != MW_TARGET_PID)
         return 0;
     struct pt_regs *p = mw_regs();
     if (p->orig_ax != (u64)nr || (s64)p->ax != ret) {

@@ -193,8 +193,9 @@ GRACE_NS = 50000000             # a slice is read this long after it ends
 
 # indexes of the "counts" array (mongo_wire.h C_*)
 C_REQUESTS, C_REPLIES, C_STREAM, C_NOREPLY, C_UNMATCHED, C_NOREPLY_LOST, \
-    C_MALFORMED, C_DROPPED, C_MMSG, C_URING, C_TLS, C_FULL_CONNS, C_FULL_LAT = range(13)
-C_MAX = 13
+    C_MALFORMED, C_DROPPED, C_MMSG, C_URING, C_TLS, C_FULL_CONNS, C_FULL_LAT, \
+    C_SPILLED = range(14)
+C_MAX = 14
 # mongo_tls.h's "tls_counts", after C_MAX in raw_counts: TLS connections whose
 # plaintext was decoded, calls with plaintext and no connection to key them by,
 # calls with bytes; of the decoded connections, those keyed by their SSL *
@@ -209,6 +210,7 @@ TLS_HOOKED = []
 FULL_MAPS = ((C_FULL_CONNS, "conns", "requests on connections not traced"),
              (C_FULL_LAT, "lat_spill", "latencies not aggregated"))
 MAX_CONNECTIONS = 10000         # --max-connections default
+MW_SPILL = 64                   # lat_spill's keys without ring buffers (mongo_wire.h)
 AGGS = 4096                     # aggregates (slice, command, opcode) at once
 CACHE_SETS, CACHE_BITS = 4, 4     # lat_cache: 4 sets of 2^4 slots (mongo_wire.h)
 CACHE_WAYS = 1 << CACHE_BITS
@@ -240,6 +242,34 @@ class MwEvent(ct.Structure):
         ("bytes_in", ct.c_uint), ("bytes_out", ct.c_uint),
         ("stream", ct.c_uint), ("error_code", ct.c_int),
     ]
+
+
+class MwName(ct.Union):
+    _fields_ = [("c", ct.c_char * 24), ("w", ct.c_ulonglong * 3)]
+
+
+class MwKey(ct.Structure):
+    """struct mw_key of mongo_wire.h"""
+    _fields_ = [("slice", ct.c_ulonglong), ("name", MwName),
+                ("op", ct.c_uint), ("fd", ct.c_uint)]
+
+
+class MwSpill(ct.Structure):
+    """struct mw_spill of mongo_wire.h: one latency the maps had no room for"""
+    _fields_ = [("k", MwKey), ("lat", ct.c_ulonglong), ("bucket", ct.c_uint),
+                ("err", ct.c_int), ("timed", ct.c_uint), ("pad", ct.c_uint)]
+
+
+def spill_pages(max_conns):
+    """spill_rb's pages (a power of 2, at least 64): room for two records
+    (80 bytes with the ring's header) per connection, a second's aggregates of
+    every connection with -c and their commands' had none of them room in lat;
+    2 MiB at the default --max-connections"""
+    need = 2 * max_conns * 80 // 4096
+    pages = 64
+    while pages < need:
+        pages *= 2
+    return pages
 
 
 RAW_MAGIC = b"mongoprobe-events-raw 1\n"
@@ -342,12 +372,13 @@ def bpf_text(pid, by_conn=False, events=False, ringbuf=True, sample=1,
         defs.append("#define MW_TLS_GO 1")
     if by_conn:
         defs.append("#define MW_BY_CONN 1")
+    if ringbuf:
+        defs.append("#define MW_RINGBUF 1")
+        defs.append("#define MW_SPILL_PAGES %d" % spill_pages(max_conns))
     if events:
         defs.append("#define MW_EVENTS 1")
         if sample > 1:
             defs.append("#define MW_SAMPLE %d" % sample)
-        if ringbuf:
-            defs.append("#define MW_RINGBUF 1")
     with open(WIRE_H) as f:
         text = "\n".join(defs) + "\n" + f.read()
     if tls:
@@ -429,18 +460,22 @@ def load(tool, pid, by_conn=False, events=False, sample=1, max_conns=MAX_CONNECT
     """Compile, load and attach (tls: the hooks of tls_hooks); returns (bpf,
     ringbuf_used)."""
     from bcc import BPF
-    attempts = [True, False] if events else [False]
     err = None
-    for ringbuf in attempts:
+    for ringbuf in (True, False):
         try:
             b = BPF(text=bpf_text(pid, by_conn, events, ringbuf, sample, max_conns, tls))
-        except Exception as e:      # ringbuf unsupported: retry with perf
+        except Exception as e:      # ringbuf unsupported: retry without
             err = e
             if ringbuf:
-                print("%s: no ring buffer (%s): events go through the perf buffer, "
-                      "which wakes this reader per event" % (
-                          tool, str(e).splitlines()[-1]), file=sys.stderr)
+                print("%s: no ring buffer (%s): %sa burst of new aggregates "
+                      "beyond %d keys is lost" % (
+                          tool, str(e).splitlines()[-1],
+                          "events go through the perf buffer, which wakes this "
+                          "reader per event; " if events else "", MW_SPILL),
+                      file=sys.stderr)
             continue
+        if ringbuf:
+            SPILL.set_bpf(b)
         # the slots of conns for keys other than fds below max_conns (mongo_wire.h)
         free = b["conn_free"]
         for i in range(max_conns, 2 * max_conns):
@@ -693,6 +728,8 @@ def read_counts(v, extra_dropped=0, pending=0, pid=None, fresh=False):
                  "requests_without_reply": v[C_NOREPLY_LOST] + pending,
                  "malformed": v[C_MALFORMED],
                  "dropped": v[C_DROPPED] + extra_dropped},
+        # latencies the kernel's maps had no room for, aggregated here (not lost)
+        "spilled": v[C_SPILLED],
         # the part of "dropped" that full maps caused, per map
         "full": dict((name, v[idx]) for idx, name, _ in FULL_MAPS),
     }
@@ -852,6 +889,7 @@ def take_slices(b, final=False, now=None):
             continue
         take_map(t, now, final, out)
     take_cache(b["lat_cache"], now, final, out)
+    SPILL.take(now, final, out)
     take_errs(b["errs"], now, final, out)
     return out
 
@@ -893,13 +931,63 @@ def take_cache(t, now, final, out):
         t[ct.c_int(i)] = t.Leaf()
 
 
-def add_value(out, k, v):
-    """one CPU's value v of aggregate key k, into out (take_slices)"""
+def agg_of(out, k):
+    """the Agg of aggregate key k in out, {slice: {view key: Agg}}"""
     if k.fd:
         key = ("conn", conn_id(k.fd))   # a TLS connection's plaintext too
     else:
         key = ("cmd", (cmdname(k.name.c), opname(int(k.op))))
-    agg = out.setdefault(int(k.slice), {}).setdefault(key, Agg())
+    return out.setdefault(int(k.slice), {}).setdefault(key, Agg())
+
+
+class Spill(object):
+    """The latencies mongo_wire.h's maps had no room for (a burst of new
+    keys), one record each through the ring buffer spill_rb: aggregated here
+    by slice, taken with the kernel's aggregates (take_slices). drain() must
+    run often enough for the ring not to fill (main loops: every 0.25 s)."""
+
+    def __init__(self):
+        self.b = None
+        self.pending = {}
+
+    def set_bpf(self, b):
+        self.b = b
+        b["spill_rb"].open_ring_buffer(self.record)
+
+    def record(self, _ctx, data, _size):
+        r = ct.cast(data, ct.POINTER(MwSpill)).contents
+        agg = agg_of(self.pending, r.k)
+        if not r.timed:
+            agg.noreply += 1
+            return
+        agg.count += 1
+        agg.sum_ns += r.lat
+        agg.max_ns = max(agg.max_ns, r.lat)
+        agg.errors += r.err != 0
+        if r.bucket < NB:
+            agg.hist[r.bucket] = agg.hist.get(r.bucket, 0) + 1
+
+    def drain(self):
+        """read the ring (every ring buffer of b: events too, if any)"""
+        if self.b is not None:
+            self.b.ring_buffer_consume()
+
+    def take(self, now, final, out):
+        """take_slices for the spilled latencies"""
+        self.drain()
+        for sl in list(self.pending):
+            if not final and (sl + 1) * SLICE_NS + GRACE_NS > now:
+                continue
+            for key, agg in self.pending.pop(sl).items():
+                out.setdefault(sl, {}).setdefault(key, Agg()).add(agg)
+
+
+SPILL = Spill()                 # load() opens it when the kernel has ring buffers
+
+
+def add_value(out, k, v):
+    """one CPU's value v of aggregate key k, into out (take_slices)"""
+    agg = agg_of(out, k)
     agg.count += v.count
     agg.sum_ns += v.sum_ns
     agg.max_ns = max(agg.max_ns, v.max_ns)
@@ -1315,7 +1403,8 @@ def main(argv=None):
                 tot = read_counts(cur, lost_ev, outstanding(b), args.pid, fresh=True)
                 print(json.dumps({"end": True, "counts": tot["counts"],
                                   "lost": tot["lost"], "untraced": tot["untraced"],
-                                  "full": tot["full"], "tls": tot["tls"]}))
+                                  "full": tot["full"], "tls": tot["tls"],
+                                  "spilled": tot["spilled"]}))
                 sys.stdout.flush()
             return read_counts(cur, lost_ev)
         prev = state["prev"]
@@ -1353,6 +1442,7 @@ def main(argv=None):
             now = time.monotonic()
             if now >= next_slice:
                 next_slice = now + 0.25
+                SPILL.drain()       # its ring must not fill between reports
                 if args.slices:
                     # a Ctrl-C in the middle would lose the slices read so far
                     # (their kernel entries deleted): it waits for the read

@@ -40,9 +40,10 @@ class TlsError(Exception):
 
 
 class Hook(object):
-    """One library to hook: kind "openssl" or "go", the ELF file's path (as the
-    process sees it, under /proc/PID/root), the functions found in it and, for
-    Go, {function: [offsets of its RET instructions]}; for OpenSSL, free: whether
+    """One library to hook: kind "openssl" or "go", the ELF file's path (the
+    process's own file: under /proc/PID/root, or a /proc/PID/map_files link or
+    /proc/PID/exe when the file at its path is no longer the one mapped), the
+    functions found in it and, for Go, {function: [offsets of its RET instructions]}; for OpenSSL, free: whether
     SSL_free is there (without it, memory-BIO connections are not decoded: their
     state, keyed by SSL *, would never be freed)."""
 
@@ -112,43 +113,68 @@ def ret_offsets(path, func, value):
     return offs
 
 
-def _in_root(pid, path):
-    """path as seen by process pid (its mount namespace may differ)"""
+def _target_file(pid, path, dev_ino, mapping=None):
+    """A path to the very file process pid runs (dev_ino: its st_dev, st_ino),
+    whatever root the tracer runs in (a chroot with its own libraries at the
+    same paths: a uprobe there would go to the root's copy): path under
+    /proc/PID/root when that is still the file, else (replaced or deleted since
+    it was mapped: a package upgrade) the mapping's /proc/PID/map_files link,
+    or mapping itself (/proc/PID/exe)."""
     p = "/proc/%d/root%s" % (pid, path)
-    return p if os.path.exists(p) else path
+    try:
+        st = os.stat(p)
+        if (st.st_dev, st.st_ino) == dev_ino:
+            return p
+    except OSError:
+        pass
+    return mapping
+
+
+def _dev_ino(maps_dev, inode):
+    """(st_dev, st_ino) of a /proc/PID/maps line's "MAJOR:MINOR" and inode"""
+    major, minor = (int(x, 16) for x in maps_dev.split(":"))
+    return os.makedev(major, minor), int(inode)
 
 
 def mapped_files(pid):
-    """The files the process has mapped executable, in map order."""
-    out = []
+    """The files the process has mapped executable, in map order: [(path as
+    the process maps it, the file to open for it: _target_file)]."""
+    out, seen = [], set()
     with open("/proc/%d/maps" % pid) as f:
         for line in f:
             parts = line.split(None, 5)
             if len(parts) == 6 and "x" in parts[1] and parts[5].startswith("/"):
                 p = parts[5].strip()
-                if p not in out:
-                    out.append(p)
+                if p.endswith(" (deleted)"):
+                    p = p[:-len(" (deleted)")]
+                if p in seen:
+                    continue
+                seen.add(p)
+                mapping = "/proc/%d/map_files/%s" % (pid, parts[0])
+                out.append((p, _target_file(pid, p, _dev_ino(parts[3], parts[4]), mapping)))
     return out
 
 
 def find(pid):
     """The TLS libraries of process pid that can be hooked: [Hook]."""
     hooks = []
-    exe_link = os.readlink("/proc/%d/exe" % pid)
     exe = "/proc/%d/exe" % pid
+    exe_link = os.readlink(exe)
+    if exe_link.endswith(" (deleted)"):
+        exe_link = exe_link[:-len(" (deleted)")]
+    st = os.stat(exe)
+    exe_file = _target_file(pid, exe_link, (st.st_dev, st.st_ino), exe)
     syms = elf_symbols(exe, OPENSSL_FUNCS + (SSL_FREE, GO_READ, GO_WRITE))
     if GO_READ in syms and GO_WRITE in syms:
         rets = dict((fn, ret_offsets(exe, fn, syms[fn][0])) for fn in (GO_READ, GO_WRITE))
-        hooks.append(Hook("go", _in_root(pid, exe_link), (GO_READ, GO_WRITE), rets,
-                          exe_link))
+        hooks.append(Hook("go", exe_file, (GO_READ, GO_WRITE), rets, exe_link))
     static = [fn for fn in OPENSSL_FUNCS if fn in syms]
     if "SSL_read" in static and "SSL_write" in static:
-        hooks.append(Hook("openssl", _in_root(pid, exe_link), static, shown=exe_link,
+        hooks.append(Hook("openssl", exe_file, static, shown=exe_link,
                           free=SSL_FREE in syms))
-    for path in mapped_files(pid):
+    for path, real in mapped_files(pid):
         if not os.path.basename(path).startswith("libssl.so"):
             continue
-        real = _in_root(pid, path)
         found = elf_symbols(real, OPENSSL_FUNCS + (SSL_FREE,))
         funcs = [fn for fn in OPENSSL_FUNCS if fn in found]
         if "SSL_read" in funcs and "SSL_write" in funcs:

@@ -20,6 +20,12 @@ from mongoprobe import probes, target
 SESSION_MARK = "MONGOPROBE_TEST_SESSION"
 
 
+# The probes' maps sized for 64 connections unless a test asks for more: a bpftrace
+# start preallocates them (10,000 connections take seconds more). The tests about the
+# default sizing and the scale tests clear it or pass --max-connections.
+TEST_MAX_CONNECTIONS = "64"
+
+
 def pytest_configure(config) -> None:
     # Started in the background (`bash .ci/run &`, nohup), the session inherits SIGINT
     # ignored, and so would every child: the tests that stop a tool with SIGINT (as a
@@ -28,6 +34,24 @@ def pytest_configure(config) -> None:
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     os.environ.setdefault(SESSION_MARK, uuid.uuid4().hex)
+    os.environ.setdefault("MONGOPROBE_MAX_CONNECTIONS", TEST_MAX_CONNECTIONS)
+
+
+# The markers follow from what a test uses (item.fixturenames holds every fixture a
+# test needs, through other fixtures too), so a new test gets them by using the fixture:
+# `pytest -m "not root"` is the quick offline tier.
+ROOT_FIXTURES = {"need_bpftrace", "need_bcc", "need_dtrace", "need_capture",
+                 "tracing_and_target"}
+TARGET_FIXTURES = {"ferretdb", "tls_target", "tracing_and_target"}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        names = set(item.fixturenames)
+        if names & ROOT_FIXTURES and not item.get_closest_marker("root"):
+            item.add_marker(pytest.mark.root)
+        if names & TARGET_FIXTURES and not item.get_closest_marker("target"):
+            item.add_marker(pytest.mark.target)
 
 
 def _marked_processes(mark: str) -> list[tuple[int, str]]:

@@ -227,7 +227,8 @@ def test_ferretdb_counts_equal_metrics_and_bpftrace(ferretdb, tmp_path, need_dtr
         "events": start_cli("latency", "-p", str(ferretdb.pid), "--json", "--engine", "dtrace",
                             "--events", str(events_file)),
         "snoop": start_cli("snoop", "-p", str(ferretdb.pid), "--json", "--engine", "dtrace"),
-        "bpftrace": start_cli("latency", "-p", str(ferretdb.pid), "--json"),
+        "bpftrace": start_cli("latency", "-p", str(ferretdb.pid), "--json", "--engine",
+                              "bpftrace"),
     }
     try:
         load = mixedload.run(ferretdb.uri, threads=4, rounds=2)

@@ -4,7 +4,8 @@ test runs goes stale).
 The examples are read from the parser itself (``mongoprobe.cli.build_parser``).
 ``test_every_example_says_what_it_prints`` fails when an example has no entry in EXPECT
 (what it must print) or an entry no longer has its example; ``test_example`` runs each
-one, as printed, through bash in a scratch directory, with only these replaced:
+one, as printed, in a scratch directory (through bash; those that neither trace, start a
+process nor need a shell through ``cli.main`` in this process), with only these replaced:
 
     4127, 4133, 27017   the test FerretDB's pid, one of its threads, its port
     -d N / -i N         -d 2 / -i 1 (the same command, shorter)
@@ -25,6 +26,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -35,6 +37,7 @@ from pathlib import Path
 import pytest
 
 from mongoprobe import flamegraph, mixedload, probes, stacks
+from mongoprobe import cli
 from mongoprobe.cli import build_parser
 from mongoprobe.pcap.capture import why_cannot_capture
 
@@ -275,7 +278,9 @@ def _needs(example: str) -> list[str]:
     if cmd in TRACING or cmd in ("load", "capture") or (cmd == "record" and "-p" in words):
         needs.append("target")
     if cmd in TRACING or cmd == "record":
-        engine = words[words.index("--engine") + 1] if "--engine" in words else "bpftrace"
+        # latency, snoop and record choose their engine (auto); the others run bpftrace
+        default = "auto" if cmd in ("latency", "snoop", "record") else "bpftrace"
+        engine = words[words.index("--engine") + 1] if "--engine" in words else default
         if any(w.endswith(".perf.txt") for w in words):
             engine = "perf"
         needs.append(engine)
@@ -292,6 +297,9 @@ def _why_not(needs: list[str]) -> str | None:
     from mongoprobe import target
     for n in needs:
         why = {"bpftrace": probes.why_cannot_trace, "bcc": probes.why_cannot_bcc,
+               # --engine auto runs where any engine does (bcc, bpftrace, dtrace)
+               "auto": lambda: (probes.why_cannot_bcc() and probes.why_cannot_trace()
+                                and probes.why_cannot_dtrace()),
                "dtrace": probes.why_cannot_dtrace, "capture": why_cannot_capture,
                "perf": lambda: (probes.why_cannot_trace() or (
                    None if shutil.which("perf") else "perf is not installed")),
@@ -337,6 +345,34 @@ def _env(tmp: Path, target) -> dict:
     if target is not None:
         env["MONGOPROBE_URI"] = target.uri
     return env
+
+
+# Commands that neither trace, start processes nor need a shell: run in this process
+# (cli.main), which saves a cold interpreter start and pandas import per example.
+IN_PROCESS = {"fold", "flamegraph", "heatmap", "categories", "top", "phases", "report",
+              "pcap", "parse", "quantize"}
+
+
+def _in_process(cmd: str) -> bool:
+    words = cmd.split()
+    return (words[0] == "mongoprobe" and words[1] in IN_PROCESS
+            and not set(cmd) & set("|<>;&$`*"))
+
+
+def _run_in_process(cmd: str, tmp: Path, env: dict, capsys, monkeypatch):
+    """cli.main(ARGV) in tmp with the example's environment: (returncode, stdout,
+    stderr) as _run gives them."""
+    monkeypatch.chdir(tmp)
+    for k, v in env.items():
+        if os.environ.get(k) != v:
+            monkeypatch.setenv(k, v)
+    capsys.readouterr()
+    try:
+        rc = cli.main(shlex.split(cmd)[1:])
+    except SystemExit as e:     # argparse and the commands' own exits
+        rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    out, err = capsys.readouterr()
+    return rc, out, err
 
 
 def _run(cmd: str, tmp: Path, env: dict, target, stop_at_banner: bool):
@@ -389,8 +425,14 @@ def _target_setup(example: str, env: dict, tmp: Path) -> None:
         assert r.returncode == 0, r.stderr
 
 
-@pytest.mark.parametrize("example", sorted(EXAMPLES))
-def test_example(example: str, tmp_path, request) -> None:
+def _marks(example: str) -> list:
+    needs = _needs(example)
+    return ([pytest.mark.root] if set(needs) & {"bpftrace", "bcc", "dtrace", "perf", "capture"}
+            else []) + ([pytest.mark.target] if set(needs) & {"target", "ferretdb"} else [])
+
+
+@pytest.mark.parametrize("example", [pytest.param(e, marks=_marks(e)) for e in sorted(EXAMPLES)])
+def test_example(example: str, tmp_path, request, capsys, monkeypatch) -> None:
     assert example in EXPECT, f"no EXPECT entry for {example!r}"
     needs = _needs(example)
     why = _why_not(needs)
@@ -404,8 +446,11 @@ def test_example(example: str, tmp_path, request) -> None:
     if words[:2] == ["mongoprobe", "target"]:
         _target_setup(example, env, tmp_path)
     try:
-        rc, out, err = _run(cmd, tmp_path, env, target,
-                            stop_at_banner="-d" not in words and words[1] in _BANNER)
+        if _in_process(cmd):
+            rc, out, err = _run_in_process(cmd, tmp_path, env, capsys, monkeypatch)
+        else:
+            rc, out, err = _run(cmd, tmp_path, env, target,
+                                stop_at_banner="-d" not in words and words[1] in _BANNER)
     finally:
         if words[:2] == ["mongoprobe", "target"]:
             subprocess.run([sys.executable, "-m", "mongoprobe", "target", "stop"], cwd=tmp_path,

@@ -19,6 +19,8 @@ import pytest
 from mongoprobe import mixedload, procnet, target
 from mongoprobe.formats import wire_events
 
+pytestmark = [pytest.mark.root, pytest.mark.target]
+
 WORKLOAD_COMMANDS = {"insert", "find", "update", "delete", "aggregate", "getMore", "count"}
 
 

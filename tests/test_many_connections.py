@@ -36,6 +36,8 @@ import manyconns
 from test_latency_ferretdb import metrics_delta, start_cli
 from mongoprobe import target, wire_probe
 
+pytestmark = [pytest.mark.root, pytest.mark.scale]
+
 CONNECTIONS = 10_000
 ROUNDS = 3
 
@@ -57,6 +59,13 @@ def big_target(tmp_path_factory):
     manyconns.raise_nofile(CONNECTIONS + 512)
     with target.EmbeddedTarget(tmp_path_factory.mktemp("ferretdb-conns")) as info:
         yield info
+
+
+@pytest.fixture(autouse=True)
+def real_default(monkeypatch):
+    """The probes sized by their own default (10,000 connections here), not the suite's
+    small one: that default is what these tests check."""
+    monkeypatch.delenv("MONGOPROBE_MAX_CONNECTIONS", raising=False)
 
 
 def need(engine: str, request) -> None:

@@ -351,7 +351,8 @@ def test_capture_ferretdb_counts(need_capture, ferretdb, tmp_path):
 
 def _start_latency_cli(pid: int, events: Path) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-m", "mongoprobe", "latency", "-p", str(pid),
-                             "--json", "--events", str(events)], stdout=subprocess.PIPE,
+                             "--json", "--engine", "bpftrace", "--events", str(events)],
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     for line in proc.stderr:       # "Tracing MongoDB requests of PID ..." once attached

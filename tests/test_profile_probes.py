@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 from conftest import build_c
+from test_tracer_versions_profilers import dry_run_flag
 
 from mongoprobe import flamegraph, mixedload, probes
 from mongoprobe.formats import bpftrace_stacks, flush_output, syscount_output, threads_output
@@ -134,7 +135,8 @@ def need_perf() -> None:
 
 @pytest.mark.parametrize("tool", BT_TOOLS)
 def test_bpftrace_tool_compiles(tool, need_bpftrace):
-    r = subprocess.run(["bpftrace", "-d", str(ROOT / "probes" / tool), "1"],
+    binary = probes.bpftrace_binary()
+    r = subprocess.run([binary, dry_run_flag(binary), str(ROOT / "probes" / tool), "1"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-500:]
 
@@ -255,6 +257,7 @@ def test_profile_bpftrace_ferretdb_symbolised(ferretdb, tmp_path, need_bpftrace)
     assert re.search(r"^wrote .*cpu\.bt\.txt: \d+ samples", err, re.M)
 
 
+@pytest.mark.root
 def test_profile_perf_ferretdb_symbolised(ferretdb, tmp_path):
     need_perf()
     out = tmp_path / "cpu.perf.txt"

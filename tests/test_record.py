@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import pytest
 
 import mongoprobe
-from mongoprobe import phases, rundir, target
+from mongoprobe import phases, probes, rundir, target
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "load" / "run-ferretdb"
 SPEC = "2i.1q:2s,1i@50.2q:2s,0i.2q:2s"
@@ -68,7 +68,8 @@ def recorded(tmp_path_factory, tracing_and_target):
     t0 = time.time()
     proc = subprocess.Popen(
         [sys.executable, "-m", "mongoprobe", "record", "--target", "embedded", "-o", str(run),
-         "--probes", "latency,vmstat", "--events", "--", *LOAD, "--phases", SPEC],
+         "--engine", "bpftrace", "--probes", "latency,vmstat", "--events", "--", *LOAD,
+         "--phases", SPEC],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     killed = {}
 
@@ -127,6 +128,7 @@ def test_record_completes_with_a_full_manifest(recorded):
     lat = m["collectors"]["latency"]
     assert lat["status"] == "stopped" and lat["returncode"] == 0
     assert lat["started"] < lat["ready"] <= m["command"]["start"]
+    assert m["latency_engine"] == {"engine": "bpftrace", "why": "asked (--engine)"}
     assert lat["argv"][:3] == ["bpftrace", "-f", "json"] and lat["argv"][-3:] == [str(t["pid"]), "0", "1"]  # every request (--events)
     assert m["metrics"]["before"] is not None and m["metrics"]["after"] is not None
     files = recorded.run.files
@@ -235,7 +237,8 @@ def test_a_target_that_exits_ends_the_run_cleanly(tmp_path, tracing_and_target):
         t0 = time.monotonic()
         proc = subprocess.Popen(
             [sys.executable, "-m", "mongoprobe", "record", "-p", str(info.pid), "--uri", info.uri,
-             "--metrics-url", info.metrics_url, "-o", str(run), "--probes", "latency,pidstat",
+             "--metrics-url", info.metrics_url, "-o", str(run), "--engine", "bpftrace",
+             "--probes", "latency,pidstat",
              "--", *LOAD, "--phases", "1i.1q:60s"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         _wait_for(lambda: "### phase start" in _load_text(run), 90, "the load to start")
@@ -387,13 +390,14 @@ print(json.dumps({"by_command": dict(e.by_command), "requests": e.requests}))
 """
 
 
+@pytest.mark.root
 def test_record_tls_on_decodes_openssl(tmp_path):
     """record --tls on with a server on OpenSSL (tests/wireserver.py --tls, Python's
     ssl): the bpftrace latency probe runs mongo_latency_tls.bt, and the run's counts
     are the client's, command by command."""
     import shutil as sh
     from test_probe_patterns import UNAVAILABLE, wireserver
-    if UNAVAILABLE or not sh.which("bpftrace"):
+    if UNAVAILABLE or not sh.which(probes.bpftrace_binary()):
         pytest.skip(UNAVAILABLE or "bpftrace is not installed")
     try:
         cert, key = target._self_signed(tmp_path / "tls")
@@ -403,7 +407,8 @@ def test_record_tls_on_decodes_openssl(tmp_path):
     client.write_text(TLS_CLIENT)
     run = tmp_path / "run"
     with wireserver("readwrite", tmp_path, (cert, key)) as (pid, port):
-        r = mp("record", "-p", str(pid), "-o", str(run), "--probes", "latency", "--tls", "on",
+        r = mp("record", "-p", str(pid), "-o", str(run), "--engine", "bpftrace",
+               "--probes", "latency", "--tls", "on",
                "--", sys.executable, str(client), str(port), str(cert),
                str(Path(__file__).parent), timeout=300)
     assert r.returncode == 0, r.stderr

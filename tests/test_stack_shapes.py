@@ -21,6 +21,8 @@ import pytest
 from mongoprobe import mixedload, probes
 from mongoprobe.formats import bpftrace_stacks
 
+pytestmark = pytest.mark.root
+
 MAPS = {"uk": "ustack, kstack", "ku": "kstack, ustack", "k": "kstack", "u": "ustack",
         "cku": "comm, kstack, ustack"}
 KERNEL_ROOT = re.compile(r"entry_SYSCALL_64|asm_sysvec_|asm_exc_|asm_common_interrupt"
@@ -67,7 +69,8 @@ def profile(ferretdb):
     prog = f"profile:hz:997 /pid == {ferretdb.pid}/ {{ {body} }} interval:s:3 {{ exit(); }}"
     proc = subprocess.Popen([probes.bpftrace_binary(), "-e", prog], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
-                            env={"BPFTRACE_CACHE_USER_SYMBOLS": "1", "PATH": "/usr/bin:/bin"})
+                            env={"BPFTRACE_CACHE_USER_SYMBOLS": "1",
+                                 "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})  # (chroot: sbin)
     stop = threading.Event()
 
     def busy():      # load until bpftrace has exited, however long attaching took

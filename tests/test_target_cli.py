@@ -17,6 +17,7 @@ def mp(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
                           text=True, timeout=120, env={**os.environ, **(env or {})})
 
 
+@pytest.mark.target
 def test_target_start_status_stop_leaves_no_process(tmp_path):
     if not target.ferretdb_binary().exists():
         pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
@@ -48,6 +49,7 @@ def test_latency_on_a_missing_pid_is_one_clear_line(need_bpftrace):
     assert r.stdout == ""
 
 
+@pytest.mark.target
 def test_tls_target_serves_tls_only_and_counts_requests(tmp_path):
     """target start --tls: pymongo over TLS with the URI as given; FerretDB counts each
     request; a plain connection gets no MongoDB reply; the server speaks TLS records."""

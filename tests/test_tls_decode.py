@@ -46,6 +46,8 @@ from test_probe_patterns import (BCC_TOOL, SYSTEM_PYTHON, Probe, wireserver,
                                  _tool_unavailable, from_bcc, from_bpftrace,
                                  sleeping_in_main_loop)
 
+pytestmark = [pytest.mark.root, pytest.mark.target]
+
 ROOT = Path(__file__).resolve().parents[1]
 BPFTRACE_TLS_TOOL = ROOT / "probes" / "mongo_latency_tls.bt"
 MW_TLS_FD = 0x80000000

@@ -21,6 +21,8 @@ import pytest
 from mongoprobe import target
 from mongoprobe.wire_encode import encode_op_msg
 
+pytestmark = pytest.mark.root
+
 CONNECTIONS = 3
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import build_c
 
+pytestmark = pytest.mark.root
+
 CALLS = 5
 
 

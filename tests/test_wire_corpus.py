@@ -149,6 +149,7 @@ def test_pcap_pairer_pairs_every_reply(corpus) -> None:
     assert p.groupby("request_id")["stream"].nunique().max() > CONNECTIONS
 
 
+@pytest.mark.root
 def test_tshark_path_on_a_live_capture_of_the_corpus(tmp_path) -> None:
     why = capture.why_cannot_capture()
     if why:

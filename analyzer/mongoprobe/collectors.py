@@ -73,6 +73,8 @@ class Context:
     max_connections: int = _probes.MAX_CONNECTIONS   # sizes the latency probe's maps
     # the OpenSSL ELF file the latency probe hooks (mongo_latency_tls.bt), or None
     tls_library: str | None = None
+    engine: str = "bpftrace"    # the latency probe's: bpftrace | bcc (mongolatency.py)
+    tls: str = "auto"           # bcc: its --tls (it finds and hooks the library itself)
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class Spec:
     script: str | None = None                  # a probes/ file it needs
     tool: str | None = None                    # an executable it needs
     attach_timeout: float = 120.0
+    engine: str = "bpftrace"                   # probes: the tracer that runs it
 
 
 # profile.bt and offcpu.bt keep one map key per (second, thread, stacks): bpftrace's
@@ -105,8 +108,13 @@ def _latency_keys(ctx: Context) -> dict:
     return _probes.bpftrace_keys(ctx.max_connections)
 
 
+# The profilers print no long string: bpftrace's default string size for them
+# (0.27's delete() does not compile with the wire probes' 48 bytes).
+PROFILER_ENV = {k: v for k, v in _probes.BPFTRACE_ENV.items() if "STRLEN" not in k}
+
+
 def _bt(name: str, script: str, fmt: str, *extra: Callable[[Context], object],
-        env_default: dict | None = None,
+        env: dict = _probes.BPFTRACE_ENV, env_default: dict | None = None,
         env_sized: Callable[[Context], dict] | None = None,
         tls_script: str | None = None) -> Spec:
     """A bpftrace tool; with tls_script, that one instead when the context has a TLS
@@ -120,8 +128,32 @@ def _bt(name: str, script: str, fmt: str, *extra: Callable[[Context], object],
                 + [str(_probes.probes_dir() / (tls_script if tls else script)), str(ctx.pid)]
                 + [str(f(ctx)) for f in extra] + ([ctx.tls_library] if tls else []))
 
-    return Spec(name, "probe", out, argv, fmt, READY, dict(_probes.BPFTRACE_ENV),
+    return Spec(name, "probe", out, argv, fmt, READY, dict(env),
                 dict(env_default or {}), env_sized, script=script, tool="bpftrace")
+
+
+BCC_EVENTS = "latency.events.raw"       # mongolatency.py's events while it runs
+
+
+def _bcc_latency_argv(ctx: Context) -> list[str]:
+    argv = [_probes.bcc_python(), str(_probes.probes_dir() / "mongolatency.py"),
+            "-p", str(ctx.pid), "--slices", "--max-connections", str(ctx.max_connections),
+            "--tls", ctx.tls]
+    if ctx.events_every:
+        argv += ["--events", str(ctx.run_dir / BCC_EVENTS), "--events-format", "raw",
+                 "--events-sample", str(ctx.events_every)]
+    return argv
+
+
+# record's latency probe with --engine bcc: mongolatency.py --slices, a JSON line per
+# second (formats/wire_slices.py) and the final counters; Go's crypto/tls decoded too
+BCC_LATENCY = Spec("latency", "probe", "latency.bcc.jsonl", _bcc_latency_argv,
+                   "bcc-slices", READY, script="mongolatency.py", engine="bcc")
+
+
+def spec_for(name: str, ctx: Context) -> Spec:
+    """The collector ``name`` runs for this context (the latency probe's engine)."""
+    return BCC_LATENCY if name == "latency" and ctx.engine == "bcc" else SPECS[name]
 
 
 def _interval_int(ctx: Context) -> int:
@@ -131,11 +163,11 @@ def _interval_int(ctx: Context) -> int:
 SPECS: dict[str, Spec] = {s.name: s for s in [
     _bt("latency", "mongo_latency.bt", "bpftrace-json", lambda c: 0,
         lambda c: c.events_every, env_sized=_latency_keys, tls_script="mongo_latency_tls.bt"),
-    _bt("profile", "profile.bt", "bpftrace-text", env_default=STACK_KEYS),
-    _bt("offcpu", "offcpu.bt", "bpftrace-text", env_default=STACK_KEYS),
-    _bt("flush", "flush.bt", "bpftrace-text"),
-    _bt("syscount", "syscount.bt", "bpftrace-text"),
-    _bt("threads", "threads.bt", "bpftrace-text"),
+    _bt("profile", "profile.bt", "bpftrace-text", env=PROFILER_ENV, env_default=STACK_KEYS),
+    _bt("offcpu", "offcpu.bt", "bpftrace-text", env=PROFILER_ENV, env_default=STACK_KEYS),
+    _bt("flush", "flush.bt", "bpftrace-text", env=PROFILER_ENV),
+    _bt("syscount", "syscount.bt", "bpftrace-text", env=PROFILER_ENV),
+    _bt("threads", "threads.bt", "bpftrace-text", env=PROFILER_ENV),
     Spec("vmstat", "system", "vmstat.txt",
          lambda c: ["vmstat", "-n", "-t", str(_interval_int(c))], "vmstat", None,
          {"LC_ALL": "C"}, tool="vmstat", attach_timeout=10),
@@ -166,7 +198,8 @@ def parse_list(text: str) -> list[str]:
 def why_skip(spec: Spec) -> str | None:
     """Why this collector cannot run here, or None."""
     if spec.kind == "probe":
-        why = _probes.why_cannot_trace()
+        why = (_probes.why_cannot_bcc() if spec.engine == "bcc"
+               else _probes.why_cannot_trace())
         if why:
             return why
         path = _probes.probes_dir() / spec.script
@@ -199,6 +232,7 @@ class Collector:
         self._stopping = False
         self._ready = threading.Event()
         self._eof = threading.Event()
+        self._err_head: list[str] = []
         self._err_tail: list[str] = []
 
     @property
@@ -258,13 +292,23 @@ class Collector:
                                       "kept running")
                 return
         self.info.update(status="running", ready=_now())
-        if spec.env_sized:
+        if spec.name == "latency":
             # what the sized maps take (--max-connections), as the kernel accounts it
             try:
                 self.info.update(max_connections=ctx.max_connections,
                                  map_bytes=_probes.map_memory(self.proc.pid)[0])
             except OSError:
                 pass
+        if spec.env_sized:
+            # bpftrace may ignore the variable that sizes its maps (0.27 reads only
+            # the newer name): maps of 4,096 keys would fill
+            env = spec.env_sized(ctx)
+            keys = int(env.get("BPFTRACE_MAX_MAP_KEYS", 0))
+            wrong = keys and _probes.bpftrace_size_mismatch(self.proc.pid, keys, env)
+            if wrong:
+                self._kill()
+                self.info.update(status="failed", stopped=_now(), error=wrong,
+                                 sizing_error=True)
 
     def _pump(self, stream, fh, is_stdout: bool) -> None:
         ready = self.spec.ready
@@ -274,6 +318,9 @@ class Collector:
                 if is_stdout:
                     fh.flush()
                 else:
+                    # its first lines (a tracer's error) and its last
+                    if len(self._err_head) < 50:
+                        self._err_head.append(line.rstrip("\n"))
                     self._err_tail = (self._err_tail + [line.rstrip("\n")])[-20:]
                 if not self._ready.is_set() and (ready is None and is_stdout
                                                  or ready is not None and ready.search(line)):
@@ -297,11 +344,18 @@ class Collector:
 
     # --- while running -------------------------------------------------------------
 
+    def stderr_lines(self) -> list[str]:
+        """What it has said on stderr so far (its first lines, and its last)."""
+        return list(dict.fromkeys(self._err_head + self._err_tail))
+
     def error_line(self) -> str:
-        keep = [ln for ln in self._err_tail if ln.strip() and "RLIMIT_MEMLOCK" not in ln]
-        errs = [ln for ln in keep if "rror" in ln or "Traceback" in ln]
-        return (errs[-1] if errs else keep[-1] if keep else
-                f"exit status {self.proc.returncode if self.proc else '?'}").strip()
+        """The tracer's own error (probes.tracer_error), else its exit status."""
+        said = _probes.tracer_error(self._err_head + self._err_tail)   # (overlap harmless)
+        if said and self.spec.kind == "probe":
+            said = (f"{_probes.tracer_label(self.spec.engine)} cannot run "
+                    f"{self.spec.script}: "
+                    + said.replace(f"{_probes.probes_dir().parent}{os.sep}", ""))
+        return said or f"exit status {self.proc.returncode if self.proc else '?'}"
 
     def check(self, target_gone: bool = False) -> str | None:
         """If it died since the last check, record that and return a one-line note.
@@ -395,7 +449,7 @@ def unlimited_memlock() -> None:
 def start_all(names: list[str], ctx: Context) -> list[Collector]:
     """Start the collectors side by side (bpftrace compiles take seconds each)."""
     unlimited_memlock()
-    cols = [Collector(SPECS[n], ctx) for n in names]
+    cols = [Collector(spec_for(n, ctx), ctx) for n in names]
     threads = [threading.Thread(target=c.start, daemon=True) for c in cols]
     for t in threads:
         t.start()
@@ -467,6 +521,27 @@ def events_to_parquet(run_dir: Path, offset_ns: int, pid: int,
         return None
     os.replace(part, out)
     os.replace(tmp, src)
+    return out
+
+
+def bcc_events_to_parquet(run_dir: Path, offset_ns: int, pid: int) -> Path | None:
+    """mongolatency.py's raw events (BCC_EVENTS) as ``latency.events.parquet`` (the
+    wire_events table, wall-clock times), the raw file removed; None without it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .formats import wire_events
+    from .formats.wire_slices import read_raw_events
+
+    src = Path(run_dir) / BCC_EVENTS
+    if not src.exists():
+        return None
+    with open(src, "rb") as fh:
+        frame = read_raw_events(fh, str(src))[1]
+    out = Path(run_dir) / "latency.events.parquet"
+    pq.write_table(pa.Table.from_pandas(wire_events.from_mono(frame, offset_ns, pid),
+                                        preserve_index=False), out, compression="zstd")
+    src.unlink()
     return out
 
 

@@ -654,8 +654,9 @@ def lost_line(lost: dict) -> str:
                    f"reply {probe['requests_without_reply']}, malformed headers "
                    f"{probe['malformed']}, dropped events {probe['dropped']}")
     for which, st in (lost.get("stacks") or {}).items():
-        of = f" of {st['samples']} counted" if st.get("samples") is not None else ""
-        out.append(f"lost: {which} stacks folded {st['folded']}{of}, empty {st['empty']}, "
+        unit = " us" if st.get("unit") == "us" else ""        # offcpu: time, not samples
+        of = f" of {st['samples']}{unit} counted" if st.get("samples") is not None else ""
+        out.append(f"lost: {which} stacks folded {st['folded']}{unit}{of}, empty {st['empty']}, "
                    f"lookup failed {st['lookup_failed']}")
     for c in lost.get("collectors", []):
         out.append(f"lost: collector {c['name']} {c['status']}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -63,7 +64,12 @@ def bpftrace_keys(max_connections: int) -> dict:
     preallocated), and the largest per-connection map (@s, the request slots) holds 4
     keys a connection; never below bpftrace's own default of 4096. (A second's events
     and the target's threads share that limit.)"""
-    return bpftrace_map_keys(max(4096, 4 * max_connections))
+    return bpftrace_map_keys(bpftrace_keys_for(max_connections))
+
+
+def bpftrace_keys_for(max_connections: int) -> int:
+    """The map-key limit for ``max_connections`` (bpftrace_keys)."""
+    return max(4096, 4 * max_connections)
 
 
 def map_memory(pid: int) -> tuple[int, int]:
@@ -90,6 +96,29 @@ def map_memory(pid: int) -> tuple[int, int]:
     return total, n
 
 
+# map types whose max_entries is not the key limit (perf/ring buffers, CPU arrays)
+_NOT_KEYED = {4, 27}
+
+
+def bpftrace_size_mismatch(pid: int, keys: int, env: dict) -> str | None:
+    """After bpftrace ``pid`` has loaded: None when its keyed maps got ``keys`` entries,
+    else one line saying what it made instead and which variable it was given. bpftrace
+    0.27 reads only BPFTRACE_MAX_MAP_KEYS (0.17 only BPFTRACE_MAP_KEYS_MAX), and a
+    variable a version does not read leaves every map at its default of 4,096 keys: maps
+    that fill, silently. ``env``: the tracer's environment (the variables named)."""
+    sizes = [m["max_entries"] for m in map_entries(pid)
+             if m["map_type"] not in _NOT_KEYED and m["max_entries"] > 1]
+    wrong = sorted({n for n in sizes if n != keys})
+    if not wrong:
+        return None
+    names = " and ".join(f"{k}={v}" for k, v in sorted(env.items())
+                         if k in ("BPFTRACE_MAP_KEYS_MAX", "BPFTRACE_MAX_MAP_KEYS"))
+    return (f"{tracer_label('bpftrace')} ignored the map size asked: "
+            f"{sum(n != keys for n in sizes)} of its {len(sizes)} maps hold "
+            f"{', '.join(map(str, wrong))} keys, not {keys}"
+            + (f" (given {names})" if names else ""))
+
+
 def human_bytes(n: int) -> str:
     for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
         if n >= size:
@@ -99,6 +128,10 @@ def human_bytes(n: int) -> str:
 
 class ProbeError(RuntimeError):
     """A probe could not start or died: the message says why, in one line."""
+
+
+class TracerFailed(ProbeError):
+    """The tracer itself refused the tool (its own error in the message)."""
 
 
 def probes_dir() -> Path:
@@ -132,14 +165,15 @@ def probe_module(name: str):
     return _module_at(probe_path(f"{name}.py"))
 
 
-def why_cannot_trace() -> str | None:
-    """None when kernel tracing can run here, else the precise reason."""
+def why_cannot_trace(need_bpftrace: bool = True) -> str | None:
+    """None when kernel tracing can run here (with bpftrace, unless not needed), else
+    the precise reason."""
     if os.geteuid() != 0:
         return "tracing needs root (the probes attach to kernel tracepoints)"
     tracefs = Path("/sys/kernel/tracing")
     if not tracefs.is_dir() or not any(tracefs.iterdir()):
         return "tracefs is not mounted on /sys/kernel/tracing (run scripts/setup.sh)"
-    if not shutil.which(bpftrace_binary()):
+    if need_bpftrace and not shutil.which(bpftrace_binary()):
         if os.environ.get("MONGOPROBE_BPFTRACE"):
             return f"MONGOPROBE_BPFTRACE={bpftrace_binary()} is not an executable"
         return "bpftrace is not installed (run scripts/setup.sh)"
@@ -157,19 +191,99 @@ def bcc_version() -> str | None:
     return r.stdout.strip() or None if r.returncode == 0 else None
 
 
+def kernel_headers() -> str | None:
+    """Where bcc finds the running kernel's headers, or None. Every bcc from 0.26 to
+    0.37 compiles its C against headers: /lib/modules/RELEASE/build, else the
+    kernel's own archive (/sys/kernel/kheaders.tar.xz, CONFIG_IKHEADERS, or the
+    kheaders module it loads). Kernel BTF (/sys/kernel/btf/vmlinux) does not replace
+    them: bcc reads it for relocations only (a vmlinux.h front end is still asked
+    for, iovisor/bcc#5290)."""
+    release = os.uname().release
+    for p in (f"/lib/modules/{release}/build", "/sys/kernel/kheaders.tar.xz"):
+        if Path(p).exists():
+            return p
+    mods = Path(f"/lib/modules/{release}/kernel/kernel")
+    found = sorted(mods.glob("kheaders.ko*")) if mods.is_dir() else []
+    return str(found[0]) if found else None
+
+
 def why_cannot_bcc() -> str | None:
-    why = why_cannot_trace()
+    why = why_cannot_trace(need_bpftrace=False)
     if why:
         return why
-    try:
-        r = subprocess.run([bcc_python(), "-c", "import bcc"], capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"{bcc_python()} cannot run: {e}"
-    if r.returncode != 0:
-        return f"python3-bpfcc is not installed for {bcc_python()} (run scripts/setup.sh)"
-    if not Path(f"/lib/modules/{os.uname().release}/build").exists():
-        return f"no kernel headers under /lib/modules/{os.uname().release}/build (run scripts/setup.sh)"
+    if bcc_version() is None:
+        return f"{bcc_python()} cannot import bcc (python3-bpfcc; run scripts/setup.sh)"
+    if kernel_headers() is None:
+        return (f"no kernel headers for bcc to compile against (/lib/modules/"
+                f"{os.uname().release}/build, or CONFIG_IKHEADERS; kernel BTF does not "
+                "replace them; run scripts/setup.sh)")
     return None
+
+
+@functools.cache
+def bpftrace_version() -> str | None:
+    """The version ``bpftrace --version`` prints ("0.17.0"); None when it cannot run."""
+    try:
+        r = subprocess.run([bpftrace_binary(), "--version"], capture_output=True, text=True,
+                           timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"v?(\d+\.\d+\.\d+)", r.stdout + r.stderr)
+    return m.group(1) if m else None
+
+
+def tracer_label(engine: str) -> str:
+    """"bpftrace 0.17.0", "bcc 0.26.0", "dtrace Oracle D 2.0 ..." (the engine alone when
+    its version is unknown)."""
+    v = {"bpftrace": bpftrace_version, "bcc": bcc_version,
+         "dtrace": dtrace_version}.get(engine, lambda: None)()
+    return f"{engine} {v}" if v else engine
+
+
+def possible_cpus(text: str | None = None) -> int:
+    """The CPUs the kernel sizes per-CPU maps for (/sys/devices/system/cpu/possible,
+    "0-63" or "0,2-5"): more than online ones on machines that can hot-plug CPUs."""
+    if text is None:
+        try:
+            text = Path("/sys/devices/system/cpu/possible").read_text()
+        except OSError:
+            return os.cpu_count() or 1
+    n = 0
+    for part in text.strip().split(","):
+        lo, _, hi = part.partition("-")
+        n += int(hi or lo) - int(lo) + 1
+    return n
+
+
+def mem_available() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (None where there is none)."""
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def map_entries(pid: int) -> list[dict]:
+    """The BPF maps process ``pid`` holds, one dict each (fdinfo's fields: map_type,
+    key_size, value_size, max_entries, map_flags, memlock, map_id, as ints)."""
+    out, seen = [], set()
+    fddir = Path(f"/proc/{pid}/fdinfo")
+    for fd in os.listdir(fddir):
+        try:
+            info = (fddir / fd).read_text()
+        except OSError:
+            continue
+        f = dict(ln.split(":", 1) for ln in info.splitlines() if ":" in ln)
+        if "map_type" not in f or f.get("map_id", fd) in seen:
+            continue
+        seen.add(f.get("map_id", fd))
+        out.append({k: int(f[k].strip(), 0) for k in ("map_type", "key_size", "value_size",
+                                                      "max_entries", "map_flags", "memlock",
+                                                      "map_id") if k in f})
+    return out
 
 
 def dtrace_dir() -> Path:
@@ -267,6 +381,34 @@ def remove_stale_uprobes(dtrace_pid: int) -> int:
     return removed
 
 
+_BT_ERROR = re.compile(r"^(?P<where>\S+?:\d+)(?::[\d-]+)*: ERROR: (?P<what>.*)")
+_NOISE = ("RLIMIT_MEMLOCK", "WARNING", "deprecated", "Attaching ")
+
+
+def tracer_error(lines: list[str]) -> str | None:
+    """The tracer's own error in one line, from its stderr: bpftrace's first
+    ``ERROR:`` (as FILE:LINE: MESSAGE), clang's first ``error:`` (bcc compiling its
+    C), the exception a python tool died of, DTrace's ``dtrace: failed ...``; else the
+    last line that is not a warning. None when it said nothing."""
+    # (bpftrace 0.17 reports the RLIMIT_MEMLOCK it could not raise as an ERROR too)
+    lines = [ln for ln in lines if "RLIMIT_MEMLOCK" not in ln]
+    for ln in lines:
+        m = _BT_ERROR.match(ln.strip())
+        if m:
+            return f"{m['where']}: {m['what'].strip()}"
+        if "ERROR:" in ln:
+            return ln.split("ERROR:", 1)[1].strip()
+    for ln in lines:
+        if ": error: " in ln or ln.startswith(("dtrace: failed", "dtrace: could not",
+                                               "dtrace: invalid")):
+            return ln.strip()
+    exc = [ln for ln in lines if re.match(r"^[\w.]+(Error|Exception)\b", ln)]
+    if exc:
+        return exc[-1].strip()
+    kept = [ln.strip() for ln in lines if ln.strip() and not any(n in ln for n in _NOISE)]
+    return kept[-1] if kept else None
+
+
 def check_pid(pid: int) -> None:
     if not Path(f"/proc/{pid}").exists():
         raise ProbeError(f"no process with pid {pid}")
@@ -276,8 +418,10 @@ class Probe:
     """A running probe: ``lines()`` yields its stdout; ``stop()`` ends it with SIGINT."""
 
     def __init__(self, argv: list[str], ready: str, env: dict | None = None,
-                 attach_timeout: float = 120.0, stop_signal: int = signal.SIGINT):
+                 attach_timeout: float = 120.0, stop_signal: int = signal.SIGINT,
+                 engine: str | None = None):
         self.argv = argv
+        self.engine = engine        # bpftrace | bcc | dtrace: named in its errors
         self.name = next((Path(a).name for a in argv if a.endswith((".bt", ".py", ".d"))),
                          argv[0])
         self.stop_signal = stop_signal
@@ -291,14 +435,21 @@ class Probe:
         self._cond = threading.Condition()
         self._eof = False
         threading.Thread(target=self._pump_out, daemon=True).start()
-        threading.Thread(target=self._pump_err, daemon=True).start()
+        self._err_thread = threading.Thread(target=self._pump_err, daemon=True)
+        self._err_thread.start()
         deadline = time.monotonic() + attach_timeout
         while not self._ready.wait(0.1):
             if self.proc.poll() is not None and self._eof:
-                raise ProbeError(f"{self.name} exited before attaching: {self.error_summary()}")
+                self._err_thread.join(5)    # its last stderr lines: the error
+                # (the script's path as the checkout names it: probes/NAME.bt:LINE)
+                said = self.error_summary().replace(f"{probes_dir().parent}{os.sep}", "")
+                raise TracerFailed(f"{tracer_label(self.engine or argv[0])} cannot run "
+                                 f"{self.name}: {said}")
             if time.monotonic() > deadline:
                 self.stop()
-                raise ProbeError(f"probe not attached after {attach_timeout:.0f}s")
+                said = tracer_error(self.stderr_lines)
+                raise ProbeError(f"{self.name} not attached after {attach_timeout:.0f}s"
+                                 + (f": {said}" if said else ""))
         self.started = time.time()
 
     def _pump_out(self) -> None:
@@ -319,11 +470,8 @@ class Probe:
                 self._ready.set()
 
     def error_summary(self) -> str:
-        # bpftrace's warnings about RLIMIT_MEMLOCK and integer signs are noise here.
-        keep = [ln for ln in self.stderr_lines
-                if ("ERROR" in ln or "rror" in ln or "Traceback" in ln) and "RLIMIT_MEMLOCK" not in ln]
-        return (keep[-1] if keep else (self.stderr_lines[-1] if self.stderr_lines else
-                                       f"exit status {self.proc.returncode}")).strip()
+        """The tracer's own error (``tracer_error``), else its exit status."""
+        return tracer_error(self.stderr_lines) or f"exit status {self.proc.returncode}"
 
     def lines(self) -> Iterator[str]:
         """Every stdout line, as it comes, until the probe exits."""
@@ -408,12 +556,14 @@ def bpftrace(script: str, *args: str | int, env: dict | None = None, **kw) -> Pr
     """``bpftrace -f json probes/SCRIPT ARGS``, with BPFTRACE_ENV and ``env`` set."""
     path = probe_path(script)
     return Probe([bpftrace_binary(), "-f", "json", str(path), *map(str, args)],
-                 ready="Tracing MongoDB", env={**BPFTRACE_ENV, **(env or {})}, **kw)
+                 ready="Tracing MongoDB", env={**BPFTRACE_ENV, **(env or {})},
+                 engine="bpftrace", **kw)
 
 
 def bcc(tool: str, *args: str | int, **kw) -> Probe:
     path = probe_path(tool)
-    return Probe([bcc_python(), str(path), *map(str, args)], ready="Tracing MongoDB", **kw)
+    return Probe([bcc_python(), str(path), *map(str, args)], ready="Tracing MongoDB",
+                 engine="bcc", **kw)
 
 
 def dtrace(script: str, pid: int, *args: str | int, options: tuple[str, ...] = (),
@@ -428,7 +578,7 @@ def dtrace(script: str, pid: int, *args: str | int, options: tuple[str, ...] = (
         raise ProbeError(f"{path} not found (set MONGOPROBE_DTRACE_SCRIPTS to the dtrace/ folder)")
     opts = [a for o in options for a in ("-x", o)]
     return Probe([exe, *opts, "-s", str(path), "-p", str(pid), *map(str, args)], ready=ready,
-                 stop_signal=signal.SIGTERM, **kw)
+                 stop_signal=signal.SIGTERM, engine="dtrace", **kw)
 
 
 def wall_offset_ns() -> int:

@@ -42,7 +42,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from . import collectors, probes, wire_probe
+from . import collectors, mapmem, probes, wire_probe
 
 LOAD_OUT, LOAD_STDOUT = "load.out", "load.stdout"   # as rundir.py documents them
 ECHO_MAX = 400   # longer lines of the command are shown cut (they stay whole in load.out)
@@ -381,27 +381,49 @@ class Recorder:
                                                    self.run_dir / "metrics.before.txt")
         every = (a.events_sample or 1) if a.events else 0
         m["latency_events_every"] = every
-        # --tls: what was asked, and the OpenSSL the bpftrace latency probe hooks
-        # (mongo_latency_tls.bt; Go's crypto/tls is bcc's only: not in a recording)
+        # the latency probe's engine (--engine auto: bcc where it compiles, else
+        # bpftrace; engines.py) and why, and its sizing, computed before it loads
         asked = getattr(a, "tls", "auto")
-        hook, notes = None, []
+        engine, hook, notes = "bpftrace", None, []
+        conns = getattr(a, "max_connections", None)
         if "latency" in a.probes:
-            try:
-                hook, notes = wire_probe.bpftrace_tls_hook(pid, asked)
-            except probes.ProbeError as e:
-                raise RecordError(str(e)) from None
-            if hook is not None:
-                for note in notes:
-                    _say(note)
+            engine, why = self.latency_engine(pid, asked)
+            m["latency_engine"] = {"engine": engine, "why": why}
+            if engine == "bpftrace":
+                # --tls: the OpenSSL the bpftrace latency probe hooks
+                # (mongo_latency_tls.bt; Go's crypto/tls is bcc's only)
+                try:
+                    hook, notes = wire_probe.bpftrace_tls_hook(pid, asked)
+                except probes.ProbeError as e:
+                    raise RecordError(str(e)) from None
+                if hook is not None:
+                    for note in notes:
+                        _say(note)
+            script = ("mongolatency.py" if engine == "bcc" else
+                      "mongo_latency_tls.bt" if hook else "mongo_latency.bt")
+            cpus = probes.possible_cpus()
+            lowered = conns is None and mapmem.default_connections(
+                engine, script, cpus, bool(every)) < probes.MAX_CONNECTIONS
+            conns = conns or mapmem.default_connections(engine, script, cpus, bool(every))
+            estimate = mapmem.wire_bytes(engine, script, conns, cpus, bool(every))
+            too_much = mapmem.too_much(estimate)
+            if too_much:
+                raise RecordError(f"{script}: maps sized for {conns} connections would pin "
+                                  f"{too_much}: lower --max-connections")
+            m["latency_sizing"] = {"script": script, "max_connections": conns,
+                                   "default_lowered": lowered,
+                                   "cpus": cpus, "map_bytes_computed": estimate}
         # (why a library was not hooked stays here: said aloud only if TLS connections
-        # are seen, by the probe's untraced line)
-        m["latency_tls"] = {"asked": asked, "decoded": hook is not None,
+        # are seen, by the probe's untraced line); bcc hooks what it finds itself and
+        # says it on its stderr (filled in once it is attached)
+        m["latency_tls"] = {"asked": asked,
+                            "decoded": None if engine == "bcc" else hook is not None,
                             "library": hook.shown if hook else None, "notes": notes}
         ctx = collectors.Context(pid=pid, run_dir=self.run_dir, interval=a.interval,
                                  port=t.get("port"), events_every=every,
-                                 max_connections=getattr(a, "max_connections", None)
-                                 or collectors.MAX_CONNECTIONS,
-                                 tls_library=hook.path if hook else None)
+                                 max_connections=conns or collectors.MAX_CONNECTIONS,
+                                 tls_library=hook.path if hook else None,
+                                 engine=engine, tls=asked)
         _say(f"starting {', '.join(a.probes)} on pid {pid} ...")
         cols = collectors.start_all(a.probes, ctx)
         for c in cols:
@@ -410,13 +432,24 @@ class Recorder:
             if st == "running":
                 self.note(f"{c.name}: running" + (f" ({c.info['note']})" if c.info["note"]
                                                   else ""), quiet=True)
-                if c.info.get("map_bytes") is not None:
-                    self.note(f"{c.name}: maps sized for {c.info['max_connections']} "
-                              "connections (--max-connections): "
-                              f"{c.info['map_bytes'] / 2**20:.1f} MB of kernel memory")
+                if c.name == "latency":
+                    sz = m["latency_sizing"]
+                    self.note(wire_probe.sizing_line(
+                        sz["script"], sz["max_connections"], sz["default_lowered"],
+                        sz["cpus"], sz["map_bytes_computed"], c.info.get("map_bytes")))
+                if c.name == "latency" and engine == "bcc":
+                    said = wire_probe.said_about_tls(c.stderr_lines())
+                    m["latency_tls"].update(
+                        decoded=any("TLS plaintext from" in ln for ln in said), notes=said)
+                    for line in said:
+                        _say(line)
             else:
                 self.note(f"{c.name}: {st}: {c.info['note'] or c.info['error']}")
         self.save()
+        bad = [c for c in cols if c.info.get("sizing_error")]
+        if bad:     # maps of another size than asked fill silently: not a run to keep
+            collectors.stop_all(cols)
+            raise RecordError(bad[0].info["error"])
 
         ended_by = "command"
         cmd = None
@@ -471,7 +504,9 @@ class Recorder:
                 self.note(f"{note}: {c.info['error'] or c.info['note']}")
         collectors.stop_all(cols)
         if every and "latency" in m["collectors"]:
-            collectors.events_to_parquet(self.run_dir, m["clock"]["start"]["offset_ns"], pid)
+            to_parquet = (collectors.bcc_events_to_parquet if engine == "bcc"
+                          else collectors.events_to_parquet)
+            to_parquet(self.run_dir, m["clock"]["start"]["offset_ns"], pid)
         for c in cols:
             out = self.run_dir / c.info["output"] if c.info.get("output") else None
             if c.name == "latency" and out is not None and out.exists():
@@ -500,6 +535,20 @@ class Recorder:
         if ended_by == "command" and rc not in (0, None):
             return rc if rc > 0 else 128 - rc
         return 0
+
+    def latency_engine(self, pid: int, tls: str) -> tuple[str, str]:
+        """(engine, why) of the latency probe: --engine as asked, or auto's choice of
+        the engines record runs (bcc, bpftrace), said on stderr."""
+        from . import engines
+        asked = getattr(self.args, "engine", "auto")
+        if asked != "auto":
+            return asked, "asked (--engine)"
+        try:
+            choice = engines.choose(pid, tls, ("bcc", "bpftrace"))
+        except probes.ProbeError as e:
+            raise RecordError(str(e)) from None
+        _say(choice.why)
+        return choice.engine, choice.why
 
     def say_losses(self) -> None:
         """The run's losses as ``phases`` and ``report`` show them: the probe's

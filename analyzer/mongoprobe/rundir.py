@@ -12,6 +12,9 @@ Layout of RUN/ (every file is the tool's own output, kept as it came)::
                          loss counters (formats/bpftrace_latency.py); zstd-compressed
                          by record at the end (``latency.bt.json`` while it runs, and
                          in runs cut short, is read the same)
+    latency.bcc.jsonl.zst  the same from bcc (``record --engine bcc``, the default where
+                         bcc compiles): mongolatency.py --slices, a JSON line a second
+                         and the final counters (formats/wire_slices.py)
     latency.events.parquet  with ``record --events``: every request (or one in N), the
                          wire_events table (formats/wire_events.py)
     profile.bt.txt ...   the other bpftrace probes' text output (profile, offcpu, flush,
@@ -36,6 +39,10 @@ manifest.json keys::
     clock                {start: {realtime_ns, monotonic_ns, offset_ns},
                           end: {...}, drift_ns}: wall_ns = monotonic_ns + offset_ns
                          (bpftrace's nsecs is CLOCK_MONOTONIC)
+    latency_engine       {engine, why}: the latency probe's tracer, and why it was chosen
+    latency_sizing       {script, max_connections, default_lowered, cpus,
+                          map_bytes_computed}: the maps' kernel memory computed before
+                          loading (mapmem), for the possible CPUs
     interval             seconds between collector samples
     latency_events_every the latency probe's events: 0 none, 1 every request, N one in N
     host                 {hostname, cpus, cpu_model, mem_total_kb, os}
@@ -169,6 +176,8 @@ class Run:
         p = self.file("latency")
         if p is None:
             raise LookupError(f"{self.path}: no latency probe output in this run")
+        if p.name.startswith("latency.bcc"):
+            return self._bcc_latencies(p)
         r, slices = BpftraceLatency(str(p)), []
         size = os.path.getsize(p)
         line = progress.Line(f"{p.name}: reading", size, "B",
@@ -192,6 +201,31 @@ class Run:
         return Latencies.from_slices(slices, self.offset_ns, ev, r.counts, lost,
                                      events_complete=every == 1 and ev is not None
                                      and len(ev) == r.counts["replies"])
+
+    def _bcc_latencies(self, p: Path):
+        """record --engine bcc: mongolatency.py --slices' lines, its final counters
+        (a cut run: the last slice's), events from Parquet."""
+        from .event_store import ParquetEvents
+        from .formats.wire_slices import COUNT_KEYS, LOST_KEYS, BccSlices
+        from .latencies import Latencies
+
+        r, slices = BccSlices(p.name), []
+        with open(p, "rb") as raw:
+            for text in _complete_lines(text_of(raw, p)):
+                s = r.feed(text)
+                if s is not None:
+                    slices.append(s)
+        final = r.final or {}
+        last = slices[-1] if slices else None
+        counts = final.get("counts") or (dict(last.counts) if last else
+                                         dict.fromkeys(COUNT_KEYS, 0))
+        lost = final.get("lost") or (dict(last.lost) if last else dict.fromkeys(LOST_KEYS, 0))
+        ev = (ParquetEvents(self.file("latency_events"))
+              if self.file("latency_events") is not None else None)
+        every = int(self.manifest.get("latency_events_every") or 0)
+        return Latencies.from_slices(slices, self.offset_ns, ev, counts, lost,
+                                     events_complete=every == 1 and ev is not None
+                                     and len(ev) == counts["replies"])
 
     @property
     def events(self) -> pd.DataFrame | None:
@@ -309,15 +343,16 @@ class Run:
         return {"probe": probe, "collectors": bad, "stacks": self._stack_losses()}
 
     def _stack_losses(self) -> dict:
-        """{profile|offcpu: {samples, folded, empty, lookup_failed}} for each stack
-        probe of the run: what its own counter saw (``samples``: @samples_total or
-        @switches_total, None without one), what was folded, and the stacks bpftrace
-        printed empty or could not look up (from its stderr, ``NAME.err``)."""
+        """{profile|offcpu: {samples, folded, empty, lookup_failed, unit}} for each
+        stack probe of the run: what its own counter saw (``samples``: @samples_total,
+        or offcpu.bt's @offcpu_us_total, in the unit of the values folded; None
+        without one: an offcpu.bt that counted only switches), what was folded, and
+        the stacks bpftrace printed empty or could not look up (its stderr, ``NAME.err``)."""
         from . import stacks
         from .formats.bpftrace_stacks import lookup_failures
 
         out = {}
-        for which, total in (("profile", "samples_total"), ("offcpu", "switches_total")):
+        for which, total in (("profile", "samples_total"), ("offcpu", "offcpu_us_total")):
             p = self.file(which)
             if p is None:
                 continue
@@ -328,7 +363,8 @@ class Run:
                       if err.exists() else 0)
             out[which] = {"samples": (meta.get("scalars") or {}).get(total),
                           "folded": int(df["count"].sum()), "empty": int(stats.get("empty", 0)),
-                          "lookup_failed": failed}
+                          "lookup_failed": failed,
+                          "unit": "us" if meta.get("unit") == "us" else "samples"}
         return out
 
     # --- FerretDB's own counts ------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import Iterator
 
 import pandas as pd
 
-from . import probes, procnet
+from . import mapmem, probes, procnet
 from .formats import wire_events
 from .formats.bpftrace_latency import BpftraceLatency
 from .formats.wire_slices import BccSlices, Slice, read_raw_events
@@ -36,35 +36,61 @@ class WireProbe:
     (after ``probe.stop()``) gives the whole run."""
 
     def __init__(self, engine: str, pid: int, by_conn: bool = False, events_every: int = 0,
-                 attach_timeout: float = 120.0,
-                 max_connections: int = probes.MAX_CONNECTIONS, tls: str = "auto"):
+                 attach_timeout: float = 120.0, max_connections: int | None = None,
+                 tls: str = "auto", sizing_error: bool = True):
+        """``max_connections`` None: the default for this machine
+        (``mapmem.default_connections``). Refused before loading when the maps would
+        take over a quarter of the memory available; once loaded, bpftrace's maps are
+        checked to have the size asked (a mismatch is a ProbeError with
+        ``sizing_error``, else a line in ``notes``)."""
         self.engine, self.pid, self.events_every = engine, pid, events_every
-        self.max_connections = max_connections
         self.tls_hook = None        # bpftrace: the tlshooks.Hook its TLS tool hooks
         self.tls_notes: list[str] = []      # bpftrace: what was hooked, or why not
+        self.notes: list[str] = []          # what the sizing check found
         self.offset_ns = probes.wall_offset_ns()
         self._tmp: str | None = None
+        if engine == "bpftrace":
+            self.tls_hook, self.tls_notes = bpftrace_tls_hook(pid, tls)
+            # with an OpenSSL to hook, the tool with the TLS section (the library's
+            # path its 4th argument); else the syscall tool alone, at its own cost
+            script = "mongo_latency_tls.bt" if self.tls_hook else "mongo_latency.bt"
+        elif engine == "bcc":
+            script = "mongolatency.py"
+        else:
+            raise probes.ProbeError(f"the wire probe has no engine {engine!r}")
+        self.cpus = probes.possible_cpus()
+        self.lowered = max_connections is None and mapmem.default_connections(
+            engine, script, self.cpus, bool(events_every)) < probes.MAX_CONNECTIONS
+        self.max_connections = max_connections or mapmem.default_connections(
+            engine, script, self.cpus, bool(events_every))
+        self.estimate = mapmem.wire_bytes(engine, script, self.max_connections, self.cpus,
+                                          bool(events_every))
+        too_much = mapmem.too_much(self.estimate)
+        if too_much:
+            raise probes.ProbeError(
+                f"{script}: maps sized for {self.max_connections} connections would pin "
+                f"{too_much}: lower --max-connections")
         if engine == "bcc":
             self.reader = BccSlices()
-            argv = (["-p", pid, "--slices", "--max-connections", max_connections,
+            argv = (["-p", pid, "--slices", "--max-connections", self.max_connections,
                      "--tls", tls] + (["-c"] if by_conn else []))
             if events_every:
                 self._tmp = tempfile.mkdtemp(prefix="mongoprobe-events-")
                 argv += ["--events", str(Path(self._tmp) / "events.raw"),
                          "--events-format", "raw", "--events-sample", events_every]
-            self.probe = probes.bcc("mongolatency.py", *argv, attach_timeout=attach_timeout)
-        elif engine == "bpftrace":
-            self.tls_hook, self.tls_notes = bpftrace_tls_hook(pid, tls)
-            # with an OpenSSL to hook, the tool with the TLS section (the library's
-            # path its 4th argument); else the syscall tool alone, at its own cost
-            script, lib = (("mongo_latency_tls.bt", [self.tls_hook.path]) if self.tls_hook
-                           else ("mongo_latency.bt", []))
-            self.reader = BpftraceLatency(script)
-            self.probe = probes.bpftrace(script, pid, 1 if by_conn else 0, events_every, *lib,
-                                         env=probes.bpftrace_keys(max_connections),
-                                         attach_timeout=attach_timeout)
+            self.probe = probes.bcc(script, *argv, attach_timeout=attach_timeout)
         else:
-            raise probes.ProbeError(f"the wire probe has no engine {engine!r}")
+            lib = [self.tls_hook.path] if self.tls_hook else []
+            self.reader = BpftraceLatency(script)
+            env = probes.bpftrace_keys(self.max_connections)
+            self.probe = probes.bpftrace(script, pid, 1 if by_conn else 0, events_every, *lib,
+                                         env=env, attach_timeout=attach_timeout)
+            wrong = probes.bpftrace_size_mismatch(
+                self.probe.proc.pid, probes.bpftrace_keys_for(self.max_connections), env)
+            if wrong and sizing_error:
+                self.probe.stop()
+                raise probes.ProbeError(wrong)
+            self.notes += [wrong] if wrong else []
         self.slices_seen: list[Slice] = []
         try:
             self.map_bytes = probes.map_memory(self.probe.proc.pid)[0]
@@ -72,10 +98,10 @@ class WireProbe:
             self.map_bytes = None
 
     def sizing(self) -> str:
-        """One line: what the maps are sized for, and their kernel memory."""
-        mem = "?" if self.map_bytes is None else probes.human_bytes(self.map_bytes)
-        return (f"{self.probe.name}: maps sized for {self.max_connections} connections "
-                f"(--max-connections): {mem} of kernel memory")
+        """One line: what the maps are sized for, what they were to take (computed
+        before loading) and what they take."""
+        return sizing_line(self.probe.name, self.max_connections, self.lowered, self.cpus,
+                           self.estimate, self.map_bytes)
 
     def full_hints(self) -> list[str]:
         """bcc-style, for the end of the run: each map that filled, what it lost and
@@ -157,6 +183,17 @@ class WireProbe:
     def close(self) -> None:
         if self._tmp and os.path.isdir(self._tmp):
             shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def sizing_line(name: str, conns: int, lowered: bool, cpus: int, estimate: int,
+                measured: int | None) -> str:
+    why = (f"; the default lowered on {cpus} CPUs to stay under "
+           f"{probes.human_bytes(mapmem.BUDGET)}" if lowered else "")
+    mem = probes.human_bytes(estimate)
+    if measured is not None and abs(measured - estimate) > estimate // 50:
+        mem += f" computed, {probes.human_bytes(measured)} loaded"
+    return (f"{name}: maps sized for {conns} connections (--max-connections{why}): "
+            f"{mem} of kernel memory")
 
 
 def said_about_tls(stderr_lines: list[str]) -> list[str]:

@@ -49,12 +49,13 @@ def _why_cannot_perf() -> str | None:
 
 
 def check_trace(engine: str, pid: int, tid: int | None = None) -> None:
-    """Root, the tracer of ``engine`` (bpftrace, bcc, dtrace, perf), a live ``pid`` and
-    ``tid``: else CommandError saying which is missing."""
+    """Root, the tracer of ``engine`` (bpftrace, bcc, dtrace, perf; auto: none), a live
+    ``pid`` and ``tid``: else CommandError saying which is missing."""
     from .. import probes
 
-    why = {"bcc": probes.why_cannot_bcc, "dtrace": probes.why_cannot_dtrace,
-           "perf": _why_cannot_perf}.get(engine, probes.why_cannot_trace)()
+    why = None if engine == "auto" else {        # auto: engines.choose checks them
+        "bcc": probes.why_cannot_bcc, "dtrace": probes.why_cannot_dtrace,
+        "perf": _why_cannot_perf}.get(engine, probes.why_cannot_trace)()
     if why:
         raise CommandError(why)
     try:

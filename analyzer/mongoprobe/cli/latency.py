@@ -53,7 +53,35 @@ SNOOP_EXAMPLES = """examples:
 
 
 def _check_trace(args: argparse.Namespace) -> None:
-    check_trace(args.engine, args.pid)
+    """The pid and the tracer; with --engine auto, the engine chosen (args.engine, and
+    args.fallbacks to try in turn if it cannot start), said in one line."""
+    from .. import engines, probes
+    args.fallbacks = []
+    if args.engine != "auto":
+        check_trace(args.engine, args.pid)
+        return
+    check_trace("auto", args.pid)
+    try:
+        choice = engines.choose(args.pid, args.tls)
+    except probes.ProbeError as e:
+        raise CommandError(str(e)) from None
+    print(f"mongoprobe: {choice.why}", file=sys.stderr, flush=True)
+    args.engine, args.fallbacks = choice.engine, choice.fallbacks
+
+
+def _failed_start(args: argparse.Namespace, e: Exception) -> None:
+    """The engine could not start the tool: with --engine auto, the next one takes
+    over (said in one line); else CommandError with the tracer's own error and the
+    engine to use instead."""
+    from .. import engines, probes
+    if args.fallbacks:
+        nxt = args.fallbacks.pop(0)
+        print(f"mongoprobe: {e}: engine {nxt} instead", file=sys.stderr, flush=True)
+        args.engine = nxt
+        return
+    hint = engines.instead(args.engine, args.pid, args.tls) if isinstance(
+        e, probes.TracerFailed) else ""
+    raise CommandError(f"{e}{hint}") from None
 
 
 def _started(probe, args: argparse.Namespace, sizing: str | None = None,
@@ -97,14 +125,20 @@ def _peer_labels(args: argparse.Namespace) -> dict | None:
     return {f"{args.pid},{fd}": f"{r[0]}:{r[1]}" for fd, (_, r) in peers.items()}
 
 
-def _wire_probe(args: argparse.Namespace, events_every: int):
+def _wire_probe(args: argparse.Namespace, events_every: int, sizing_error: bool = True):
+    """The wire probe of args.engine (bcc, bpftrace), started; None when it could not
+    start and --engine auto moved to the next engine (args.engine)."""
     from .. import probes, wire_probe
     try:
         wp = wire_probe.WireProbe(args.engine, args.pid, by_conn=args.by == "conn",
                                   events_every=events_every,
-                                  max_connections=args.max_connections, tls=args.tls)
+                                  max_connections=args.max_connections, tls=args.tls,
+                                  sizing_error=sizing_error)
     except probes.ProbeError as e:
-        raise CommandError(str(e)) from None
+        _failed_start(args, e)
+        return None
+    for note in wp.notes:
+        print(f"mongoprobe: {note}", file=sys.stderr, flush=True)
     _started(wp.probe, args, wp.sizing(), wp.tls_lines())
     return wp
 
@@ -127,10 +161,12 @@ def cmd_latency(args: argparse.Namespace) -> int:
     from ..latencies import Latencies
 
     _check_trace(args)
-    if args.engine == "dtrace":
-        return _latency_dtrace(args)
     every = (args.events_sample or 1) if args.events else 0
-    wp = _wire_probe(args, every)
+    wp = None
+    while wp is None:
+        if args.engine == "dtrace":
+            return _latency_dtrace(args)
+        wp = _wire_probe(args, every)
     pending: list = []          # the slices of the interval being printed
     for s in wp.slices():
         if not args.interval:
@@ -165,15 +201,30 @@ def _run_dtrace(script: str, args: argparse.Namespace, on_line=None):
     for note in tls.notes:      # what was hooked, or why not
         print(note, file=sys.stderr, flush=True)
     script = tls.script
-    options = dtrace_engine.wire_options(script, args.max_connections)
+    options = _dtrace_sized(script, args)
     run = run_dtrace(script, args.pid, args.duration,
                      lambda lines: any(ln.startswith("requests: ") for ln in lines),
                      args=tls.args, on_line=on_line, options=options,
                      banner=f"{script}: sized for {args.max_connections} connections "
-                            f"(--max-connections): -x {' -x '.join(options)}\n"
+                            f"(--max-connections): -x {' -x '.join(options)}, about "
+                            f"{probes.human_bytes(args.dtrace_bytes)} of kernel memory\n"
                             f"Tracing MongoDB requests of PID {args.pid} (dtrace "
                             f"{script})... Hit Ctrl-C to end.")
     return run, tls.hooked
+
+
+def _dtrace_sized(script: str, args: argparse.Namespace) -> tuple[str, ...]:
+    """The -x options of ``script`` (mapmem.dtrace_sized; args.max_connections set to
+    what is used); CommandError when they would pin over a quarter of the free memory."""
+    from .. import mapmem, probes
+    args.max_connections, options, size = mapmem.dtrace_sized(
+        script, args.max_connections, probes.possible_cpus())
+    why = mapmem.too_much(size)
+    if why:
+        raise CommandError(f"{script}: sized for {args.max_connections} connections would "
+                           f"pin {why}: lower --max-connections")
+    args.dtrace_bytes = size
+    return options
 
 
 def _dtrace_full_hint(run, script: str, args: argparse.Namespace) -> None:
@@ -267,21 +318,20 @@ def cmd_snoop(args: argparse.Namespace) -> int:
     from ..formats.wire_slices import EVENT_COLUMNS
 
     _check_trace(args)
-    if args.engine == "dtrace":
-        return _snoop_dtrace(args)
-    if args.engine == "bcc":
-        try:
-            probe = probes.bcc("mongosnoop.py", "-p", args.pid, "--max-connections",
-                               args.max_connections, "--tls", args.tls,
-                               *(["-j"] if args.json else []))
-        except probes.ProbeError as e:
-            raise CommandError(str(e)) from None
-        _started(probe, args)
-        for line in probe.lines():
-            print(line, end="", flush=True)
-        return probe.stop() or 0
     args.by = "command"
-    wp = _wire_probe(args, 1)
+    wp = None
+    while wp is None:
+        if args.engine == "dtrace":
+            return _snoop_dtrace(args)
+        if args.engine == "bcc":
+            probe = _snoop_bcc(args)
+            if probe is None:
+                continue
+            for line in probe.lines():
+                print(line, end="", flush=True)
+            return probe.stop() or 0
+        # a map-size mismatch is said, not fatal: snoop shows requests, not totals
+        wp = _wire_probe(args, 1, sizing_error=False)
     t0 = None
     if not args.json:
         print(SNOOP_HEADER, flush=True)
@@ -311,19 +361,46 @@ def cmd_snoop(args: argparse.Namespace) -> int:
     return 0
 
 
+def _snoop_bcc(args: argparse.Namespace):
+    """mongosnoop.py started (None: it could not, and auto moved on)."""
+    from .. import mapmem, probes, wire_probe
+    cpus = probes.possible_cpus()
+    n = args.max_connections or mapmem.default_connections("bcc", "mongosnoop.py", cpus,
+                                                             True)
+    size = mapmem.bcc_bytes(n, cpus, events=True)
+    why = mapmem.too_much(size)
+    if why:
+        raise CommandError(f"mongosnoop.py: maps sized for {n} connections would pin "
+                           f"{why}: lower --max-connections")
+    try:
+        probe = probes.bcc("mongosnoop.py", "-p", args.pid, "--max-connections", n,
+                           "--tls", args.tls, *(["-j"] if args.json else []))
+    except probes.ProbeError as e:
+        _failed_start(args, e)
+        return None
+    measured = probes.map_memory(probe.proc.pid)[0]
+    _started(probe, args, wire_probe.sizing_line("mongosnoop.py", n, False, cpus, size,
+                                                 measured))
+    return probe
+
+
 def _tracing(sp: argparse.ArgumentParser) -> None:
     """The options latency and snoop share."""
     sp.add_argument("-p", "--pid", type=int, required=True, help="server process id")
     sp.add_argument("-d", "--duration", type=float, help="stop after SEC seconds")
     sp.add_argument("--json", action="store_true", help="machine-readable output")
-    sp.add_argument("--engine", choices=["bpftrace", "bcc", "dtrace"], default="bpftrace",
-                    help="dtrace: dtrace/*.d (illumos, FreeBSD, macOS, Linux with "
-                         "dtrace-utils)")
-    sp.add_argument("--max-connections", type=_positive, metavar="N",
-                    default=MAX_CONNECTIONS,
+    sp.add_argument("--engine", choices=["auto", "bpftrace", "bcc", "dtrace"],
+                    default="auto",
+                    help="auto (default): bcc where it compiles, else bpftrace, else "
+                         "dtrace (a TLS target: one that decodes its library), said on "
+                         "stderr; dtrace: dtrace/*.d (illumos, FreeBSD, macOS, Linux "
+                         "with dtrace-utils). $MONGOPROBE_BPFTRACE and "
+                         "$MONGOPROBE_BCC_PYTHON name the tracers to run")
+    sp.add_argument("--max-connections", type=_positive, metavar="N", default=None,
                     help="connections traced at once: sizes the probe's maps (bcc: "
-                         "conns; bpftrace: BPFTRACE_MAP_KEYS_MAX = 4 N; dtrace: "
-                         f"dynvarsize, aggsize); default {MAX_CONNECTIONS}")
+                         "conns; bpftrace: BPFTRACE_MAX_MAP_KEYS = 4 N; dtrace: "
+                         f"dynvarsize, aggsize); default {MAX_CONNECTIONS}, fewer where "
+                         "that would pin 256 MB or more (per-CPU maps on many CPUs)")
     sp.add_argument("--tls", choices=["auto", "on", "off"], default="auto",
                     help=TLS_HELP)
 

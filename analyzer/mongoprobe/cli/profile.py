@@ -80,7 +80,8 @@ def _err(msg: str) -> None:
 
 
 def _bpftrace_env(keys_max: int | None = None) -> dict:
-    env = dict(probes.BPFTRACE_ENV)
+    from ..collectors import PROFILER_ENV        # (not the wire probes' short strings)
+    env = dict(PROFILER_ENV)
     if keys_max:
         env.update(probes.bpftrace_map_keys(keys_max))
     return env

@@ -100,14 +100,19 @@ def _record_arguments(p: argparse.ArgumentParser) -> None:
                         "phases then give exact percentiles")
     p.add_argument("--events-sample", type=int, metavar="N",
                    help="with --events: keep one request in N, at random")
-    p.add_argument("--max-connections", type=int, metavar="N", default=10000,
+    p.add_argument("--engine", choices=["auto", "bcc", "bpftrace"], default="auto",
+                   help="the latency probe's: auto (default) bcc where it compiles "
+                        "(mongolatency.py), else bpftrace (mongo_latency.bt); the "
+                        "manifest's latency_engine says which and why")
+    p.add_argument("--max-connections", type=int, metavar="N", default=None,
                    help="connections the latency probe traces at once (sizes its maps: "
-                        "BPFTRACE_MAP_KEYS_MAX = 4 N); default 10000")
+                        "bcc MW_CONNS = N, bpftrace BPFTRACE_MAX_MAP_KEYS = 4 N); "
+                        "default 10000, fewer where that would pin 256 MB or more")
     p.add_argument("--tls", choices=["auto", "on", "off"], default="auto",
-                   help="TLS plaintext for the latency probe (bpftrace): OpenSSL's "
-                        "SSL_read/SSL_write (mongo_latency_tls.bt); Go's crypto/tls "
-                        "(FerretDB) is counted, not decoded (mongoprobe latency --engine bcc "
-                        "decodes it). auto (default): hook OpenSSL when the target has it; "
+                   help="TLS plaintext for the latency probe: bcc decodes OpenSSL and "
+                        "Go's crypto/tls (FerretDB); bpftrace OpenSSL's SSL_read/SSL_write "
+                        "(mongo_latency_tls.bt), Go's is then counted, not decoded. "
+                        "auto (default): hook the library when the target has one; "
                         "on: fail when it cannot be hooked; off: syscalls only")
     p.add_argument("-i", "--interval", type=float, default=1.0,
                    help="seconds between collector samples (1)")

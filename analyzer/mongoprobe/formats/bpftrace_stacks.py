@@ -105,7 +105,9 @@ def is_format(head: str) -> bool:
     """A map entry with a multi-line (stack) key, in the text or the JSON form."""
     s = head.lstrip()
     if s.startswith('{"type"'):
-        return '"type": "map"' in head and "\\n    " in head
+        # a map whose keys hold stacks: "...,\n    frame" (bpftrace 0.17), "\\n" (0.23,
+        # escaped twice), unindented frames (0.27)
+        return '"type": "map"' in head and bool(re.search(r',\\{1,2}n', head))
     # dtrace/profile.d prints the same entry shape with DTrace's frames, unindented
     # ("module`function+0xOFF"): that is formats.dtrace_stacks'
     return bool(re.search(r"(?m)^@\w*\[", head)) and bool(
@@ -123,7 +125,8 @@ def split_key(key: str, sep: str) -> list[str] | None:
     stack_end = "\n" + sep
     while pos < n:
         if key[pos] == "\n":
-            end = key.find(stack_end, pos + 1)
+            # from pos itself: bpftrace 0.23+ prints an empty stack as a lone "\n"
+            end = key.find(stack_end, pos)
             if end < 0:
                 fields.append(key[pos:])
                 return fields
@@ -264,7 +267,8 @@ class _Reader:
             return got
         out = []
         for i, line in enumerate(field.split("\n")):
-            if line and not line[0].isspace():
+            # (bpftrace 0.27's JSON keys hold the frames unindented)
+            if per_line and line and not line[0].isspace():
                 raise FormatError(self.source, lineno + i * per_line,
                                   "an indented stack frame", line)
             name = self.frame_cache.get(line, False)
@@ -399,12 +403,21 @@ class _Reader:
                         self.meta.setdefault("scalars", {})[mapname] = m
                         continue
                     for key, value in m.items():
+                        key = unescape_key(key)
                         if not isinstance(value, int):
                             raise FormatError(self.source, n, "an integer map value",
                                               repr(value))
                         s = self.entry(mapname, key, value, ",", n)
                         if s is not None:
                             yield s
+
+
+def unescape_key(key: str) -> str:
+    """A JSON map key as bpftrace meant it: 0.23 escapes the newlines of stack keys
+    twice (``"\\\\n"`` in the JSON text), so they decode as backslash + n."""
+    if "\n" not in key and "\\n" in key:
+        return key.replace("\\n", "\n")
+    return key
 
 
 def read(fh: IO, source: str = "<bpftrace>", stats: dict | None = None,
@@ -443,11 +456,13 @@ def tally(lines) -> dict:
 
     ``{"entries", "weight" (sum of the @[...] values), "no_ustack" (weight of entries
     whose user stack is empty: stack-map collisions or failed walks), "total"
-    (@samples_total or @switches_total, None when absent), "seconds", "tids"}``.
+    (what the values add up to unless lost: @samples_total, or offcpu.bt's
+    @offcpu_us_total, else @switches_total, a count of switches of older
+    outputs; None when absent), "seconds", "tids"}``.
     A check for ``mongoprobe profile``'s summary line; the stack parser is :func:`read`.
     """
     entries = weight = no_ustack = 0
-    total = None
+    totals: dict[str, int] = {}
     seconds, tids = set(), set()
     head = None          # header line of the entry being read
     after_sep = False    # between kstack and ustack, or no kstack
@@ -469,9 +484,9 @@ def tally(lines) -> dict:
                 head, ustack_frames = line, 0
                 after_sep = line.rstrip().endswith(", ,") or line.endswith(", , ")
                 continue
-            t = re.match(r"^@(samples_total|switches_total): (\d+)$", line)
+            t = re.match(r"^@(samples_total|offcpu_us_total|switches_total): (\d+)$", line)
             if t:
-                total = int(t[2])
+                totals[t[1]] = int(t[2])
             continue
         s = line.strip()
         # "]: N" ends an entry; ", ]: N" ends one whose kernel stack is followed by
@@ -487,5 +502,7 @@ def tally(lines) -> dict:
             after_sep = True
         elif s and after_sep:
             ustack_frames += 1
+    total = next((totals[k] for k in ("samples_total", "offcpu_us_total", "switches_total")
+                  if k in totals), None)
     return {"entries": entries, "weight": weight, "no_ustack": no_ustack, "total": total,
             "seconds": len(seconds), "tids": len(tids)}

@@ -29,7 +29,10 @@ example: ``samples/profile/ferretdb-flush.bt.txt`` (text) and
 
 bpftrace 0.17 keys a user stack with the thread that took it, so one stack called
 from several threads prints as several entries with the same text (in JSON: the
-same key several times in one object); they are summed here into one row.
+same key several times in one object); they are summed here into one row. Read
+from bpftrace 0.17, 0.23 and 0.27: in JSON, 0.23 escapes the newlines of a stack
+key twice and 0.27 prints its frames unindented; 0.27's text has no blank line
+between maps.
 
 ``is_flush_output(text)`` is the cheap "is this mine?" check. Damaged input raises
 :class:`FormatError` naming the source and line.
@@ -45,6 +48,7 @@ from typing import Iterable
 import pandas as pd
 
 from .. import histogram
+from .bpftrace_stacks import unescape_key
 from .errors import FormatError
 
 SYSCALLS = ("msync", "fsync", "fdatasync", "sync_file_range", "syncfs")
@@ -159,7 +163,8 @@ def _from_json(lines: Iterable[str], source: str) -> _Maps:
                     m.stats.update(value)
                 elif name == "flush_stacks":
                     for k, c in value.items():
-                        sys_name, _, stack = k.partition(",")
+                        # 0.23 escapes the key's newlines twice; 0.27 leaves frames unindented
+                        sys_name, _, stack = unescape_key(k).partition(",")
                         frames = tuple(f.strip() for f in stack.split("\n") if f.strip())
                         k = (sys_name, frames)
                         m.stacks[k] = m.stacks.get(k, 0) + int(c)
@@ -172,7 +177,10 @@ def _from_json(lines: Iterable[str], source: str) -> _Maps:
 
 
 _T_SCALAR = re.compile(r"^@(\w+)\[(.*)\]: (-?\d+)$")
-_T_STATS = re.compile(r"^@flush_stats\[(\w+)\]: count (\d+), average (\d+), total (\d+)$")
+# stats(): "count N, average N, total N" up to bpftrace 0.23, "{ .count = N, .average = N,
+# .total = N }" in 0.27
+_T_STATS = re.compile(r"^@flush_stats\[(\w+)\]: (?:count (\d+), average (\d+), total (\d+)"
+                      r"|\{ \.count = (\d+), \.average = (\d+), \.total = (\d+) \})$")
 _T_HIST = re.compile(r"^@flush_ns\[(\w+)\]:\s*$")
 _T_STACK = re.compile(r"^@flush_stacks\[(\w+),\s*$")
 _T_STACK_END = re.compile(r"^\]: (\d+)$")
@@ -212,7 +220,8 @@ def _from_text(lines: list[str], source: str) -> _Maps:
             continue
         st = _T_STATS.match(line)
         if st:
-            m.stats[st[1]] = {"count": int(st[2]), "average": int(st[3]), "total": int(st[4])}
+            c, a, t = (st[2], st[3], st[4]) if st[2] is not None else (st[5], st[6], st[7])
+            m.stats[st[1]] = {"count": int(c), "average": int(a), "total": int(t)}
             m.seen = True
             continue
         sc = _T_SCALAR.match(line)

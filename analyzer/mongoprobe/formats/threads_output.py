@@ -5,7 +5,10 @@ What it parses: what ``threads.bt PID`` prints every second, as bpftrace's JSON 
 text (what ``mongoprobe record`` keeps as ``threads.bt.txt``): a ``# tick
 monotonic_ns=N`` line, then the maps of THREAD_MAPS per thread id, then ``# tick end``
 (the probe's header describes the maps). Real example:
-``samples/profile/ferretdb-threads.bt.txt``.
+``samples/profile/ferretdb-threads.bt.txt``. Outputs of the threads.bt of before
+bpftrace 0.23 support also print ``@on_since``/``@rq_since`` (time stamps of
+threads caught mid-state, added up to the tick); the current one never prints
+them (printing a map other CPUs delete from failed), they are read when present.
 
 ``threads_snapshots(lines)`` yields the snapshots as they complete;
 ``threads_interval(a, b)`` turns two of them into per-thread rows (the ``prstat -mL``

@@ -1,0 +1,98 @@
+"""What the wire probes pin in kernel memory, computed before they load
+(``mongoprobe.mapmem``): checked against the kernel's own accounting of the real
+tool here, kept under 256 MB by default on a 64-CPU machine for every engine, and
+refused, before loading, when the sizes asked would take over a quarter of the
+memory available.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from mongoprobe import dtrace_engine, mapmem, probes
+
+MB = 1 << 20
+
+
+@pytest.fixture(autouse=True)
+def real_default(monkeypatch):
+    """The defaults as a user gets them: without the suite's small test default."""
+    monkeypatch.delenv("MONGOPROBE_MAX_CONNECTIONS", raising=False)
+
+
+def test_possible_cpus_ranges():
+    assert probes.possible_cpus("0-63\n") == 64
+    assert probes.possible_cpus("0,2-5\n") == 5
+    assert probes.possible_cpus("0\n") == 1
+    assert probes.possible_cpus() >= 1
+
+
+@pytest.mark.parametrize("script", ["mongo_latency.bt", "mongo_latency_tls.bt"])
+def test_bpftrace_default_under_budget_on_64_cpus(script):
+    """bpftrace 0.17 sizes every map alike, and 23 of mongo_latency.bt's are per-CPU:
+    at 10,000 connections they would take 700 MB on 64 CPUs, so the default is lowered
+    there (and kept at 10,000 on 2 CPUs for the syscall tool: 230 MB)."""
+    assert mapmem.wire_bytes("bpftrace", script, 10000, 64) > 600 * MB
+    n = mapmem.default_connections("bpftrace", script, 64)
+    assert 1000 < n < 10000
+    assert mapmem.wire_bytes("bpftrace", script, n, 64) < mapmem.BUDGET
+    assert mapmem.wire_bytes("bpftrace", script, n + 1, 64) >= mapmem.BUDGET
+    assert mapmem.default_connections("bpftrace", "mongo_latency.bt", 2) == 10000
+    # the per-CPU maps are most of it
+    kinds = dict(mapmem.bpftrace_dominant(script, 40000, 64))
+    assert kinds["percpu_hash"] > 4 * kinds["hash"]
+
+
+@pytest.mark.parametrize("events", [False, True])
+def test_bcc_default_under_budget_on_64_cpus(events):
+    assert mapmem.default_connections("bcc", "mongolatency.py", 64, events) == 10000
+    assert mapmem.wire_bytes("bcc", "mongolatency.py", 10000, 64, events) < 64 * MB
+
+
+@pytest.mark.parametrize("script", ["mongo_time.d", "mongo_snoop.d"])
+def test_dtrace_default_under_budget_on_64_cpus(script):
+    """mongo_time.d's aggregation buffer is per CPU (aggsize each): its floor of 4m
+    alone is 277 MB on 64 CPUs, so aggsize is lowered to fit."""
+    n, options, size = mapmem.dtrace_sized(script, None, 64)
+    assert size < mapmem.BUDGET and n == 10000
+    assert mapmem.dtrace_bytes(options, 64) == size
+    # as asked, never changed
+    asked = mapmem.dtrace_sized(script, 20000, 64)
+    assert asked[1] == dtrace_engine.wire_options(script, 20000)
+
+
+def test_bpftrace_model_is_the_kernels_accounting(ferretdb, need_bpftrace):
+    """mongo_latency.bt sized for 1,250 connections (5,000 keys), run here: the kernel's
+    memlock of its maps is what the model computed before loading, to the byte."""
+    from mongoprobe import wire_probe
+    wp = wire_probe.WireProbe("bpftrace", ferretdb.pid, max_connections=1250, tls="off")
+    try:
+        measured = wp.map_bytes
+    finally:
+        wp.probe.stop()
+        wp.close()
+    assert measured == mapmem.wire_bytes("bpftrace", "mongo_latency.bt", 1250,
+                                         probes.possible_cpus())
+    assert wp.estimate == measured and "loaded" not in wp.sizing()
+
+
+def test_too_much_is_refused_before_loading(ferretdb, need_bpftrace):
+    """Sizes that would pin over a quarter of MemAvailable: one line naming the option,
+    and nothing loaded (no tracer started: it answers at once)."""
+    avail = probes.mem_available()
+    n = 2
+    while mapmem.wire_bytes("bpftrace", "mongo_latency.bt", n, probes.possible_cpus()) \
+            <= avail // 4:
+        n *= 2
+    r = subprocess.run([sys.executable, "-m", "mongoprobe", "latency", "-p", str(ferretdb.pid),
+                        "--engine", "bpftrace", "--tls", "off", "--max-connections", str(n),
+                        "-d", "1"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    line = r.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"mongoprobe: mongo_latency.bt: maps sized for {n} connections "
+                           "would pin "), line
+    assert "over a quarter of the" in line and line.endswith(": lower --max-connections")
+    assert "Tracing" not in r.stderr

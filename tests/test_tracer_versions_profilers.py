@@ -1,0 +1,222 @@
+"""The profilers (probes/profile.bt, offcpu.bt, flush.bt, syscount.bt, threads.bt) on
+every bpftrace version here, each started once per version against a real busy process.
+
+Versions: the system's ``bpftrace`` (Debian 12: 0.17) and each
+``~/.cache/mongoprobe/bin/bpftrace-SUITE`` wrapper that exists (trixie: 0.23, sid:
+0.27; ``scripts/tracer-roots.sh`` builds them), run through ``MONGOPROBE_BPFTRACE``
+as a user would. (A local discovery: ``mongoprobe.probes`` has no list of versions
+yet.)
+
+Per version, one ``mongoprobe record --probes profile,offcpu,threads,syscount`` of
+``tests/flushloop.c`` spinning one thread while another sleeps 0.1 s at a time (so
+``collectors.py`` must see each tool attach: its READY banner), then the evidence is
+checked: profile and offcpu fold with non-empty stacks and add up to the probes' own
+totals, the microstates fit in the wall time, syscount names the sleeps; and one
+``mongoprobe flush`` of flushloop's known flushes (exact counts, stacks in frames).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import build_c
+
+from mongoprobe import collectors, probes
+from mongoprobe.formats import bpftrace_stacks, syscount_output, threads_output
+
+pytestmark = pytest.mark.root     # (it traces through its own checks, not need_bpftrace)
+
+ROOT = Path(__file__).resolve().parents[1]
+WRAPPERS = Path.home() / ".cache" / "mongoprobe" / "bin"
+SUITES = ("trixie", "sid")
+TOOLS = ("profile.bt", "offcpu.bt", "flush.bt", "syscount.bt", "threads.bt")
+
+
+def bpftrace_version(binary: str) -> tuple[int, ...]:
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True,
+                         timeout=60).stdout
+    m = re.search(r"v(\d+)\.(\d+)(?:\.(\d+))?", out)
+    assert m, f"{binary} --version: {out!r}"
+    return tuple(int(x or 0) for x in m.groups())
+
+
+def dry_run_flag(binary: str) -> str:
+    """bpftrace 0.22 added --dry-run; before it, -d (debug output) compiled without running."""
+    return "-d" if bpftrace_version(binary) < (0, 22) else "--dry-run"
+
+
+def _tracer(which: str) -> str:
+    why = probes.why_cannot_trace()
+    if why:
+        pytest.skip(why)
+    if which == "system":
+        path = shutil.which("bpftrace")
+        if not path:
+            pytest.skip("bpftrace is not installed (Debian bpftrace)")
+        return path
+    path = WRAPPERS / f"bpftrace-{which}"
+    if not path.exists():
+        pytest.skip(f"{path.name} is missing: scripts/tracer-roots.sh builds it")
+    return str(path)
+
+
+@pytest.fixture(params=("system",) + SUITES)
+def tracer(request) -> str:
+    return _tracer(request.param)
+
+
+@pytest.fixture(scope="module")
+def flushloop(tmp_path_factory) -> Path:
+    return build_c(tmp_path_factory, "flushloop", "-O0", "-fno-omit-frame-pointer", "-pthread")
+
+
+def mp(*args: str, binary: str, **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MONGOPROBE_BPFTRACE": binary}
+    return subprocess.run([sys.executable, "-m", "mongoprobe", *args], capture_output=True,
+                          text=True, env=env, **kw)
+
+
+def test_the_profilers_compile(tracer):
+    flag = dry_run_flag(tracer)
+    for tool in TOOLS:
+        r = subprocess.run([tracer, flag, str(ROOT / "probes" / tool), "1", "0"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, f"{tool}: {r.stderr[-800:]}"
+        errors = [ln for ln in r.stderr.splitlines()      # (RLIMIT_MEMLOCK's is harmless)
+                  if "ERROR" in ln and "RLIMIT_MEMLOCK" not in ln]
+        assert not errors, f"{tool}: {errors}"
+
+
+def _folded(path: Path, binary: str) -> dict[str, int]:
+    r = mp("fold", str(path), "--format", "bpftrace", binary=binary, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out: dict[str, int] = {}
+    for line in r.stdout.splitlines():
+        stack, _, n = line.rpartition(" ")
+        out[stack] = out.get(stack, 0) + int(n)
+    return out
+
+
+def test_record_profile_offcpu_threads_syscount(tracer, flushloop, tmp_path):
+    spin = subprocess.Popen([str(flushloop), "spin", "120"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(spin.stdout.readline().split()[1])
+        spin.stdin.write("go\n")
+        spin.stdin.flush()
+        names: dict[int, str] = {}
+        deadline = time.monotonic() + 10
+        while set(names.values()) != {"spinner", "sleeper"} and time.monotonic() < deadline:
+            time.sleep(0.05)        # the threads are named just after the start
+            names = {int(t): Path(f"/proc/{pid}/task/{t}/comm").read_text().strip()
+                     for t in os.listdir(f"/proc/{pid}/task")}
+        run = tmp_path / "run"
+        r = mp("record", "-p", str(pid), "-o", str(run),
+               "--probes", "profile,offcpu,threads,syscount", "--", "sleep", "3",
+               binary=tracer, timeout=300)
+    finally:
+        spin.kill()
+        spin.wait(10)
+    assert r.returncode == 0, r.stderr
+    m = json.loads((run / "manifest.json").read_text())
+    for name in ("profile", "offcpu", "threads", "syscount"):
+        c = m["collectors"][name]
+        assert c["argv"][0] == tracer
+        assert c["status"] == "stopped" and c["returncode"] == 0, (name, c)
+        assert c["ready"] is not None, name           # collectors.READY saw its banner
+        text = (run / c["output"]).read_text()
+        assert any(collectors.READY.search(ln) for ln in text.splitlines()[:8]), name
+        if name != "threads":
+            assert re.search(r"^# clock monotonic_ns=\d+ elapsed_ns=\d+$", text, re.M), name
+    tid_of = {v: k for k, v in names.items()}
+    spinner, sleeper = tid_of["spinner"], tid_of["sleeper"]
+
+    # on-CPU: every sample folded, non-empty, the spinner's
+    prof = _folded(run / "profile.bt.txt", tracer)
+    tally = bpftrace_stacks.tally((run / "profile.bt.txt").read_text().splitlines())
+    assert all(s.split(";")[1:] for s in prof), "a stack with no frame"
+    assert sum(prof.values()) == tally["total"] > 50
+    assert sum(n for s, n in prof.items() if s.startswith("spinner;")) >= 0.9 * tally["total"]
+    assert (f"lost: profile stacks folded {tally['total']} of {tally['total']} counted"
+            in r.stderr), r.stderr
+
+    # off-CPU: microseconds that add up to the probe's own total, within the wall time
+    off = _folded(run / "offcpu.bt.txt", tracer)
+    otally = bpftrace_stacks.tally((run / "offcpu.bt.txt").read_text().splitlines())
+    us = sum(off.values())
+    assert us == otally["total"] > 0
+    assert all(s.split(";")[1:] for s in off)
+    slept = sum(n for s, n in off.items() if s.startswith("sleeper;") and "nanosleep" in s)
+    wall_us = (m["collectors"]["offcpu"]["stopped"] - m["collectors"]["offcpu"]["ready"]) * 1e6
+    assert 0.5 * 3e6 < slept <= us <= 2 * wall_us     # two threads, the sleeper mostly asleep
+    assert f"lost: offcpu stacks folded {us} us of {us} us counted" in r.stderr, r.stderr
+
+    # microstates: no thread has more run-queue + on-CPU time than the wall time
+    snaps = list(threads_output.threads_snapshots(
+        (run / "threads.bt.txt").read_text().splitlines()))
+    assert len(snaps) >= 3 and snaps[-1][2], "ticks and the final print"
+    wall = snaps[-1][0] - snaps[0][0]
+    busy = {t: snaps[-1][1]["oncpu_ns"].get(t, 0) + snaps[-1][1]["runq_ns"].get(t, 0)
+            for t in (spinner, sleeper)}
+    assert set(snaps[-1][1]["oncpu_ns"]) <= {spinner, sleeper}
+    assert sum(busy.values()) <= 2 * wall
+    assert 0.8 * wall <= busy[spinner] <= 1.02 * wall + 20e6, (busy, wall)   # always runnable
+    assert busy[sleeper] < 0.2 * wall, (busy, wall)
+    for a, b in zip(snaps, snaps[1:]):
+        for row in threads_output.threads_interval(a, b):
+            assert abs(row["oncpu_pct"] + row["lat_pct"] + row["slp_pct"] - 100) < 0.2
+
+    # syscalls: the sleeper's 10 sleeps a second (glibc's nanosleep is clock_nanosleep)
+    df = syscount_output.parse_syscount((run / "syscount.bt.txt").read_text(),
+                                        names={35: "nanosleep", 230: "clock_nanosleep"})
+    sleeps = int(df[df["syscall"].isin(["nanosleep", "clock_nanosleep"])]["count"].sum())
+    assert 15 <= sleeps <= 80, df
+
+
+def test_flush_counts_and_stacks(tracer, flushloop, tmp_path):
+    lp = subprocess.Popen([str(flushloop), "flush", str(tmp_path / "mapped.dat"), "20"],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    cli = None
+    try:
+        pid = int(lp.stdout.readline().split()[1])
+        env = {**os.environ, "MONGOPROBE_BPFTRACE": tracer}
+        cli = subprocess.Popen([sys.executable, "-m", "mongoprobe", "flush", "-p", str(pid),
+                                "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env)
+        for line in cli.stderr:
+            if "Hit Ctrl-C to end" in line:
+                break
+        else:
+            pytest.fail(f"mongoprobe flush did not attach with {tracer}")
+        lp.stdin.write("go\n")
+        lp.stdin.flush()
+        assert lp.stdout.readline() == "done\n"
+        cli.send_signal(signal.SIGINT)
+        out, err = cli.communicate(timeout=120)
+    finally:
+        if cli is not None and cli.poll() is None:
+            cli.kill()
+            cli.wait(10)
+        lp.stdin.close()
+        lp.wait(10)
+    assert cli.returncode == 0, err
+    j = json.loads(out)
+    assert {k: v["count"] for k, v in j["flushes"].items()} == {
+        "msync": 20, "fsync": 21, "fdatasync": 22, "sync_file_range": 23, "syncfs": 1}
+    by = {}
+    for s in j["stacks"]:
+        by[s["syscall"]] = by.get(s["syscall"], 0) + s["count"]
+        assert len(s["frames"]) >= 2, s                  # frames, not one joined string
+        assert not any("\\n" in f or "\n" in f for f in s["frames"]), s
+    assert by == {k: v["count"] for k, v in j["flushes"].items()}
+    msync = next(s for s in j["stacks"] if s["syscall"] == "msync")
+    assert msync["frames"][0].startswith("msync+"), msync    # libc's wrapper, leaf first
