@@ -240,6 +240,8 @@ def decide(fig: Figures) -> Verdict:
                  + (f" over {fig.conns} connections" if fig.conns else "")
                  + f" ({fig.outside_how})")
         ev["load-tool"].insert(0, where)
+        if queued:
+            ev["network"].insert(0, where)
         if fig.client_us is not None and fig.server_us is not None:
             ev["network"].append(f"client latency {fig.client_us:,.0f} us vs server "
                                  f"{fig.server_us:,.0f} us: {fig.client_us - fig.server_us:,.0f}"
