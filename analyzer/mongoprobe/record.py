@@ -330,7 +330,8 @@ class Recorder:
         self.manifest["notes"] = self.notes
         files = {"load_out": LOAD_OUT, "load_stdout": LOAD_STDOUT,
                  "metrics_before": "metrics.before.txt", "metrics_after": "metrics.after.txt",
-                 "target_log": "target.log", "latency_events": "latency.events.parquet"}
+                 "target_log": "target.log", "latency_events": "latency.events.parquet",
+                 "treestat": "treestat.txt"}
         self.manifest["files"] = {k: v for k, v in files.items()
                                   if (self.run_dir / v).exists()}
         from .rundir import write_manifest
@@ -482,7 +483,15 @@ class Recorder:
             if cmd is not None:
                 m["command"].update(pid=cmd.proc.pid, start=cmd.start)
                 self.save()
-                rc, ended_by = self._watch(cmd, cols, pid, t)
+                # the server's and the tool's CPU and run-queue time, per second (the
+                # verdict's USE figures: treestat.py)
+                from .treestat import Sampler
+                tree = Sampler(self.run_dir / "treestat.txt", pid, cmd.proc.pid, a.interval)
+                tree.start()
+                try:
+                    rc, ended_by = self._watch(cmd, cols, pid, t)
+                finally:
+                    tree.stop()
                 cmd.finish()
                 m["command"].update(end=round(time.time(), 6), returncode=rc)
 
