@@ -136,3 +136,32 @@ def test_treestat_reads_what_it_writes_and_refuses_garbage(tmp_path):
     from mongoprobe.formats.errors import FormatError
     with pytest.raises(FormatError, match="t.txt:3"):
         treestat.read(p)
+
+
+def test_a_cut_offcpu_file_is_named_not_a_crash(tmp_path, capsys):
+    """A collector killed while printing (record stops it 60 s after SIGINT) leaves its
+    output cut inside a map entry: phases names it, the verdict waits for it (bpftrace
+    prints a map's largest entries last, so the rest would be a biased sample), and
+    nothing else is lost."""
+    import json
+    import shutil
+
+    from mongoprobe import cli
+
+    run = tmp_path / "RUN"
+    shutil.copytree(ROOT / "samples/load/run-ferretdb", run)
+    lines = OFFCPU.read_text().splitlines(keepends=True)
+    half = next(i for i, ln in enumerate(lines) if i > len(lines) // 2 and ln.startswith("@["))
+    (run / "offcpu.bt.txt").write_text("".join(lines[:half + 3]))      # inside an entry
+    m = json.loads((run / "manifest.json").read_text())
+    m["collectors"]["offcpu"] = {"kind": "probe", "output": "offcpu.bt.txt",
+                                 "format": "bpftrace-text", "status": "stopped", "cut": True,
+                                 "note": "did not end 60s after SIGINT; killed (its output "
+                                         "is cut)"}
+    (run / "manifest.json").write_text(json.dumps(m))
+    assert cli.main(["phases", str(run)]) == 0
+    out = capsys.readouterr().out
+    flat = " ".join(out.split())            # the lines are wrapped at 80 columns
+    assert "lost: offcpu stacks unreadable, none used: " in flat
+    assert "the input ends inside it" in flat
+    assert "lost: collector offcpu cut: did not end 60s after SIGINT" in flat

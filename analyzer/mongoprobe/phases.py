@@ -654,6 +654,9 @@ def lost_line(lost: dict) -> str:
                    f"reply {probe['requests_without_reply']}, malformed headers "
                    f"{probe['malformed']}, dropped events {probe['dropped']}")
     for which, st in (lost.get("stacks") or {}).items():
+        if st.get("unreadable"):
+            out.append(f"lost: {which} stacks unreadable, none used: {st['unreadable']}")
+            continue
         unit = " us" if st.get("unit") == "us" else ""        # offcpu: time, not samples
         of = f" of {st['samples']}{unit} counted" if st.get("samples") is not None else ""
         out.append(f"lost: {which} stacks folded {st['folded']}{unit}{of}, empty {st['empty']}, "

@@ -299,14 +299,15 @@ class Recorder:
 
             self.state_dir = Path(tempfile.mkdtemp(prefix="mongoprobe-record-"))
             try:
-                info = target.start(self.state_dir)
+                info = target.start(self.state_dir, backend=getattr(a, "backend", "sqlite"))
             except target.TargetError as e:
                 shutil.rmtree(self.state_dir, ignore_errors=True)
                 raise RecordError(f"embedded target: {e}")
             self.target_info = info
             t = describe_pid(info.pid)
             t.update(kind="embedded", uri=info.uri, metrics_url=info.metrics_url,
-                     port=info.port, version=info.version)
+                     port=info.port, version=info.version,
+                     backend=getattr(a, "backend", "sqlite"))
         else:
             t = describe_pid(a.pid)
             t.update(kind="pid", uri=a.uri, metrics_url=a.metrics_url,

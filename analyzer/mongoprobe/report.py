@@ -109,8 +109,9 @@ def _lost_section(lost: dict) -> str:
     from .phases import lost_line
     text = lost_line(lost)
     bad = (lost.get("probe") is None or any(lost["probe"].values()) or lost["collectors"]
-           or any(st["empty"] or st["lookup_failed"]
-                  or (st["samples"] is not None and st["samples"] > st["folded"])
+           or any(st.get("unreadable") or st["empty"] or st["lookup_failed"]
+                  or (st["samples"] is not None and st["folded"] is not None
+                      and st["samples"] > st["folded"])
                   for st in (lost.get("stacks") or {}).values()))
     cls = ' class="note"' if bad else ""
     return f"<p{cls}>" + "<br>".join(html.escape(x) for x in text.splitlines()) + "</p>"
