@@ -1,0 +1,38 @@
+"""The tracer versions at hand as test parameters, and the known failures per version."""
+
+from __future__ import annotations
+
+import pytest
+
+from mongoprobe import probes as mp_probes
+
+SUITES = ("trixie", "sid")      # the Debian roots scripts/tracer-roots.sh builds
+
+# (tool, version) -> why it fails there (xfail, strict: a fix shows)
+_TX_023 = ("bpftrace 0.23 copies map values over 32 bytes (@s, @c, @r) through a scratch "
+           "buffer byte by byte: the send programs' verification passes 1M instructions")
+_STACK_027 = ("bpftrace 0.27: 'BPF stack limit is exceeded' (register spills around its "
+              "per-map-update error reports), and its stdlib refuses BPFTRACE_MAX_STRLEN=48")
+KNOWN: dict[tuple[str, str], str] = {
+    ("mongo_latency.bt", "0.23"): _TX_023,
+    ("mongo_latency.bt", "0.27"): _STACK_027,
+    ("mongo_snoop.bt", "0.27"): _STACK_027,
+}
+
+
+def version_rows(engine: str, tool: str) -> list:
+    """(engine, version, binary) of every version at hand of engine (bpftrace, bcc), id
+    ENGINE-VERSION, its KNOWN failure with TOOL an xfail (strict); and a skipped row per
+    suite wrapper missing."""
+    found = mp_probes.tracer_versions()[engine]
+    rows = [pytest.param(engine, version, path, id=f"{engine}-{version}",
+                         marks=[pytest.mark.xfail(strict=True, reason=KNOWN[tool, version])]
+                         if (tool, version) in KNOWN else [])
+            for version, path in found.items()]
+    prefix = "bpftrace" if engine == "bpftrace" else "python3-bcc"
+    for suite in SUITES:
+        wrapper = mp_probes.tools_dir() / "bin" / f"{prefix}-{suite}"
+        if not wrapper.exists():
+            rows.append(pytest.param(engine, None, str(wrapper), id=f"{engine}-{suite}", marks=[
+                pytest.mark.skip(reason=f"{wrapper} is missing: scripts/tracer-roots.sh builds it")]))
+    return rows
