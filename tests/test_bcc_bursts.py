@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 import wireclient
-from test_probe_patterns import (BCC_TOOL, SYSTEM_PYTHON, UNAVAILABLE, Probe, _tool_unavailable,
-                                 sleeping_in_main_loop, wireserver)
+from helpers.wire import (BCC_TOOL, SYSTEM_PYTHON, UNAVAILABLE, Probe, sleeping_in_main_loop,
+                          tool_unavailable, wireserver)
 
 REPEATS = 6
 CONNECTIONS = 8
@@ -71,7 +71,7 @@ pytestmark = [pytest.mark.root, pytest.mark.skipif(UNAVAILABLE is not None, reas
 
 
 def test_bursts_exact(tmp_path: Path) -> None:
-    reason = _tool_unavailable("bcc")
+    reason = tool_unavailable("bcc")
     if reason:
         pytest.skip(reason)
     with wireserver("readwrite", tmp_path) as (pid, port):

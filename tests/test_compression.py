@@ -29,8 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from test_latency_ferretdb import start_cli, stop_cli
-from test_probe_patterns import WIRESERVER, _tool_unavailable
+from helpers.cli import start_cli, stop_cli
+from helpers.wire import WIRESERVER, tool_unavailable
 
 CODECS = ["snappy", "zlib", "zstd"]
 pytestmark = pytest.mark.root
@@ -90,7 +90,7 @@ def test_compressors_counted_and_named(engine, codec, tmp_path):
     """latency --json --events: the kernel's counts and histograms key compressed
     requests "[compressed]"; the events name the command inside; all equal the
     server's own counts."""
-    reason = _tool_unavailable(engine)
+    reason = tool_unavailable(engine)
     if reason:
         pytest.skip(reason)
     events_file = tmp_path / "events.jsonl"
@@ -102,7 +102,7 @@ def test_compressors_counted_and_named(engine, codec, tmp_path):
             workload(f"mongodb://127.0.0.1:{server.port}/?compressors={codec}")
             time.sleep(0.5)
         finally:
-            out = stop_cli(cli)
+            out, _ = stop_cli(cli)
     finally:
         served = server.stop()
     kernel, named, inside = split(served)

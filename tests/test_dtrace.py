@@ -32,8 +32,10 @@ import pytest
 
 import golden
 import wireclient
-from test_probe_patterns import Probe, wireserver
-from test_profile_probes import _can_render_svg, flushloop, loop, start_cli  # noqa: F401
+from helpers.cli import can_render_svg, start_cli, stop_cli
+from helpers.ferretdb import metrics_delta
+from helpers.flushloop import flushloop, loop  # noqa: F401 (fixtures)
+from helpers.wire import Probe, wireserver
 from mongoprobe import dtrace_engine, latency, mixedload, probes, target
 from mongoprobe.formats import dtrace_drops, dtrace_latency, stack_table, wire_events
 
@@ -45,26 +47,6 @@ WIRE_MODES = ["mongod", "readwrite", "vector", "split", "sendto"]
 
 
 # --- helpers ------------------------------------------------------------------------------
-
-
-def stop_cli(proc: subprocess.Popen, timeout: float = 120) -> tuple[str, str]:
-    proc.send_signal(signal.SIGINT)       # the CLI stops its dtrace with SIGTERM
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        pytest.fail(f"mongoprobe did not end within {timeout} s: {err}")
-    assert proc.returncode == 0, err
-    return out, err
-
-
-def metrics_delta(before: dict, after: dict) -> dict[str, int]:
-    d: dict[str, int] = {}
-    for (_, cmd), n in after.items():
-        if n - before.get((_, cmd), 0):
-            d[cmd] = d.get(cmd, 0) + n - before.get((_, cmd), 0)
-    return d
 
 
 # --- no tracing: the parsers and the adapter on real D output --------------------------------
@@ -301,7 +283,7 @@ def test_syscount_counts_getppid_exactly(loop, need_dtrace):
 
 def test_profile_ferretdb_flame_graph(ferretdb, tmp_path, need_dtrace):
     """profile.d's ustack() on FerretDB, folded (fold --format dtrace), drawn."""
-    if not _can_render_svg():
+    if not can_render_svg():
         pytest.skip("no flame-graph renderer (inferno from scripts/setup.sh, or FLAMEGRAPH_DIR)")
     svg = tmp_path / "cpu.svg"
     cli = start_cli("profile", "-p", str(ferretdb.pid), "--engine", "dtrace", "-F", "97",
@@ -346,8 +328,7 @@ def test_failed_replies_match_ferretdb(ferretdb, tmp_path, need_dtrace):
     OP_QUERY ones) under mongo_time.d and mongo_snoop.d at once: their failed replies per
     command and code == FerretDB's own failed responses, and the {$err} reply it counts
     "ok"; successes count none."""
-    from test_latency_ferretdb import (check_failures, failed_responses, refused_workload,
-                                       response_counts)
+    from helpers.ferretdb import check_failures, failed_responses, refused_workload, response_counts
 
     events_file = tmp_path / "events.jsonl"
     before = response_counts(ferretdb.metrics_url)

@@ -35,11 +35,9 @@ import pytest
 
 import wireclient
 from mongoprobe import dtrace_engine, mixedload, probes, target
-from test_dtrace import stop_cli as finish_cli  # stdout and stderr
-from test_latency_ferretdb import start_cli, stop_cli
-from test_probe_patterns import Probe, from_dtrace, wireserver
-from test_tls_decode import (CONNECTIONS, tls_target,  # noqa: F401
-                             traced_tls_scenarios)  # (tls_target: a fixture)
+from helpers.cli import start_cli, stop_cli
+from helpers.tls import CONNECTIONS, tls_target, traced_tls_scenarios  # noqa: F401 (tls_target: a fixture)
+from helpers.wire import Probe, from_dtrace, wireserver
 
 ROOT = Path(__file__).resolve().parents[1]
 DTRACE = ROOT / "dtrace"
@@ -160,7 +158,7 @@ def _latency_cli(pid: int, port: int, ctx: ssl.SSLContext) -> tuple[dict, wirecl
         e = wireclient.run(port, connections=CONNECTIONS, tls=ctx)
         time.sleep(0.3)
     finally:
-        out = stop_cli(cli)
+        out, _ = stop_cli(cli)
     result = json.loads(out.strip().splitlines()[-1])
     assert {k: v["count"] for k, v in result["by_command"].items()} == \
         dict(e.replies_by_command)
@@ -181,7 +179,7 @@ def _snoop_cli(pid: int, port: int, ctx: ssl.SSLContext, *extra: str) -> str:
         e = wireclient.run(port, connections=CONNECTIONS, tls=ctx)
         time.sleep(0.3)
     finally:
-        out, err = finish_cli(cli, timeout=180)
+        out, err = stop_cli(cli, timeout=180)
     rows = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
     got: dict[str, int] = {}
     for r in rows:
@@ -243,7 +241,7 @@ def test_memory_bio_state_freed(tmp_path, tls_files, need_dtrace):
             wireclient.short_connections(port, n, ctx)
             time.sleep(0.3)
         finally:
-            out = stop_cli(cli)
+            out, _ = stop_cli(cli)
     r = json.loads(out.strip().splitlines()[-1])
     assert r["requests_by_command"] == {"ping": n}
     assert r["counts"] == {"requests": n, "replies": n, "stream_replies": 0, "no_reply": 0}
@@ -280,7 +278,7 @@ def test_go_tls_is_refused_or_counted(tls_target, need_dtrace):
         client.close()
         time.sleep(0.5)
     finally:
-        out, err = finish_cli(cli, timeout=180)
+        out, err = stop_cli(cli, timeout=180)
     result = json.loads(out.strip().splitlines()[-1])
     assert result["counts"]["requests"] == 0
     assert result["lost"]["malformed"] == 0

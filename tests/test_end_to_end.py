@@ -7,18 +7,14 @@ from __future__ import annotations
 import base64
 import json
 import re
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
+from helpers.cli import mp
+
 SPEC = "2i.1q:3s,0i.2q:3s,2i.0q:3s"
-
-
-def mp(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "mongoprobe", *args], capture_output=True,
-                          text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

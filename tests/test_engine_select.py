@@ -29,7 +29,8 @@ from pathlib import Path
 import pytest
 
 from mongoprobe import engines, mixedload, probes, rundir, target
-from test_latency_ferretdb import metrics_delta, stop_cli
+from helpers.cli import stop_cli
+from helpers.ferretdb import metrics_delta
 
 ROOT = Path(__file__).resolve().parents[1]
 SID_BPFTRACE = Path.home() / ".cache" / "mongoprobe" / "bin" / "bpftrace-sid"
@@ -73,7 +74,7 @@ def test_latency_default_decodes_tls_ferretdb(tls_ferretdb, need_bcc):
         load = mixedload.run(info.uri, threads=4, rounds=1)
         time.sleep(0.5)
     finally:
-        out = stop_cli(cli)
+        out, _ = stop_cli(cli)
     chosen = [ln for ln in said if ln.startswith("mongoprobe: engine ")]
     assert len(chosen) == 1, said
     assert chosen[0].startswith(f"mongoprobe: engine bcc (bcc {probes.bcc_version()} "

@@ -6,16 +6,14 @@ flamegraph.pl), differential graphs, category colours, and the sub-second heat m
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+from helpers.cli import mp
 from mongoprobe import categories, flamegraph, heatmap, run_profile, stacks
 
 SAMPLES = ROOT / "samples" / "stacks"
@@ -23,11 +21,6 @@ PERF = SAMPLES / "perf-ferretdb-mixedload.txt"
 PROFILE_BT = SAMPLES / "bpftrace-profile-ferretdb.txt"
 SNOOP = ROOT / "samples" / "probes" / "mongo_snoop-ferretdb.txt"
 EVENTS = SAMPLES / "latency-events-ferretdb.jsonl"
-
-
-def mp(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mongoprobe", *args], capture_output=True,
-                          text=True, timeout=300, env={**os.environ, **(env or {})})
 
 
 @pytest.fixture

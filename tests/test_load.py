@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.cli import mp
+from helpers.ferretdb import metrics_delta
 from mongoprobe import load, target
 from mongoprobe.formats import mongoprobe_load
 from mongoprobe.formats.errors import FormatError
@@ -26,11 +28,6 @@ SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "load" / "run-ferretd
 SPEC = "2i.1q:3s,1i@50.2q:3s,0i.2q:3s"
 START = re.compile(r"^### phase start name=(\S+) time=(\d+\.\d+)$")
 END = re.compile(r"^### phase end name=(\S+) time=(\d+\.\d+)$")
-
-
-def mp(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mongoprobe", *args], capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
 # --- the spec ------------------------------------------------------------------------
@@ -147,14 +144,6 @@ def test_load_needs_a_uri():
     assert r.returncode == 2 and "--phases: phase '1i.0q'" in r.stderr
 
 
-def _metrics_delta(before: dict, after: dict) -> dict[str, int]:
-    d: dict[str, int] = {}
-    for (op, cmd), n in after.items():
-        if n - before.get((op, cmd), 0):
-            d[cmd] = d.get(cmd, 0) + n - before.get((op, cmd), 0)
-    return d
-
-
 def test_load_on_ferretdb(ferretdb):
     before = target.request_counts(ferretdb.metrics_url)
     t0 = time.time()
@@ -210,7 +199,7 @@ def test_load_on_ferretdb(ferretdb):
         assert len(coll.index_information()) == 4
 
     # What command monitoring saw is what FerretDB counted, command by command.
-    delta = _metrics_delta(before, after)
+    delta = metrics_delta(before, after)
     total = s["commands"]["total"]
     for cmd in ("insert", "find", "drop", "createIndexes"):
         assert delta[cmd] == total[cmd], cmd

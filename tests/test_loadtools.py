@@ -9,13 +9,12 @@ import json
 import math
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from helpers.cli import mp
 import mongoprobe
 from mongoprobe import loadtools, phases, traffic
 from mongoprobe.formats import loadout, phase_markers
@@ -229,11 +228,6 @@ def test_phases_override(tmp_path) -> None:
     for bad in ("a=1..x", "a", "=1..2", "a=5..1"):
         with pytest.raises(phases.PhaseError):
             phases.parse_phases(bad, t0)
-
-
-def mp(*args):
-    return subprocess.run([sys.executable, "-m", "mongoprobe", *args], capture_output=True,
-                          text=True, timeout=300)
 
 
 def test_cli_phases_and_parse_on_a_run() -> None:

@@ -33,7 +33,8 @@ from pathlib import Path
 import pytest
 
 import manyconns
-from test_latency_ferretdb import metrics_delta, start_cli
+from helpers.cli import start_cli
+from helpers.ferretdb import metrics_delta
 from mongoprobe import target, wire_probe
 
 pytestmark = [pytest.mark.root, pytest.mark.scale]

@@ -31,6 +31,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from helpers.cli import mp
+from helpers.ferretdb import metrics_delta
 from mongoprobe import mixedload, pcap, target, wire, wire_encode
 from mongoprobe.formats import wire_events
 from mongoprobe.pcap import capture, tshark_fields
@@ -74,21 +76,8 @@ def sample(name: str) -> str:
     return str((SAMPLES / f"{name}.pcapng").relative_to(TOP))
 
 
-def mp(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mongoprobe", *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=TOP)
-
-
 def counts(d: dict) -> dict[str, int]:
     return {k: v["count"] for k, v in d.items()}
-
-
-def metrics_delta(before: dict, after: dict) -> dict[str, int]:
-    d: dict[str, int] = {}
-    for (op, cmd), n in after.items():
-        if n - before.get((op, cmd), 0):
-            d[cmd] = d.get(cmd, 0) + n - before.get((op, cmd), 0)
-    return d
 
 
 NO_LOSS = {"unmatched_replies": 0, "requests_without_reply": 0, "malformed": 0, "dropped": 0}
@@ -199,7 +188,7 @@ GOLDEN = ["ferretdb-mixedload", "wire-scenarios", "compressed", "truncated", "mi
 @pytest.mark.parametrize("name", GOLDEN)
 def test_cli_json_golden(name):
     """``pcap --json`` on each sample, exactly as recorded in tests/expected/pcap/."""
-    r = mp("pcap", sample(name), "--port", str(sidecar(name)["port"]), "--json")
+    r = mp("pcap", sample(name), "--port", str(sidecar(name)["port"]), "--json", cwd=TOP)
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
     out = json.loads(r.stdout)
@@ -218,14 +207,14 @@ def test_cli_json_keys_equal_latency_json():
     from mongoprobe.latency import LatencySummary
 
     r = mp("pcap", sample("ferretdb-mixedload"), "--port",
-           str(sidecar("ferretdb-mixedload")["port"]), "--json")
+           str(sidecar("ferretdb-mixedload")["port"]), "--json", cwd=TOP)
     out = json.loads(r.stdout)
     assert set(out) - {"pcap"} == set(LatencySummary().to_json())
 
 
 @pytest.mark.parametrize("by", ["command", "op", "stream"])
 def test_cli_text(by):
-    r = mp("pcap", sample("ferretdb-mixedload"), "--by", by)
+    r = mp("pcap", sample("ferretdb-mixedload"), "--by", by, cwd=TOP)
     assert r.returncode == 0, r.stderr
     port = sidecar("ferretdb-mixedload")["port"]
     # no --port: found from the connection openings, and said so on stderr
@@ -240,7 +229,7 @@ def test_cli_text(by):
 
 def test_truncated_capture_keeps_what_decoded():
     truth = sidecar("truncated")
-    r = mp("pcap", sample("truncated"), "--port", str(truth["port"]))
+    r = mp("pcap", sample("truncated"), "--port", str(truth["port"]), cwd=TOP)
     assert r.returncode == 0          # something decoded: not an error exit
     assert "Traceback" not in r.stderr
     err = r.stderr.strip().splitlines()
@@ -251,7 +240,7 @@ def test_truncated_capture_keeps_what_decoded():
 
 
 def test_capture_without_mongodb_traffic():
-    r = mp("pcap", sample("http-metrics"))
+    r = mp("pcap", sample("http-metrics"), cwd=TOP)
     assert r.returncode == 1 and r.stdout == ""
     assert "Traceback" not in r.stderr
     port = sidecar("http-metrics")["port"]
@@ -262,7 +251,7 @@ def test_capture_without_mongodb_traffic():
 
 def test_wrong_port_says_which_port():
     port = sidecar("ferretdb-mixedload")["port"]
-    r = mp("pcap", sample("ferretdb-mixedload"), "--port", "1234")
+    r = mp("pcap", sample("ferretdb-mixedload"), "--port", "1234", cwd=TOP)
     assert r.returncode == 1 and r.stdout == ""
     assert r.stderr.strip().splitlines() == [
         f"mongoprobe: {sample('ferretdb-mixedload')}: no traffic on TCP port 1234; its "
@@ -272,7 +261,7 @@ def test_wrong_port_says_which_port():
 def test_not_a_capture(tmp_path):
     bad = tmp_path / "notes.pcap"
     bad.write_text("not a capture\n")
-    r = mp("pcap", str(bad))
+    r = mp("pcap", str(bad), cwd=TOP)
     assert r.returncode == 1 and r.stdout == ""
     assert r.stderr.strip() == f"mongoprobe: {bad}: not a pcap or pcapng capture " \
         "(unknown magic number)"

@@ -22,15 +22,15 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from conftest import build_c
-from test_tracer_versions_profilers import dry_run_flag
+from helpers.cli import can_render_svg, mp, start_cli
+from helpers.flushloop import flushloop, loop  # noqa: F401 (fixtures)
+from helpers.versions import dry_run_flag
 
-from mongoprobe import flamegraph, mixedload, probes
+from mongoprobe import mixedload, probes
 from mongoprobe.formats import bpftrace_stacks, flush_output, syscount_output, threads_output
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,20 +39,6 @@ BT_TOOLS = ["profile.bt", "offcpu.bt", "flush.bt", "syscount.bt", "threads.bt"]
 
 
 # --- helpers ----------------------------------------------------------------------------
-
-
-def start_cli(*args: str) -> subprocess.Popen:
-    """``python -m mongoprobe ARGS`` once its probe is attached (its banner on stderr)."""
-    proc = subprocess.Popen([sys.executable, "-m", "mongoprobe", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    seen = []
-    for line in proc.stderr:
-        seen.append(line)
-        if "Hit Ctrl-C to end" in line:
-            proc.banner = line
-            return proc
-    proc.kill()
-    pytest.fail(f"mongoprobe {' '.join(args)} did not attach: {''.join(seen)}")
 
 
 def finish_cli(proc: subprocess.Popen, interrupt: bool = False, timeout: float = 90):
@@ -66,52 +52,6 @@ def finish_cli(proc: subprocess.Popen, interrupt: bool = False, timeout: float =
         pytest.fail(f"mongoprobe did not end within {timeout} s; stderr: {err}")
     assert proc.returncode == 0, err
     return out, proc.banner + err
-
-
-@pytest.fixture(scope="module")
-def flushloop(tmp_path_factory) -> Path:
-    # Frame pointers, so the probes' user stacks reach main().
-    return build_c(tmp_path_factory, "flushloop", "-O0", "-fno-omit-frame-pointer", "-pthread")
-
-
-class Loop:
-    """A running flushloop: ``pid``; ``go()`` starts its work and waits for "done"."""
-
-    def __init__(self, exe: Path, *args: str):
-        self.proc = subprocess.Popen([str(exe), *args], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
-        ready = self.proc.stdout.readline().split()
-        assert ready[:1] == ["ready"], ready
-        self.pid = int(ready[1])
-
-    def go(self, timeout: float = 60) -> None:
-        self.proc.stdin.write("go\n")
-        self.proc.stdin.flush()
-        done = []
-        t = threading.Thread(target=lambda: done.append(self.proc.stdout.readline()))
-        t.start()
-        t.join(timeout)
-        assert done == ["done\n"], done
-
-    def close(self) -> None:
-        try:
-            self.proc.stdin.close()
-        except BrokenPipeError:
-            pass
-        self.proc.wait(10)
-
-
-@pytest.fixture
-def loop(flushloop):
-    made = []
-
-    def make(*args: str) -> Loop:
-        made.append(Loop(flushloop, *args))
-        return made[-1]
-
-    yield make
-    for lp in made:
-        lp.close()
 
 
 def load(uri: str, rounds: int = 20) -> None:
@@ -224,18 +164,10 @@ FERRET_FRAME = re.compile(r"github\.com/FerretDB/FerretDB/internal/\S+")
 SQLITE_FRAME = re.compile(r"modernc\.org/sqlite/lib\._sqlite3\w+")
 
 
-def _can_render_svg() -> bool:
-    try:
-        flamegraph.renderer()
-    except flamegraph.RenderError:
-        return False
-    return True
-
-
 def test_profile_bpftrace_ferretdb_symbolised(ferretdb, tmp_path, need_bpftrace):
     """Raw bpftrace stacks, and (when a flame-graph renderer is here) the flame graph
     made from them: both name FerretDB's and SQLite's functions."""
-    svg = tmp_path / "cpu.svg" if _can_render_svg() else None
+    svg = tmp_path / "cpu.svg" if can_render_svg() else None
     out = tmp_path / "cpu.bt.txt"
     t0 = time.monotonic()
     cli = start_cli("profile", "-p", str(ferretdb.pid), "-d", "6", "-o", str(svg or out))
@@ -306,28 +238,23 @@ def test_flush_ferretdb_sqlite_fsync_with_stacks(ferretdb, need_bpftrace):
 # --- errors: one line, non-zero exit -------------------------------------------------------------
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mongoprobe", *args], capture_output=True,
-                          text=True, timeout=60)
-
-
 @pytest.mark.parametrize("cmd", [["flush"], ["syscount"], ["threads"],
                                  ["profile", "-o", "/tmp/x.bt.txt"]])
 def test_missing_pid_is_one_line(cmd, need_bpftrace):
-    r = run_cli(*cmd, "-p", "999999999", "-d", "1")
+    r = mp(*cmd, "-p", "999999999", "-d", "1", timeout=60)
     assert r.returncode == 1
     assert r.stderr == "mongoprobe: no process with pid 999999999\n"
     assert r.stdout == ""
 
 
 def test_missing_thread_and_bad_output_are_one_line(need_bpftrace):
-    r = run_cli("profile", "-p", str(os.getpid()), "--tid", "999999999", "-o", "/tmp/x.bt.txt")
+    r = mp("profile", "-p", str(os.getpid()), "--tid", "999999999", "-o", "/tmp/x.bt.txt", timeout=60)
     assert (r.returncode, r.stderr) == (1, f"mongoprobe: no thread 999999999 in process "
                                            f"{os.getpid()}\n")
-    r = run_cli("profile", "-p", str(os.getpid()), "-o", "/tmp/x.txt")
+    r = mp("profile", "-p", str(os.getpid()), "-o", "/tmp/x.txt", timeout=60)
     assert r.returncode == 1 and len(r.stderr.splitlines()) == 1
     assert "must end in .bt.txt, .perf.txt, .dtrace.txt, .folded or .svg" in r.stderr
-    r = run_cli("profile", "-p", str(os.getpid()), "--offcpu", "-o", "/tmp/x.perf.txt")
+    r = mp("profile", "-p", str(os.getpid()), "--offcpu", "-o", "/tmp/x.perf.txt", timeout=60)
     assert r.returncode == 1 and "--offcpu needs --engine bpftrace" in r.stderr
 
 

@@ -21,6 +21,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from helpers.cli import mp
 import mongoprobe
 from mongoprobe import phases, probes, rundir, target
 
@@ -28,11 +29,6 @@ SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "load" / "run-ferretd
 SPEC = "2i.1q:2s,1i@50.2q:2s,0i.2q:2s"
 LOAD = [sys.executable, "-m", "mongoprobe", "load"]
 LOAD_COMMANDS = ("insert", "find", "drop", "createIndexes", "endSessions")
-
-
-def mp(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mongoprobe", *args], capture_output=True,
-                          text=True, timeout=timeout)
 
 
 def _wait_for(pred, timeout: float, what: str):
@@ -396,7 +392,7 @@ def test_record_tls_on_decodes_openssl(tmp_path):
     ssl): the bpftrace latency probe runs mongo_latency_tls.bt, and the run's counts
     are the client's, command by command."""
     import shutil as sh
-    from test_probe_patterns import UNAVAILABLE, wireserver
+    from helpers.wire import UNAVAILABLE, wireserver
     if UNAVAILABLE or not sh.which(probes.bpftrace_binary()):
         pytest.skip(UNAVAILABLE or "bpftrace is not installed")
     try:

@@ -8,17 +8,13 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from helpers.cli import mp
+
 RUN = Path(__file__).resolve().parents[1] / "samples" / "load" / "run-ferretdb"
-
-
-def mp(*args):
-    return subprocess.run([sys.executable, "-m", "mongoprobe", *args], capture_output=True,
-                          text=True, timeout=300)
 
 
 def test_phases_json_contract_and_zero_phases():

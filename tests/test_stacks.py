@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.cli import mp
 import golden
 from mongoprobe import categories, stacks
 from mongoprobe.formats import bpftrace_stacks, perf_script
@@ -518,11 +519,6 @@ def test_folded_damaged(tmp_path) -> None:
 
 
 # --- command line --------------------------------------------------------------------------
-
-
-def mp(*args: str, stdin=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mongoprobe", *args], capture_output=True,
-                          text=True, timeout=300, stdin=stdin)
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -4,17 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
+from helpers.cli import mp
 from mongoprobe import target
-
-
-def mp(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mongoprobe", *args], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, **(env or {})})
 
 
 @pytest.mark.target

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
 import ssl
 import struct
 import subprocess
@@ -39,12 +38,12 @@ import wireclient
 from mongoprobe import mixedload, target
 from mongoprobe import probes as mp_probes
 from mongoprobe.formats import wire_events
-from test_dtrace import stop_cli as finish_cli  # stdout and stderr
-from test_latency_ferretdb import (REFUSED, WORKLOAD_COMMANDS, failed_responses,
-                                   metrics_delta, response_counts, start_cli, stop_cli)
-from test_probe_patterns import (BCC_TOOL, SYSTEM_PYTHON, Probe, wireserver,
-                                 _tool_unavailable, from_bcc, from_bpftrace,
-                                 sleeping_in_main_loop)
+from helpers.cli import start_cli, stop_cli
+from helpers.ferretdb import (REFUSED, WORKLOAD_COMMANDS, failed_responses, metrics_delta,
+                              response_counts)
+from helpers.tls import CONNECTIONS, tls_target, traced_tls_scenarios  # noqa: F401 (tls_target: a fixture)
+from helpers.wire import (BCC_TOOL, SYSTEM_PYTHON, Probe, from_bcc, from_bpftrace,
+                          sleeping_in_main_loop, tool_unavailable, wireserver)
 
 pytestmark = [pytest.mark.root, pytest.mark.target]
 
@@ -52,21 +51,6 @@ ROOT = Path(__file__).resolve().parents[1]
 BPFTRACE_TLS_TOOL = ROOT / "probes" / "mongo_latency_tls.bt"
 MW_TLS_FD = 0x80000000
 MW_TLS_SSL = 0x40000000  # a memory-BIO connection whose socket is not known
-CONNECTIONS = 4
-
-
-@pytest.fixture
-def tls_target(tmp_path):
-    if not target.ferretdb_binary().exists():
-        pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
-    try:
-        info = target.start(tmp_path / "target", tls=True)
-    except target.TargetError as e:
-        pytest.fail(str(e))
-    try:
-        yield info
-    finally:
-        target.stop(tmp_path / "target")
 
 
 def test_ferretdb_tls_counts_match_metrics(tls_target, tmp_path, need_bcc):
@@ -91,7 +75,7 @@ def test_ferretdb_tls_counts_match_metrics(tls_target, tmp_path, need_bcc):
         client.close()
         time.sleep(0.5)      # let the last replies reach the probe
     finally:
-        out = stop_cli(cli)
+        out, _ = stop_cli(cli)
     result = json.loads(out.strip().splitlines()[-1])
     assert result["lost"] == {"unmatched_replies": 0, "requests_without_reply": 0,
                               "malformed": 0, "dropped": 0}
@@ -116,7 +100,7 @@ def test_ferretdb_tls_counts_match_metrics(tls_target, tmp_path, need_bcc):
 
 
 def _tls_cert(tmp_path: Path, engine: str = "bcc") -> tuple[Path, Path]:
-    reason = _tool_unavailable(engine)
+    reason = tool_unavailable(engine)
     if reason:
         pytest.skip(reason)
     try:
@@ -161,25 +145,6 @@ def _openssl_tls_counts(engine: str, lines: list[str], probe_err: Path):
     u, tls = reader.untraced, reader.tls
     return (said, tls["connections"], u["tls_connections"], u["tls_calls_without_socket"],
             (tls["memory_bio"], tls["memory_bio_tied"]))
-
-
-def traced_tls_scenarios(mode: str, workdir: Path, cert_key: tuple[Path, Path],
-                         start_probe: Callable[[int], Probe], bio: str = "socket"):
-    """wireclient's scenarios on CONNECTIONS connections over TLS against wireserver
-    --tls in mode (on BIO), traced by the probe start_probe(pid) starts: (what the
-    client expects, the probe's output lines, the probe)."""
-    with wireserver(mode, workdir, cert_key, ("--tls-bio", bio)) as (pid, port):
-        probe = start_probe(pid)
-        try:
-            probe.wait_attached()
-            ctx = ssl.create_default_context(cafile=str(cert_key[0]))
-            expected = wireclient.run(port, connections=CONNECTIONS, tls=ctx)
-            time.sleep(0.3)
-        finally:
-            lines = probe.stop()
-    if probe.proc.returncode != 0:
-        pytest.fail(f"probe failed: {probe.describe()}")
-    return expected, lines, probe
 
 
 # (engine, mode, BIO): on memory BIOs (keyed by SSL *) asyncio reads the plaintext in
@@ -273,7 +238,7 @@ def test_snoop_tls_lines(tls_target, need_bcc):
         client.close()
         time.sleep(0.5)
     finally:
-        out = stop_cli(cli)
+        out, _ = stop_cli(cli)
     lines = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
     got: dict[str, int] = {}
     for ln in lines:
@@ -321,7 +286,7 @@ def test_snoop_pymongo_memory_bio(engine, tmp_path):
             try:
                 _pymongo_memory_bio_load(port, cert)
             finally:
-                out, footer = finish_cli(cli, timeout=180)
+                out, footer = stop_cli(cli, timeout=180)
             printed = out.splitlines()
         else:
             probe = Probe([SYSTEM_PYTHON, str(ROOT / "probes" / "mongosnoop.py"), "-p",
@@ -398,7 +363,7 @@ def test_cli_bpftrace_memory_bio_state_freed(tmp_path, need_bpftrace):
         try:
             _short_tls_connections(port, cert, n)
         finally:
-            out, err = finish_cli(cli, timeout=180)
+            out, err = stop_cli(cli, timeout=180)
     r = json.loads(out.strip().splitlines()[-1])
     assert {k: v["count"] for k, v in r["by_command"].items()} == {"ping": n}
     assert r["counts"] == {"requests": n, "replies": n, "stream_replies": 0, "no_reply": 0}
@@ -437,7 +402,7 @@ def test_cli_bpftrace_openssl(tmp_path, need_bpftrace):
             e = wireclient.run(port, connections=CONNECTIONS, tls=ctx)
             time.sleep(0.3)
         finally:
-            out = stop_cli(proc)
+            out, _ = stop_cli(proc)
     assert any(ln.startswith("mongo_latency_tls.bt: TLS plaintext from OpenSSL "
                              "SSL_read/SSL_write/SSL_read_ex/SSL_write_ex in ") for ln in said)
     result = json.loads(out.strip().splitlines()[-1])

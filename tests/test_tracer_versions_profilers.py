@@ -30,6 +30,9 @@ from pathlib import Path
 import pytest
 from conftest import build_c
 
+from helpers.cli import mp
+from helpers.versions import dry_run_flag
+
 from mongoprobe import collectors, probes
 from mongoprobe.formats import bpftrace_stacks, syscount_output, threads_output
 
@@ -39,19 +42,6 @@ ROOT = Path(__file__).resolve().parents[1]
 WRAPPERS = Path.home() / ".cache" / "mongoprobe" / "bin"
 SUITES = ("trixie", "sid")
 TOOLS = ("profile.bt", "offcpu.bt", "flush.bt", "syscount.bt", "threads.bt")
-
-
-def bpftrace_version(binary: str) -> tuple[int, ...]:
-    out = subprocess.run([binary, "--version"], capture_output=True, text=True,
-                         timeout=60).stdout
-    m = re.search(r"v(\d+)\.(\d+)(?:\.(\d+))?", out)
-    assert m, f"{binary} --version: {out!r}"
-    return tuple(int(x or 0) for x in m.groups())
-
-
-def dry_run_flag(binary: str) -> str:
-    """bpftrace 0.22 added --dry-run; before it, -d (debug output) compiled without running."""
-    return "-d" if bpftrace_version(binary) < (0, 22) else "--dry-run"
 
 
 def _tracer(which: str) -> str:
@@ -79,12 +69,6 @@ def flushloop(tmp_path_factory) -> Path:
     return build_c(tmp_path_factory, "flushloop", "-O0", "-fno-omit-frame-pointer", "-pthread")
 
 
-def mp(*args: str, binary: str, **kw) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MONGOPROBE_BPFTRACE": binary}
-    return subprocess.run([sys.executable, "-m", "mongoprobe", *args], capture_output=True,
-                          text=True, env=env, **kw)
-
-
 def test_the_profilers_compile(tracer):
     flag = dry_run_flag(tracer)
     for tool in TOOLS:
@@ -97,7 +81,7 @@ def test_the_profilers_compile(tracer):
 
 
 def _folded(path: Path, binary: str) -> dict[str, int]:
-    r = mp("fold", str(path), "--format", "bpftrace", binary=binary, timeout=120)
+    r = mp("fold", str(path), "--format", "bpftrace", env={"MONGOPROBE_BPFTRACE": binary}, timeout=120)
     assert r.returncode == 0, r.stderr
     out: dict[str, int] = {}
     for line in r.stdout.splitlines():
@@ -122,7 +106,7 @@ def test_record_profile_offcpu_threads_syscount(tracer, flushloop, tmp_path):
         run = tmp_path / "run"
         r = mp("record", "-p", str(pid), "-o", str(run),
                "--probes", "profile,offcpu,threads,syscount", "--", "sleep", "3",
-               binary=tracer, timeout=300)
+               env={"MONGOPROBE_BPFTRACE": tracer}, timeout=300)
     finally:
         spin.kill()
         spin.wait(10)

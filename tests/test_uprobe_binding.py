@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from test_probe_patterns import BCC_TOOL, SYSTEM_PYTHON, _tool_unavailable
+from helpers.wire import BCC_TOOL, SYSTEM_PYTHON, tool_unavailable
 
 pytestmark = pytest.mark.root
 
@@ -32,7 +32,7 @@ def libssl_of(pid: int) -> str | None:
 
 def test_bcc_tls_uprobes_attach_beside_bpftrace_ones(tmp_path):
     for tool in ("bcc", "bpftrace"):
-        if reason := _tool_unavailable(tool):
+        if reason := tool_unavailable(tool):
             pytest.skip(reason)
     server = subprocess.Popen([SYSTEM_PYTHON, "-c", "import ssl, time; time.sleep(120)"])
     other = probe = None

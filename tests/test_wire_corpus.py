@@ -31,7 +31,7 @@ import wireclient
 from mongoprobe import pcap, wire
 from mongoprobe.pcap import capture, tshark_fields
 from mongoprobe.wire_stream import StreamDecoder
-from test_probe_patterns import wireserver
+from helpers.wire import wireserver
 
 CONNECTIONS = 4
 

@@ -21,7 +21,7 @@ from mongoprobe.wire import (
 )
 from mongoprobe.wire_encode import encode_op_compressed, encode_op_msg, encode_op_query, encode_op_reply
 from mongoprobe.wire_stream import StreamDecoder
-from test_wire import op_delete, op_get_more, op_insert, op_kill_cursors, op_update
+from helpers.wire_ops import op_delete, op_get_more, op_insert, op_kill_cursors, op_update
 
 FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -13,12 +13,11 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from helpers.cli import mp
 import mongoprobe
 from mongoprobe.formats.ycsb import parse_ycsb_summary
 
@@ -26,11 +25,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("MONGOPROBE_SHARED", ROOT.parent / "shared"))
 YCSB = SHARED / "ycsb"
 RECORDS, OPERATIONS = 1000, 600
-
-
-def mp(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "mongoprobe", *args], capture_output=True,
-                          text=True, timeout=timeout)
 
 
 def ycsb(mode: str) -> str:
@@ -54,7 +48,7 @@ def run(tmp_path_factory, tracing_and_target):
     script = f"set -e\n{ycsb('-load')}\n{ycsb('-t')}\n"
     # --events: every request kept, so the server's counts per phase are exact
     r = mp("record", "--target", "embedded", "-o", str(path), "--probes",
-           "latency,vmstat,iostat,pidstat", "--events", "--", "sh", "-c", script)
+           "latency,vmstat,iostat,pidstat", "--events", "--", "sh", "-c", script, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     return path
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+
 import pytest
 
 from mongoprobe import probes as mp_probes
@@ -36,3 +39,16 @@ def version_rows(engine: str, tool: str) -> list:
             rows.append(pytest.param(engine, None, str(wrapper), id=f"{engine}-{suite}", marks=[
                 pytest.mark.skip(reason=f"{wrapper} is missing: scripts/tracer-roots.sh builds it")]))
     return rows
+
+
+def bpftrace_version(binary: str) -> tuple[int, ...]:
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True,
+                         timeout=60).stdout
+    m = re.search(r"v(\d+)\.(\d+)(?:\.(\d+))?", out)
+    assert m, f"{binary} --version: {out!r}"
+    return tuple(int(x or 0) for x in m.groups())
+
+
+def dry_run_flag(binary: str) -> str:
+    """bpftrace 0.22 added --dry-run; before it, -d (debug output) compiled without running."""
+    return "-d" if bpftrace_version(binary) < (0, 22) else "--dry-run"

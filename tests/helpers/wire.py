@@ -114,23 +114,26 @@ def wireserver(mode: str, workdir: Path, tls: tuple[Path, Path] | None = None,
 
 
 # One process, one listener per mode, each connection served by wireserver.handle in
-# its mode: a tool traces one pid and sees every pattern.
+# its mode: a tool traces one pid and sees every pattern. The listeners are served from
+# the main thread, as wireserver.py serves its one: no other thread exists when a tracer
+# grabs the process. (Seen with listener threads: under dtrace -p the process died of
+# SIGTRAP, an int3 in ld.so, when a connection thread first imported a codec.)
 SERVE_ALL_MODES = """
-import os, socket, sys, threading
+import selectors, socket, sys, threading
 import wireserver
 log = wireserver.Log(sys.argv[1])
-def serve(listener, mode):
-    while True:
-        sock, _ = listener.accept()
-        threading.Thread(target=wireserver.handle, args=(sock, mode, log, None),
-                         daemon=True).start()
+listeners = selectors.DefaultSelector()
 ports = []
 for mode in wireserver.MODES:
     listener = socket.create_server(("127.0.0.1", 0))
     ports.append(f"{mode}={listener.getsockname()[1]}")
-    threading.Thread(target=serve, args=(listener, mode), daemon=True).start()
+    listeners.register(listener, selectors.EVENT_READ, mode)
 print("READY", *ports, flush=True)
-threading.Event().wait()
+while True:
+    for key, _ in listeners.select():
+        sock, _ = key.fileobj.accept()
+        threading.Thread(target=wireserver.handle, args=(sock, key.data, log, None),
+                         daemon=True).start()
 """
 
 

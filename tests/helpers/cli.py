@@ -1,0 +1,70 @@
+"""Running the mongoprobe CLI as a user would: ``python -m mongoprobe ARGS``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mongoprobe import flamegraph
+
+# A line of the CLI's stderr that says its probe is attached: the latency and snoop
+# tools' banner starts "Tracing MongoDB"; every tool's ends "Hit Ctrl-C to end."
+READY = ("Tracing MongoDB", "Hit Ctrl-C to end")
+ATTACH_TIMEOUT = 300.0  # a DTrace start compiles thousands of lines of D; a guard against hangs
+
+
+def mp(*args: str, env: dict | None = None, timeout: float = 300, stdin=None,
+       cwd: str | Path | None = None) -> subprocess.CompletedProcess:
+    """``python -m mongoprobe ARGS`` to its end, output captured as text; env: variables
+    set over this process's environment."""
+    return subprocess.run([sys.executable, "-m", "mongoprobe", *args], capture_output=True,
+                          text=True, timeout=timeout, stdin=stdin, cwd=cwd,
+                          env={**os.environ, **(env or {})})
+
+
+def start_cli(*args: str, env: dict | None = None) -> subprocess.Popen:
+    """``python -m mongoprobe ARGS`` once its probe is attached (its banner on stderr, kept
+    as proc.banner); the lines before it are read and dropped."""
+    proc = subprocess.Popen([sys.executable, "-m", "mongoprobe", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+    deadline = time.monotonic() + ATTACH_TIMEOUT
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if line.startswith(READY[0]) or READY[1] in line:
+            proc.banner = line
+            return proc
+        if time.monotonic() > deadline or proc.poll() is not None:
+            break
+    proc.kill()
+    _, rest = proc.communicate()
+    pytest.fail(f"mongoprobe {' '.join(args)} did not attach: {''.join(seen)}{rest}")
+
+
+def stop_cli(proc: subprocess.Popen, timeout: float = 180) -> tuple[str, str]:
+    """SIGINT (a user's Ctrl-C) to a start_cli process: its (stdout, stderr) once it has
+    ended with status 0."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"mongoprobe did not end within {timeout} s: {err}")
+    assert proc.returncode == 0, err
+    return out, err
+
+
+def can_render_svg() -> bool:
+    """A flame-graph renderer is here (setup builds inferno)."""
+    try:
+        flamegraph.renderer()
+    except flamegraph.RenderError:
+        return False
+    return True
