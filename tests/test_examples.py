@@ -67,6 +67,7 @@ JSON = "json"        # stdout: JSON (one document, or one per line)
 EXPECT = {
     # target
     "mongoprobe target start": ("stdout", r"^pid +\d+\nuri +mongodb://"),
+    "mongoprobe target start --backend postgresql": ("stdout", r"^pid +\d+\nuri +mongodb://"),
     "mongoprobe target status --json": (JSON, "uri"),
     "mongoprobe target start --tls --json": ("stdout", r"tls=true"),
     "mongoprobe target stop": ("stdout", r"^stopped$"),
@@ -288,6 +289,8 @@ def _needs(example: str) -> list[str]:
         needs.append("capture")
     if cmd == "record" and "embedded" in words or cmd == "target":
         needs.append("ferretdb")
+    if "postgresql" in words:
+        needs.append("postgresql")
     if any(w.endswith(".svg") for w in words):
         needs.append("svg")
     return needs
@@ -303,12 +306,22 @@ def _why_not(needs: list[str]) -> str | None:
                "dtrace": probes.why_cannot_dtrace, "capture": why_cannot_capture,
                "perf": lambda: (probes.why_cannot_trace() or (
                    None if shutil.which("perf") else "perf is not installed")),
+               "postgresql": _why_no_postgresql,
                "ferretdb": lambda: (None if target.ferretdb_binary().exists() else
                                     f"{target.ferretdb_binary()} not built: run "
                                     "scripts/setup.sh"),
                "svg": _why_no_renderer, "target": lambda: None}[n]()
         if why:
             return why
+    return None
+
+
+def _why_no_postgresql() -> str | None:
+    from mongoprobe import target
+    try:
+        target.postgres_bin()
+    except target.TargetError as e:
+        return str(e)
     return None
 
 
