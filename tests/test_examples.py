@@ -147,8 +147,9 @@ EXPECT = {
     "mongoprobe phases RUN --json": (JSON, "phases"),
     "mongoprobe phases RUN --phases warm=0..4,steady=4..12": ("stdout", r"\nsteady +"),
     "mongoprobe report RUN -o report.html": ("report.html", r"</html>"),
-    "mongoprobe report RUN --diff 2i.1q 0i.2q": ("report.html", r"</html>"),
-    "mongoprobe report RUN --phases warm=0..4,steady=4..12": ("report.html", r"steady"),
+    "mongoprobe report RUN": ("RUN/report.html", r"</html>"),
+    "mongoprobe report RUN --diff 2i.1q 0i.2q": ("RUN/report.html", r"</html>"),
+    "mongoprobe report RUN --phases warm=0..4,steady=4..12": ("RUN/report.html", r"steady"),
     # capture, pcap
     "mongoprobe capture -o run.pcapng --port 27017": ("stdout", r"^run\.pcapng$"),
     "mongoprobe capture -o run.pcapng --port 27017 -d 60": ("stdout", r"^run\.pcapng$"),
@@ -477,7 +478,7 @@ def test_example(example: str, tmp_path, request, capsys, monkeypatch) -> None:
         return
     text = {"stdout": out, "stderr": err}.get(where)
     if text is None:
-        f = tmp_path / where
+        f = tmp_path / where.replace("RUN", "run-sample")     # as _adapt does the command
         assert f.exists(), f"{cmd}: wrote no {where}; stderr: {err[-2000:]}"
         text = f.read_text(errors="replace")
     assert re.search(what, text, re.M), f"{cmd}: {where} lacks {what!r}:\n{text[:2000]}"

@@ -87,25 +87,8 @@ UNAVAILABLE = _tracing_unavailable()
 pytestmark = [pytest.mark.root, pytest.mark.skipif(UNAVAILABLE is not None, reason=str(UNAVAILABLE))]
 
 
-# --- known probe bugs: (tool, mode, aspect) -> reason -------------------------------------
-
-# wireserver --mode split writes each reply as 10 bytes, then the rest (the 49-byte OP_REPLY
-# and 45-byte OP_COMPRESSED replies as 10, 10, the rest): 60 two-write and 8 three-write
-# replies per run (52 timed + 16 stream replies).
-KNOWN_BUGS: dict[tuple[str, str, str], str] = {
-    # none: split's failed replies are counted by every engine (each waits for a reply's
-    # first 40 bytes)
-}
-
-
-def cases(aspect: str) -> list:
-    """(tool, mode) parameters of one aspect's test, the known bugs marked xfail (strict)."""
-    return [
-        pytest.param(tool, mode, id=f"{tool}-{mode}",
-                     marks=[pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[tool, mode, aspect])]
-                     if (tool, mode, aspect) in KNOWN_BUGS else [])
-        for tool in TOOLS for mode in MODES
-    ]  # fmt: skip
+# every tool on every server pattern
+CASES = [pytest.param(tool, mode, id=f"{tool}-{mode}") for tool in TOOLS for mode in MODES]
 
 
 # --- running a server, a probe, the client ----------------------------------------------
@@ -378,20 +361,20 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str], Run
 # --- the aspects -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("tool", "mode"), cases("requests_by_command"))
+@pytest.mark.parametrize(("tool", "mode"), CASES)
 def test_requests_by_command(traced: Callable[[str, str], Run], tool: str, mode: str) -> None:
     run = traced(tool, mode)
     assert run.observed.requests_by_command == dict(run.expected.by_command)
 
 
-@pytest.mark.parametrize(("tool", "mode"), cases("requests_by_op"))
+@pytest.mark.parametrize(("tool", "mode"), CASES)
 def test_requests_by_op(traced: Callable[[str, str], Run], tool: str, mode: str) -> None:
     run = traced(tool, mode)
     assert run.observed.requests_by_op == dict(run.expected.by_op)
     assert run.observed.counts["requests"] == run.expected.requests
 
 
-@pytest.mark.parametrize(("tool", "mode"), cases("replies"))
+@pytest.mark.parametrize(("tool", "mode"), CASES)
 def test_replies(traced: Callable[[str, str], Run], tool: str, mode: str) -> None:
     """One timed reply per request that expects one, the exhaust stream's other replies as
     stream replies, moreToCome requests as no-reply."""
@@ -405,7 +388,7 @@ def test_replies(traced: Callable[[str, str], Run], tool: str, mode: str) -> Non
     assert observed == expected
 
 
-@pytest.mark.parametrize(("tool", "mode"), cases("failed_replies"))
+@pytest.mark.parametrize(("tool", "mode"), CASES)
 def test_failed_replies(traced: Callable[[str, str], Run], tool: str, mode: str) -> None:
     """Replies with ok: 0 (as a double, int, long or bool; with and without errmsg and code)
     counted per command and code; successful replies (ping's ok: 1 first too) are not."""
@@ -415,14 +398,14 @@ def test_failed_replies(traced: Callable[[str, str], Run], tool: str, mode: str)
         (dict(e.errors_by_command), dict(e.error_codes))
 
 
-@pytest.mark.parametrize(("tool", "mode"), cases("losses"))
+@pytest.mark.parametrize(("tool", "mode"), CASES)
 def test_losses(traced: Callable[[str, str], Run], tool: str, mode: str) -> None:
     """Nothing unmatched, malformed, dropped or still pending."""
     lost = traced(tool, mode).observed.lost
     assert lost == dict.fromkeys(lost, 0)
 
 
-@pytest.mark.parametrize(("tool", "mode"), cases("latency"))
+@pytest.mark.parametrize(("tool", "mode"), CASES)
 def test_latency_positive(traced: Callable[[str, str], Run], tool: str, mode: str) -> None:
     """Every histogram bucket lies above 0 ns: a reply is never timed before its request."""
     lows = traced(tool, mode).observed.bucket_lows

@@ -134,11 +134,28 @@ class TracerFailed(ProbeError):
     """The tracer itself refused the tool (its own error in the message)."""
 
 
+_PACKAGE = Path(__file__).resolve().parent
+# A checkout runs the package from analyzer/, beside the top-level data folders.
+_CHECKOUT = _PACKAGE.parent.parent if _PACKAGE.parent.name == "analyzer" else None
+
+
+def data_dir(name: str, env: str | None = None) -> Path:
+    """The project's folder NAME (probes, dtrace, flamegraphs): $ENV when set, else the
+    copy installed with the package (mongoprobe/_data/NAME, setup.py), else the
+    checkout's top-level NAME/."""
+    if env and os.environ.get(env):
+        return Path(os.environ[env])
+    installed = _PACKAGE / "_data" / name
+    if installed.is_dir():
+        return installed
+    if _CHECKOUT is not None and (_CHECKOUT / name).is_dir():
+        return _CHECKOUT / name
+    raise ProbeError(f"no {name}/ folder: neither installed with the package ({installed}) "
+                     f"nor beside a checkout{f' (set {env})' if env else ''}")
+
+
 def probes_dir() -> Path:
-    env = os.environ.get("MONGOPROBE_PROBES")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2] / "probes"
+    return data_dir("probes", "MONGOPROBE_PROBES")
 
 
 def probe_path(name: str) -> Path:
@@ -288,8 +305,7 @@ def map_entries(pid: int) -> list[dict]:
 
 def dtrace_dir() -> Path:
     """The D scripts (dtrace/ beside probes/)."""
-    env = os.environ.get("MONGOPROBE_DTRACE_SCRIPTS")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "dtrace"
+    return data_dir("dtrace", "MONGOPROBE_DTRACE_SCRIPTS")
 
 
 def tools_dir() -> Path:
@@ -331,10 +347,13 @@ def tracer_versions() -> dict[str, dict[str, str]]:
     return {engine: dict(sorted(v.items(), key=by_version)) for engine, v in found.items()}
 
 
-def shared_dir() -> Path:
-    """The project's shared folder: $MONGOPROBE_SHARED, else ../shared beside the checkout."""
+def shared_dir() -> Path | None:
+    """The project's shared folder: $MONGOPROBE_SHARED, else ../shared beside the
+    checkout; None for an installed package without the variable."""
     env = os.environ.get("MONGOPROBE_SHARED")
-    return Path(env) if env else Path(__file__).resolve().parents[3] / "shared"
+    if env:
+        return Path(env)
+    return _CHECKOUT.parent / "shared" if _CHECKOUT is not None else None
 
 
 def _is_dtrace(path: str) -> bool:
@@ -378,9 +397,11 @@ def why_cannot_dtrace() -> str | None:
         return "DTrace needs root"
     if dtrace_binary() is None:
         if sys.platform.startswith("linux"):
-            kit = shared_dir() / "dtrace-linux"
-            if not (kit / "build.sh").exists():
-                return (f"no dtrace here, and no shared DTrace kit at {kit} to build one "
+            shared = shared_dir()
+            kit = shared / "dtrace-linux" if shared else None
+            if kit is None or not (kit / "build.sh").exists():
+                where = f" at {kit}" if kit else ""
+                return (f"no dtrace here, and no shared DTrace kit{where} to build one "
                         "from (MONGOPROBE_SHARED names the shared folder)")
             return (f"no dtrace here: scripts/setup.sh builds it from {kit} into "
                     f"{tools_dir() / f'dtrace-{DTRACE_COMMIT}'}")
