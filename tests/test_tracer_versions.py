@@ -155,7 +155,8 @@ def test_bpftrace_latency_exact(version, binary, server, tmp_path, monkeypatch) 
     # the package's settings (Probe passes the environment on to the tool)
     for k, v in {**mp_probes.BPFTRACE_ENV, **mp_probes.bpftrace_keys(1024)}.items():
         monkeypatch.setenv(k, v)
-    probe = Probe([binary, "-f", "json", str(ROOT / "probes" / "mongo_latency.bt"), str(pid)],
+    probe = Probe([binary, "-f", "json", *mp_probes.BPFTRACE_WIRE_OPTS,
+                   str(ROOT / "probes" / "mongo_latency.bt"), str(pid)],
                   lambda p: any('"Tracing MongoDB' in line for line in p.lines),
                   tmp_path / "probe.err")
     expected, lines = _run(probe, ports)
@@ -177,7 +178,7 @@ def test_bpftrace_snoop_lines(version, binary, server, tmp_path, monkeypatch) ->
     pid, ports = server
     for k, v in mp_probes.BPFTRACE_ENV.items():
         monkeypatch.setenv(k, v)
-    probe = Probe([binary, str(ROOT / "probes" / "mongo_snoop.bt"), str(pid)],
+    probe = Probe([binary, *mp_probes.BPFTRACE_WIRE_OPTS, str(ROOT / "probes" / "mongo_snoop.bt"), str(pid)],
                   lambda p: any(line.startswith("TIME(s)") for line in p.lines),
                   tmp_path / "probe.err")
     try:
