@@ -56,16 +56,9 @@ threading.Event().wait()
 """
 
 # (tool, version) -> why it fails there (xfail, strict: a fix shows)
-_TX_023 = ("bpftrace 0.23 copies map values over 32 bytes (@s, @c, @r) through a scratch "
-           "buffer byte by byte: the send programs' verification passes 1M instructions")
-_STACK_027 = ("bpftrace 0.27: 'BPF stack limit is exceeded' (register spills around its "
-              "per-map-update error reports), and its stdlib refuses BPFTRACE_MAX_STRLEN=48")
 _BCC_ALL = ("mongolatency.py loses some of many_commands' distinct names when every mode "
             "runs through one tool start (7x test_probe_patterns' load)")
 KNOWN: dict[tuple[str, str], str] = {
-    ("mongo_latency.bt", "0.23"): _TX_023,
-    ("mongo_latency.bt", "0.27"): _STACK_027,
-    ("mongo_snoop.bt", "0.27"): _STACK_027,
     ("mongolatency.py", "0.26"): _BCC_ALL,
     ("mongolatency.py", "0.31"): _BCC_ALL,
     ("mongolatency.py", "0.37"): _BCC_ALL,
