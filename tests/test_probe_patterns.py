@@ -147,7 +147,7 @@ class Probe:
         self.attached = attached
         self.stderr = stderr
         self.lines: list[str] = []
-        env = {**os.environ, "BPFTRACE_CACHE_USER_SYMBOLS": "1"}
+        env = {**os.environ, **mp_probes.BPFTRACE_ENV}     # the package's settings
         with open(stderr, "w") as errfile:
             self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errfile, text=True, env=env)
         self._reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True)
@@ -193,7 +193,7 @@ class Probe:
 
 def start_probe(tool: str, pid: int, workdir: Path) -> Probe:
     if tool == "bpftrace":
-        return Probe([BPFTRACE, "-f", "json", str(BPFTRACE_TOOL), str(pid)],
+        return Probe([BPFTRACE, "-f", "json", *mp_probes.BPFTRACE_WIRE_OPTS, str(BPFTRACE_TOOL), str(pid)],
                      lambda p: any('"Tracing MongoDB' in line for line in p.lines), workdir / "probe.err")  # fmt: skip
     if tool == "dtrace":
         return Probe([str(mp_probes.dtrace_binary()), "-s", str(DTRACE_TOOL), "-p", str(pid)],

@@ -56,14 +56,7 @@ threading.Event().wait()
 """
 
 # (tool, version) -> why it fails there (xfail, strict: a fix shows)
-_TX_023 = ("bpftrace 0.23 copies map values over 32 bytes (@s, @c, @r) through a scratch "
-           "buffer byte by byte: the send programs' verification passes 1M instructions")
-_STACK_027 = ("bpftrace 0.27: 'BPF stack limit is exceeded' (register spills around its "
-              "per-map-update error reports), and its stdlib refuses BPFTRACE_MAX_STRLEN=48")
 KNOWN: dict[tuple[str, str], str] = {
-    ("mongo_latency.bt", "0.23"): _TX_023,
-    ("mongo_latency.bt", "0.27"): _STACK_027,
-    ("mongo_snoop.bt", "0.27"): _STACK_027,
 }
 
 pytestmark = [pytest.mark.root,
@@ -150,7 +143,8 @@ def test_bpftrace_latency_exact(version, binary, server, tmp_path, monkeypatch) 
     # the package's settings (Probe passes the environment on to the tool)
     for k, v in {**mp_probes.BPFTRACE_ENV, **mp_probes.bpftrace_keys(1024)}.items():
         monkeypatch.setenv(k, v)
-    probe = Probe([binary, "-f", "json", str(ROOT / "probes" / "mongo_latency.bt"), str(pid)],
+    probe = Probe([binary, "-f", "json", *mp_probes.BPFTRACE_WIRE_OPTS,
+                   str(ROOT / "probes" / "mongo_latency.bt"), str(pid)],
                   lambda p: any('"Tracing MongoDB' in line for line in p.lines),
                   tmp_path / "probe.err")
     expected, lines = _run(probe, ports)
@@ -172,7 +166,7 @@ def test_bpftrace_snoop_lines(version, binary, server, tmp_path, monkeypatch) ->
     pid, ports = server
     for k, v in mp_probes.BPFTRACE_ENV.items():
         monkeypatch.setenv(k, v)
-    probe = Probe([binary, str(ROOT / "probes" / "mongo_snoop.bt"), str(pid)],
+    probe = Probe([binary, *mp_probes.BPFTRACE_WIRE_OPTS, str(ROOT / "probes" / "mongo_snoop.bt"), str(pid)],
                   lambda p: any(line.startswith("TIME(s)") for line in p.lines),
                   tmp_path / "probe.err")
     try:

@@ -75,7 +75,7 @@ def map_bytes(kind: str, key: int, value: int, entries: int, cpus: int,
 BT_LATENCY = [
     (HASH, 8, 48, 2), (HASH, 16, 41, 4), (HASH, 8, 41, 1), (HASH, 16, 80, 3),
     (HASH, 8, 8, 4), (HASH, 8, 40, 1), (HASH, 8, 32, 2), (HASH, 40, 8, 3),
-    (HASH, 16, 8, 3), (HASH, 16, 56, 1), (HASH, 8, 24, 1),
+    (HASH, 16, 8, 3), (HASH, 16, 32, 1), (HASH, 16, 16, 1), (HASH, 8, 24, 1),
     (PERCPU_HASH, 8, 8, 13), (PERCPU_HASH, 32, 8, 3), (PERCPU_HASH, 40, 8, 6),
     (PERCPU_HASH, 16, 8, 3),
 ]

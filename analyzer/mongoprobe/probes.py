@@ -25,9 +25,18 @@ from typing import Iterator
 # BPFTRACE_STRLEN: mongo_snoop.bt's printf of two strings overflows the 512-byte BPF
 # stack at bpftrace 0.17's default of 64 (see its header).
 # Each setting under both of its names: bpftrace 0.27 reads only the newer one
-# (BPFTRACE_MAX_*), 0.17 only the older; 0.23 takes either.
+# (BPFTRACE_MAX_*), 0.17 only the older; 0.23 takes either (the older last: 48).
+# BPFTRACE_MAX_STRLEN is 64: 0.27's stdlib has a 61-byte string and refuses less.
+# BPFTRACE_ON_STACK_LIMIT (read by 0.27 only): tuples up to 40 bytes (the wire
+# probes' 5-word histogram keys) on the stack; at 0.27's 32 they go to a scratch
+# buffer whose field addresses LLVM keeps spilled, past the 512-byte stack.
 BPFTRACE_ENV = {"BPFTRACE_CACHE_USER_SYMBOLS": "1",
-                "BPFTRACE_STRLEN": "48", "BPFTRACE_MAX_STRLEN": "48"}
+                "BPFTRACE_STRLEN": "48", "BPFTRACE_MAX_STRLEN": "64",
+                "BPFTRACE_ON_STACK_LIMIT": "40"}
+# The wire probes' options: no run-time warnings (0.23 and 0.27 report failed map
+# updates and reads from the BPF program, at a cost in stack and verified
+# instructions 0.27's send programs cannot pay); the probes count their own losses.
+BPFTRACE_WIRE_OPTS = ["--no-warnings"]
 
 
 def bpftrace_map_keys(n: int) -> dict:
@@ -611,7 +620,8 @@ class Stopper:
 def bpftrace(script: str, *args: str | int, env: dict | None = None, **kw) -> Probe:
     """``bpftrace -f json probes/SCRIPT ARGS``, with BPFTRACE_ENV and ``env`` set."""
     path = probe_path(script)
-    return Probe([bpftrace_binary(), "-f", "json", str(path), *map(str, args)],
+    return Probe([bpftrace_binary(), "-f", "json", *BPFTRACE_WIRE_OPTS, str(path),
+                  *map(str, args)],
                  ready="Tracing MongoDB", env={**BPFTRACE_ENV, **(env or {})},
                  engine="bpftrace", **kw)
 
