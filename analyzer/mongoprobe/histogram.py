@@ -181,12 +181,12 @@ def _rows(h: pd.DataFrame) -> list[tuple[int, int, int]]:
 
 
 def percentile(h: pd.DataFrame, q: float, max_ns: int | None = None) -> int:
-    """The nearest-rank q-th percentile (0 <= q <= 100; 0: the smallest) from the buckets: the middle
-    integer of the bucket holding the value of that rank, at most ``max_ns``
-    (``mongoprobe.wirefacts``: the one statistic of every view). An *estimate*: within
-    half the bucket's width, a third of the value for log2 buckets. Exact percentiles
-    come from per-request events (``--events``), not from histograms. Raises
-    ValueError on an empty histogram.
+    """The nearest-rank q-th percentile (0 <= q <= 100; 0: the smallest) from the
+    buckets: the middle integer of the bucket holding the value of that rank, at most
+    ``max_ns`` (``mongoprobe.wirefacts``: the one statistic of every view). An
+    *estimate*: within half the bucket's width, 1.6% for log-linear buckets, up to 50%
+    for log2 ones. Exact percentiles come from per-request events (``--events``), not
+    from histograms. Raises ValueError on an empty histogram.
     """
     if not 0 <= q <= 100:
         raise ValueError(f"percentile q must be within [0, 100], not {q}")

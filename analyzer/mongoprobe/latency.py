@@ -36,7 +36,7 @@ class Group:
     total_ns: int | None = None        # exact sum, when the probe counted it
     max_ns: int | None = None          # exact max, when the probe counted it
     values: np.ndarray | None = None   # every latency, when events were recorded
-    # DTrace quantize: log2 buckets (percentiles are their middles, within a third)
+    # DTrace quantize: log2 buckets (percentiles are their middles, at most 50% off)
     bucket_bounds: bool = False
     # replies with ok: 0, and per error code (None: the source does not check replies)
     errors: int | None = None
@@ -179,7 +179,7 @@ class LatencySummary:
                        "key them; --events with --engine bcc names their commands)")
         if any(g.bucket_bounds for g in groups.values()):
             out.append("(DTrace quantize: log2 buckets; a percentile is known only to its "
-                       "bucket: --json gives the bucket's middle, within a third)")
+                       "bucket: --json gives the bucket's middle, at most 50% off)")
         return "\n".join(out) + "\n"
 
 

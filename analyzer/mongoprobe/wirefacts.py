@@ -30,7 +30,7 @@ a histogram it is that ranked value's bucket, estimated by the bucket's middle i
 ``(hi - lo) / 2 <= lo / 64`` (1.56%, ``MAX_ERROR``) of every value of a log-linear
 bucket -- the "within 1.6%" the design promises. The middle rather than the upper
 bound: half the worst error, and no bias upwards. (For DTrace's log2 ``quantize()``
-buckets the same middle is within a third of the true value.) An estimate never exceeds
+buckets the same middle is at most half the true value off.) An estimate never exceeds
 the exact maximum when the probe counted one: a bucket's middle can pass the largest
 value in it. Without an exact max, the maximum is the last bucket's largest value,
 ``hi - 1``.
