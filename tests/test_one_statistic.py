@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -254,3 +255,39 @@ def test_rank_is_exact_arithmetic():
     # 0.95 * 20 and 0.99 * 100 in floats could round up past the integer rank
     assert [wirefacts.rank(q, n) for q, n in ((95, 20), (99, 100), (50, 4), (99.9, 1000))] \
         == [19, 99, 2, 999]
+
+
+def test_live_bcc_tool_json_is_the_analyzers_of_its_own_events(tmp_path):
+    """A live probe: ``mongolatency.py -j --events FILE`` (system python3) on
+    tests/wireserver.py while tests/wireclient.py runs every scenario (pipelining,
+    OP_QUERY, OP_COMPRESSED, exhaust streams...). Its JSON figures per opcode are the ones
+    ``latency --json`` computes from the events it wrote: exact, by nearest rank."""
+    import wireclient
+    from test_probe_patterns import (BCC_TOOL, CONNECTIONS, Probe, _tool_unavailable,
+                                     wireserver)
+
+    from mongoprobe.formats import wire_events
+
+    reason = _tool_unavailable("bcc")
+    if reason:
+        pytest.skip(reason)
+    events = tmp_path / "events.jsonl"
+    with wireserver("readwrite", tmp_path) as (pid, port):
+        probe = Probe([SYSTEM_PYTHON, str(BCC_TOOL), "-p", str(pid), "-j", "--events",
+                       str(events)],
+                      lambda p: "Tracing MongoDB" in p.stderr.read_text(), tmp_path / "probe.err")
+        try:
+            probe.wait_attached()
+            wireclient.run(port, connections=CONNECTIONS)
+            time.sleep(0.3)          # a send's exit tracepoint may run after the client reads
+        finally:
+            lines = probe.stop()
+    assert probe.proc.returncode == 0, probe.describe()
+    got = json.loads(lines[-1])
+    ev = wire_events.parse_events_json(events.read_text().splitlines())
+    want = latency.from_events(ev).to_json()
+    assert len(got["by_op"]) >= 3
+    for op, g in got["by_op"].items():
+        v = ev.loc[ev["opcode"] == op, "latency_ns"]
+        assert len(v) == g["count"], op            # one event per timed request
+        assert pick(g) == pick(want["by_op"][op]) == exact_figures(v), op
