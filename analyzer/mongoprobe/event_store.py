@@ -54,7 +54,6 @@ values of the buckets holding the ranks are kept.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Iterator
