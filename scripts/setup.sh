@@ -20,7 +20,8 @@ say() { printf 'setup: %s\n' "$*" >&2; }
 # --- Debian packages -------------------------------------------------------
 apt_pkgs=(bpftrace bpfcc-tools python3-bpfcc linux-perf tshark sysstat
           python3-venv python3-pip procps iproute2 curl chromium openssl
-          python3-zstandard)   # mongolatency.py (Debian python) names zstd-compressed requests
+          python3-zstandard    # mongolatency.py (Debian python) names zstd-compressed requests
+          postgresql)          # target start --backend postgresql (a private cluster)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -183,10 +183,20 @@ class Probe:
 
     def stop(self) -> list[str]:
         """SIGINT, as Ctrl-C (dtrace: SIGTERM); all its stdout lines once it has exited."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(self.stop_signal)
+        deadline = time.monotonic() + STOP_TIMEOUT
+        asked = False
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            # SIGINT asked again every 5 s: bpftrace 0.17 has been seen to miss one and
+            # trace on (mongoprobe's own Probe does the same); dtrace's SIGTERM once
+            if not asked or self.stop_signal == signal.SIGINT:
+                self.proc.send_signal(self.stop_signal)
+                asked = True
+            try:
+                self.proc.wait(max(0.1, min(5.0, deadline - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                pass
         try:
-            self.proc.wait(STOP_TIMEOUT)
+            self.proc.wait(0.1)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()

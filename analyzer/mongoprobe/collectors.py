@@ -414,7 +414,9 @@ class Collector:
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.info["note"] = f"did not end {timeout:.0f}s after SIGINT; killed"
+            # its output may end inside a record: the run's readers say so, not guess
+            self.info.update(note=f"did not end {timeout:.0f}s after SIGINT; killed "
+                                  "(its output is cut)", cut=True)
             self._kill()
         self._eof.wait(10)
         self.info.update(status="stopped", stopped=_now(), returncode=self.proc.returncode)

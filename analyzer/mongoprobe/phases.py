@@ -286,8 +286,12 @@ def phase_table(run, phases: pd.DataFrame | None = None,
     replaces the tool's own; ``per_second``: the events' per-second counts will be
     asked for next (``interval_table``), count them in the same scan."""
     inp = inputs(run, phases)
-    return compute(inp, _categories(run, inp.tool.phases), _joined(run, inp.events),
-                   per_second)
+    t = compute(inp, _categories(run, inp.tool.phases), _joined(run, inp.events),
+                per_second)
+    from . import limiter
+    # what limits each phase (limiter.py), kept beside the table for its views
+    t.attrs["verdicts"] = limiter.verdicts(run, t)
+    return t
 
 
 def compute(inp: Inputs, cats: dict | None = None,
@@ -457,15 +461,20 @@ def _clean(v: Any) -> Any:
         return None
     if isinstance(v, dict):
         return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_clean(x) for x in v]
     return v
 
 
 def phase_json(run, phases: pd.DataFrame | None = None) -> dict:
     """``{"tool", "lost", "phases"}`` (DESIGN's contract)."""
     t = phase_table(run, phases)
-    return {"tool": tool_json(run, phases), "lost": run.lost,
-            "phases": [{k: _clean(v) for k, v in rec.items()}
-                       for rec in t.to_dict(orient="records")]}
+    out = {"tool": tool_json(run, phases), "lost": run.lost,
+           "phases": [{k: _clean(v) for k, v in rec.items()}
+                      for rec in t.to_dict(orient="records")]}
+    for p, v in zip(out["phases"], t.attrs["verdicts"]):
+        p.update(_clean(v.json()))
+    return out
 
 
 def tool_json(run, phases: pd.DataFrame | None = None) -> dict:
@@ -506,6 +515,9 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
     if tool is not None:
         lines.append(_prose(tool_line(tool)))
         lines.append("")
+    if t.attrs.get("verdicts"):
+        from . import limiter
+        lines += limiter.render(t.attrs["verdicts"], w).splitlines() + [""]
     lines.append(f"{'phase':{w}s} {'opsAvg':>7s} {'opsP95':>7s} {'ipsAvg':>7s} {'ipsP95':>7s}"
                  f" {'qpsAvg':>7s} {'qpsP95':>7s} {'dbSize':>7s} {'rssSize':>7s}")
     for r in t.itertuples():
@@ -642,6 +654,9 @@ def lost_line(lost: dict) -> str:
                    f"reply {probe['requests_without_reply']}, malformed headers "
                    f"{probe['malformed']}, dropped events {probe['dropped']}")
     for which, st in (lost.get("stacks") or {}).items():
+        if st.get("unreadable"):
+            out.append(f"lost: {which} stacks unreadable, none used: {st['unreadable']}")
+            continue
         unit = " us" if st.get("unit") == "us" else ""        # offcpu: time, not samples
         of = f" of {st['samples']}{unit} counted" if st.get("samples") is not None else ""
         out.append(f"lost: {which} stacks folded {st['folded']}{unit}{of}, empty {st['empty']}, "

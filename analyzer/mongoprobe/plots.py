@@ -131,3 +131,20 @@ def fmt_ns(ns: float) -> str:
         if ns >= div:
             return f"{ns / div:.3g}{unit}"
     return f"{ns:.3g}ns"
+
+
+def tree_cpu(tree: pd.DataFrame, phases: pd.DataFrame, t0: float | None = None) -> bytes:
+    """The server's and the load tool's CPU and run-queue time per second
+    (``treestat.read``), and their sockets' queued bytes: the verdict's USE figures."""
+    wide = tree.pivot_table(index="time", columns="role",
+                            values=["cpu_s", "runq_s", "sendq_bytes"], aggfunc="sum")
+    wide.columns = [f"{role} {what.split('_')[0]}" for what, role in wide.columns]
+    for c in list(wide.columns):
+        if c.endswith(("cpu", "runq")):
+            wide[c] = wide[c] / tree.groupby("time")["seconds"].max()
+    wide = wide.reset_index()
+    return series_panels(wide, phases,
+                         [("on CPU (cores)", ["server cpu", "tool cpu"]),
+                          ("waiting for CPU (s/s)", ["server runq", "tool runq"]),
+                          ("socket send queues (B)", ["server sendq", "tool sendq"])],
+                         "server and load tool: CPU, run queue, socket queues", t0=t0)

@@ -296,6 +296,41 @@ def tools_dir() -> Path:
     return Path(os.environ.get("MONGOPROBE_TOOLS", Path.home() / ".cache" / "mongoprobe"))
 
 
+def _reported_version(argv: list[str]) -> str | None:
+    """"0.23" from what ``argv`` prints ("bpftrace v0.23.2", "0.31.0"); None if it fails."""
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    words = r.stdout.split()
+    if r.returncode != 0 or not words:
+        return None
+    return ".".join(words[-1].lstrip("v").split(".")[:2])
+
+
+def tracer_versions() -> dict[str, dict[str, str]]:
+    """Every bpftrace and bcc python on hand, keyed by the version each reports:
+    {"bpftrace": {"0.17": "bpftrace", "0.23": ".../bpftrace-trixie"}, "bcc": {...}}.
+    The system ones first, then the wrappers $MONGOPROBE_TOOLS/bin/bpftrace-SUITE and
+    python3-bcc-SUITE (scripts/tracer-roots.sh builds them); a duplicate version keeps
+    the first."""
+    found: dict[str, dict[str, str]] = {"bpftrace": {}, "bcc": {}}
+    bindir = tools_dir() / "bin"
+    candidates = {
+        "bpftrace": ["bpftrace", *map(str, sorted(bindir.glob("bpftrace-*")))],
+        "bcc": ["/usr/bin/python3", *map(str, sorted(bindir.glob("python3-bcc-*")))],
+    }
+    for engine, paths in candidates.items():
+        for path in paths:
+            argv = ([path, "--version"] if engine == "bpftrace" else
+                    [path, "-c", "import bcc; print(bcc.__version__)"])
+            version = _reported_version(argv)
+            if version:
+                found[engine].setdefault(version, path)
+    by_version = lambda kv: tuple(int(x) for x in kv[0].split(".") if x.isdigit())
+    return {engine: dict(sorted(v.items(), key=by_version)) for engine, v in found.items()}
+
+
 def shared_dir() -> Path:
     """The project's shared folder: $MONGOPROBE_SHARED, else ../shared beside the checkout."""
     env = os.environ.get("MONGOPROBE_SHARED")

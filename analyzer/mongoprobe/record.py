@@ -299,14 +299,15 @@ class Recorder:
 
             self.state_dir = Path(tempfile.mkdtemp(prefix="mongoprobe-record-"))
             try:
-                info = target.start(self.state_dir)
+                info = target.start(self.state_dir, backend=getattr(a, "backend", "sqlite"))
             except target.TargetError as e:
                 shutil.rmtree(self.state_dir, ignore_errors=True)
                 raise RecordError(f"embedded target: {e}")
             self.target_info = info
             t = describe_pid(info.pid)
             t.update(kind="embedded", uri=info.uri, metrics_url=info.metrics_url,
-                     port=info.port, version=info.version)
+                     port=info.port, version=info.version,
+                     backend=getattr(a, "backend", "sqlite"))
         else:
             t = describe_pid(a.pid)
             t.update(kind="pid", uri=a.uri, metrics_url=a.metrics_url,
@@ -330,7 +331,8 @@ class Recorder:
         self.manifest["notes"] = self.notes
         files = {"load_out": LOAD_OUT, "load_stdout": LOAD_STDOUT,
                  "metrics_before": "metrics.before.txt", "metrics_after": "metrics.after.txt",
-                 "target_log": "target.log", "latency_events": "latency.events.parquet"}
+                 "target_log": "target.log", "latency_events": "latency.events.parquet",
+                 "treestat": "treestat.txt"}
         self.manifest["files"] = {k: v for k, v in files.items()
                                   if (self.run_dir / v).exists()}
         from .rundir import write_manifest
@@ -482,7 +484,15 @@ class Recorder:
             if cmd is not None:
                 m["command"].update(pid=cmd.proc.pid, start=cmd.start)
                 self.save()
-                rc, ended_by = self._watch(cmd, cols, pid, t)
+                # the server's and the tool's CPU and run-queue time, per second (the
+                # verdict's USE figures: treestat.py)
+                from .treestat import Sampler
+                tree = Sampler(self.run_dir / "treestat.txt", pid, cmd.proc.pid, a.interval)
+                tree.start()
+                try:
+                    rc, ended_by = self._watch(cmd, cols, pid, t)
+                finally:
+                    tree.stop()
                 cmd.finish()
                 m["command"].update(end=round(time.time(), 6), returncode=rc)
 

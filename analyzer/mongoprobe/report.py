@@ -30,7 +30,7 @@ td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
 th { background: #f0f0f0; } td.l, th.l { text-align: left; }
 h2 { border-bottom: 1px solid #ddd; margin-top: 2em; }
 img { max-width: 100%; display: block; margin: 0.5em 0; }
-.note { color: #a33; } pre { background: #f7f7f7; padding: 0.5em; font-size: 12px; }
+.note { color: #a33; } .split { color: #666; font-size: 12px; } pre { background: #f7f7f7; padding: 0.5em; font-size: 12px; }
 """
 
 
@@ -109,8 +109,9 @@ def _lost_section(lost: dict) -> str:
     from .phases import lost_line
     text = lost_line(lost)
     bad = (lost.get("probe") is None or any(lost["probe"].values()) or lost["collectors"]
-           or any(st["empty"] or st["lookup_failed"]
-                  or (st["samples"] is not None and st["samples"] > st["folded"])
+           or any(st.get("unreadable") or st["empty"] or st["lookup_failed"]
+                  or (st["samples"] is not None and st["folded"] is not None
+                      and st["samples"] > st["folded"])
                   for st in (lost.get("stacks") or {}).values()))
     cls = ' class="note"' if bad else ""
     return f"<p{cls}>" + "<br>".join(html.escape(x) for x in text.splitlines()) + "</p>"
@@ -138,6 +139,7 @@ def build(run, diff: tuple[str, str] | None = None, phases: pd.DataFrame | None 
     prog = Progress(3 + 2 * len(cmds) + 2, "report")
     tool = phases_mod.tool_json(run, phases)
     parts = [f"<h1>mongoprobe run: {html.escape(Path(run.path).name)}</h1>",
+             None,      # the verdict, once the sections its evidence links to are known
              _run_section(run), _lost_section(run.lost)]
     parts.append("<p>" + "<br>".join(html.escape(x) for x in
                                      phases_mod.tool_line(tool).splitlines()) + "</p>")
@@ -221,7 +223,7 @@ def build(run, diff: tuple[str, str] | None = None, phases: pd.DataFrame | None 
     prog.step("throughput")
 
     if cmds:
-        parts.append("<h2>Server-side latency</h2>")
+        parts.append("<h2 id='latency'>Server-side latency</h2>")
         for c in cmds:
             parts.append(_img(heatmap.latency_over_time(lat.hist, ph, c, t0),
                               f"{c} latency heat map"))
@@ -235,7 +237,8 @@ def build(run, diff: tuple[str, str] | None = None, phases: pd.DataFrame | None 
                              "(the heat map shows when it ran).</p>")
             prog.step(f"{c} histogram")
 
-    parts.append("<h2>System</h2>")
+    parts.append(_use_section(run, t, ph, t0))
+    parts.append("<h2 id='system'>System</h2>")
     if vm is not None:
         parts.append(_img(plots.series_panels(vm[vm["sample"] > 0], ph,
                                               [("CPU %", ["us", "sy", "wa"]),
@@ -252,14 +255,82 @@ def build(run, diff: tuple[str, str] | None = None, phases: pd.DataFrame | None 
 
     svgs = _flamegraphs(run, ph, diff)
     if svgs:
-        parts.append("<h2>Flame graphs</h2>")
+        parts.append("<h2 id='flamegraphs'>Flame graphs</h2>")
         for title, svg in svgs:
             parts.append(f"<h3>{html.escape(title)}</h3>{_svg_frame(svg, title)}")
     prog.step("flame graphs")
     prog.done()
+    anchors = set(re.findall(r"<h2 id='([a-z]+)'", "".join(parts[2:])))
+    parts[1] = _verdict_section(t.attrs.get("verdicts") or [], anchors)
     return ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
             f"<title>mongoprobe {html.escape(Path(run.path).name)}</title>"
             f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>\n")
+
+
+VERDICT_CSS = {"none": "#5a5", "load-tool": "#c80", "network": "#c80"}
+
+
+def _verdict_section(vs, anchors: set[str]) -> str:
+    """What limits each phase, first: the limiter, its share and evidence (each line
+    linked to the section that shows it), the others ranked, what is missing."""
+    if not vs:
+        return ""
+    rows = []
+    for v in vs:
+        lim = v.limiter
+        name = lim.resource if v.decided else "undecided"
+        colour = VERDICT_CSS.get(lim.resource, "#b33") if v.decided else "#888"
+        from .limiter import link_for, request_line
+        links = [link_for(e, lim.resource) for e in lim.evidence]
+        ev = "<br>".join(f"<a href='#{a}'>{html.escape(e)}</a>" if a in anchors
+                         else html.escape(e) for e, a in zip(lim.evidence, links))
+        if request_line(v.time):
+            ev += f"<br><span class='split'>{html.escape(request_line(v.time))}</span>"
+        if v.missing and v.decided:
+            ev += "<br><span class='note'>missing: " + html.escape("; ".join(v.missing)) \
+                + "</span>"
+        rest = ", ".join(f"{x.resource} {x.share:.2f}" for x in v.limits
+                         if x is not lim and x.share >= 0.005)
+        rows.append(f"<tr><td class='l'><b>{html.escape(v.phase)}</b></td>"
+                    f"<td class='l' style='color:{colour};white-space:nowrap'>"
+                    f"<b>{html.escape(name)}</b></td>"
+                    f"<td>{lim.share:.2f}</td><td class='l'>{ev}</td>"
+                    f"<td class='l'>{html.escape(rest)}</td></tr>")
+    return ("<h2 id='verdict'>What limits each phase</h2>"
+            "<p>The share of the benchmark's thread time each resource holds: the server's "
+            "threads on or waiting for a CPU, off-CPU in disk, lock or downstream waits, and "
+            "the load tool's threads outside the server (its CPU, else the network when "
+            "sockets' queues hold bytes). The limiter is the saturated resource with the "
+            "largest share; <i>none</i> when nothing is saturated.</p>"
+            "<table><tr><th class='l'>phase</th><th class='l'>limited by</th><th>share</th>"
+            "<th class='l'>evidence</th><th class='l'>then</th></tr>"
+            + "".join(rows) + "</table>")
+
+
+def _use_section(run, t: pd.DataFrame, ph: pd.DataFrame, t0: float) -> str:
+    """The verdict's figures: the server's and the tool's CPU per second, and the
+    server's off-CPU time by reason per phase."""
+    from .treestat import read
+    out = []
+    p = run.file("treestat")
+    if p is not None:
+        out.append("<h2 id='cpu'>Server and load tool: CPU and queues</h2>"
+                   + _img(plots.tree_cpu(read(p), ph, t0), "server and load tool CPU"))
+    vs = t.attrs.get("verdicts") or []
+    rows = [{"phase": v.phase, **{k: x for k, x in sorted(v.figures.off.items())}}
+            for v in vs if v.figures is not None and v.figures.off is not None]
+    if rows:
+        tops = {(v.phase, k): f"{n} ({s:.0%})" for v in vs if v.figures is not None
+                for k, (n, s) in v.figures.off_top.items()}
+        out.append("<h2 id='offcpu'>Server threads off-CPU, by reason (thread-s/s)</h2>"
+                   "<p>From offcpu.bt's stacks: disk (fsync, I/O waits), lock (SQLite's busy "
+                   "handler, futex locks), downstream (another process's socket), preempted "
+                   "(run-queue wait, counted with the CPU), idle (waiting for work).</p>"
+                   + _table(pd.DataFrame(rows).fillna(0.0), {}, left={"phase"}))
+        if tops:
+            out.append("<p>Where: " + "; ".join(
+                html.escape(f"{ph_} {k}: {w}") for (ph_, k), w in tops.items()) + "</p>")
+    return "".join(out)
 
 
 def _throughput_plot(run, ph: pd.DataFrame, phases, t0: float) -> str:

@@ -335,28 +335,34 @@ class Run:
         t0 = self.manifest.get("start") or 0.0
         bad = []
         for name, c in (self.manifest.get("collectors") or {}).items():
-            if c.get("status") in ("died", "failed", "skipped"):
+            if c.get("status") in ("died", "failed", "skipped") or c.get("cut"):
                 died = c.get("died_at")
-                bad.append({"name": name, "status": c["status"],
+                bad.append({"name": name, "status": "cut" if c.get("cut") else c["status"],
                             "died_at": None if died is None else died - t0,
                             "why": c.get("error") or c.get("note") or ""})
         return {"probe": probe, "collectors": bad, "stacks": self._stack_losses()}
 
     def _stack_losses(self) -> dict:
-        """{profile|offcpu: {samples, folded, empty, lookup_failed, unit}} for each
+        """{profile|offcpu: {samples, folded, empty, lookup_failed, unit[, unreadable]}} for each
         stack probe of the run: what its own counter saw (``samples``: @samples_total,
         or offcpu.bt's @offcpu_us_total, in the unit of the values folded; None
         without one: an offcpu.bt that counted only switches), what was folded, and
         the stacks bpftrace printed empty or could not look up (its stderr, ``NAME.err``)."""
         from . import stacks
         from .formats.bpftrace_stacks import lookup_failures
+        from .formats.errors import FormatError
 
         out = {}
         for which, total in (("profile", "samples_total"), ("offcpu", "offcpu_us_total")):
             p = self.file(which)
             if p is None:
                 continue
-            df = stacks.load(p, bucket=None)
+            try:
+                df = stacks.load(p, bucket=None)
+            except FormatError as e:    # e.g. cut by a killed collector: nothing folded
+                out[which] = {"samples": None, "folded": None, "empty": 0,
+                              "lookup_failed": 0, "unit": None, "unreadable": str(e)}
+                continue
             stats, meta = df.attrs.get("stats", {}), df.attrs.get("meta", {})
             err = self.path / f"{which}.err"
             failed = (lookup_failures(err.read_text(errors="replace").splitlines())

@@ -7,6 +7,13 @@ target lives in a state directory holding its data, log and ``target.json``
 process. Its ``/debug/metrics`` endpoint counts requests per command: the ground
 truth the probes are checked against.
 
+With ``backend="postgresql"`` FerretDB stores its data in a private PostgreSQL
+(Debian's ``postgresql`` package, its newest ``/usr/lib/postgresql/N/bin``): a cluster
+made by ``initdb`` in ``STATE/pg`` (owned by the ``postgres`` user, trust
+authentication on a Unix socket and 127.0.0.1 only), started before FerretDB and
+stopped after it; ``backend_pid`` is its postmaster, whose children (one backend per
+FerretDB connection) do the storage work.
+
 With ``tls=True`` it serves TLS only (``--listen-tls``, no plain port), with a
 self-signed certificate for 127.0.0.1 made at start by ``openssl`` in
 ``STATE/tls/``; the URI carries what a client needs
@@ -68,6 +75,9 @@ class TargetInfo:
     version: str
     tls: bool = False
     ca_file: str | None = None
+    group: int | None = None      # the process group stop() ends (a wrapper's), if not pid
+    backend: str = "sqlite"
+    backend_pid: int | None = None   # PostgreSQL's postmaster (backend "postgresql")
 
     def json(self) -> str:
         return json.dumps(asdict(self))
@@ -98,13 +108,84 @@ def status(state_dir: Path | None = None) -> TargetInfo | None:
     return info if _alive(info.pid) else None
 
 
-def _wait_ready(proc: subprocess.Popen, port: int, metrics_url: str, timeout: float) -> None:
+def postgres_bin() -> Path:
+    """The newest Debian PostgreSQL's bin folder (``postgresql`` package)."""
+    root = Path("/usr/lib/postgresql")
+    versions = sorted((p for p in root.glob("*/bin/postgres")),
+                      key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit()
+                      else 0)
+    if not versions:
+        raise TargetError("PostgreSQL is not installed (apt-get install postgresql)")
+    return versions[-1].parent
+
+
+def _start_postgres(pg: Path, fresh: bool, timeout: float) -> tuple[int, int]:
+    """A private PostgreSQL cluster in ``pg``, run as the ``postgres`` user (it refuses
+    root): (postmaster pid, port)."""
+    import pwd
+
+    bin_ = postgres_bin()
+    try:
+        user = pwd.getpwnam("postgres")
+    except KeyError:
+        raise TargetError("no postgres user (apt-get install postgresql)") from None
+    as_pg = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
+    if fresh and pg.exists():
+        shutil.rmtree(pg)
+    # the postgres user must reach its folder through the state directory
+    for d in [pg.parent, *pg.parent.parents]:
+        if d == Path("/"):
+            break
+        os.chmod(d, os.stat(d).st_mode | 0o011)
+    if not (pg / "PG_VERSION").exists():
+        pg.mkdir(parents=True, exist_ok=True)
+        os.chown(pg, user.pw_uid, user.pw_gid)
+        r = subprocess.run([str(bin_ / "initdb"), "-D", str(pg), "-U", "postgres",
+                            "--auth=trust", "--no-sync"], capture_output=True, text=True,
+                           cwd="/", **as_pg)
+        if r.returncode:
+            raise TargetError(f"initdb failed: {r.stderr.strip().splitlines()[-1:]}")
+    port = free_port()
+    log = open(pg.parent / "postgres.log", "ab")
+    proc = subprocess.Popen([str(bin_ / "postgres"), "-D", str(pg), "-p", str(port), "-k",
+                             str(pg), "-c", "listen_addresses=127.0.0.1"],
+                            stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/",
+                            start_new_session=True, **as_pg)
+    log.close()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise TargetError(f"postgres exited with status {proc.returncode} during start "
+                              f"(see {pg.parent / 'postgres.log'})")
+        r = subprocess.run([str(bin_ / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)],
+                           capture_output=True)
+        if r.returncode == 0:
+            return proc.pid, port
+        time.sleep(0.2)
+    _kill(proc.pid)
+    raise TargetError(f"postgres did not answer on port {port} within {timeout:.0f}s")
+
+
+def _wrapped(parent: int, binary: Path) -> int:
+    """The FerretDB process a wrapper started (its descendant running ``binary``)."""
+    from .treestat import tree_of
+    for pid in tree_of(parent):
+        try:
+            if os.readlink(f"/proc/{pid}/exe") == str(binary.resolve()):
+                return pid
+        except OSError:
+            continue
+    raise TargetError(f"no {binary.name} process under the wrapper (pid {parent})")
+
+
+def _wait_ready(proc: subprocess.Popen, port: int, metrics_url: str, timeout: float,
+                host: str = "127.0.0.1") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise TargetError(f"ferretdb exited with status {proc.returncode} during start")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            with socket.create_connection((host, port), timeout=0.5):
                 pass
             with urllib.request.urlopen(metrics_url, timeout=1) as r:
                 r.read()
@@ -131,9 +212,14 @@ def _self_signed(d: Path) -> tuple[Path, Path]:
 
 
 def start(state_dir: Path | None = None, port: int | None = None, fresh: bool = True,
-          timeout: float = 30.0, tls: bool = False) -> TargetInfo:
+          timeout: float = 30.0, tls: bool = False, host: str = "127.0.0.1",
+          wrapper: list[str] | None = None, backend: str = "sqlite") -> TargetInfo:
     """Start FerretDB on a free loopback port; return its pid, URI and metrics URL.
-    ``tls``: serve TLS only, with a self-signed certificate made now."""
+    ``tls``: serve TLS only, with a self-signed certificate made now. ``host``: the
+    address it listens on (one of this host's, e.g. a veth's for a shaped path).
+    ``wrapper``: a command FerretDB runs under (``strace -f ... --``, to inject
+    faults); the pid returned is FerretDB's own, the wrapper's group is stopped.
+    ``backend``: ``sqlite`` or ``postgresql`` (a private PostgreSQL, started here)."""
     state_dir = state_dir or default_state_dir()
     running = status(state_dir)
     if running:
@@ -144,13 +230,20 @@ def start(state_dir: Path | None = None, port: int | None = None, fresh: bool = 
     binary = ferretdb_binary()
     if not os.access(binary, os.X_OK):
         raise TargetError(f"{binary} not found: run scripts/setup.sh first")
+    if backend not in ("sqlite", "postgresql"):
+        raise TargetError(f"unknown backend {backend!r} (sqlite or postgresql)")
     data = state_dir / "data"
     if fresh and data.exists():
         shutil.rmtree(data)
     data.mkdir(parents=True, exist_ok=True)
+    pg_pid, store = None, [f"--handler=sqlite", f"--sqlite-url=file:{data}/"]
+    if backend == "postgresql":
+        pg_pid, pg_port = _start_postgres(state_dir / "pg", fresh, timeout)
+        store = ["--handler=postgresql",
+                 f"--postgresql-url=postgres://postgres@127.0.0.1:{pg_port}/postgres"]
     port = port or free_port()
     debug_port = free_port()
-    listen = [f"--listen-addr=127.0.0.1:{port}"]
+    listen = [f"--listen-addr={host}:{port}"]
     ca_file = None
     if tls:
         cert, key = _self_signed(state_dir / "tls")
@@ -159,7 +252,7 @@ def start(state_dir: Path | None = None, port: int | None = None, fresh: bool = 
                   f"--listen-tls-cert-file={cert}", f"--listen-tls-key-file={key}"]
     log = open(state_dir / "ferretdb.log", "ab")
     proc = subprocess.Popen(
-        [str(binary), "--handler=sqlite", f"--sqlite-url=file:{data}/", *listen,
+        [*(wrapper or []), str(binary), *store, *listen,
          f"--debug-addr=127.0.0.1:{debug_port}",
          f"--state-dir={state_dir}", "--telemetry=disable", "--log-level=warn"],
         stdin=subprocess.DEVNULL, stdout=log, stderr=log,
@@ -167,16 +260,21 @@ def start(state_dir: Path | None = None, port: int | None = None, fresh: bool = 
     log.close()
     metrics_url = f"http://127.0.0.1:{debug_port}/debug/metrics"
     try:
-        _wait_ready(proc, port, metrics_url, timeout)
+        _wait_ready(proc, port, metrics_url, timeout, host)
+        pid = _wrapped(proc.pid, binary) if wrapper else proc.pid
     except TargetError:
         _kill(proc.pid)
+        if pg_pid:
+            _kill(pg_pid)
         raise
-    uri = f"mongodb://127.0.0.1:{port}/"
+    uri = f"mongodb://{host}:{port}/"
     if tls:
         uri += "?" + urllib.parse.urlencode({"tls": "true", "tlsCAFile": ca_file})
-    info = TargetInfo(pid=proc.pid, uri=uri, metrics_url=metrics_url, port=port,
+    info = TargetInfo(pid=pid, uri=uri, metrics_url=metrics_url, port=port,
                       debug_port=debug_port, state_dir=str(state_dir), binary=str(binary),
-                      version=FERRETDB_VERSION, tls=tls, ca_file=ca_file)
+                      version=FERRETDB_VERSION, tls=tls, ca_file=ca_file,
+                      group=proc.pid if wrapper else None, backend=backend,
+                      backend_pid=pg_pid)
     (state_dir / "target.json").write_text(info.json() + "\n")
     return info
 
@@ -204,7 +302,9 @@ def stop(state_dir: Path | None = None) -> bool:
     state_dir = state_dir or default_state_dir()
     info = status(state_dir)
     if info:
-        _kill(info.pid)
+        _kill(info.group or info.pid)
+        if info.backend_pid:
+            _kill(info.backend_pid)       # after FerretDB: no client keeps it waiting
     (state_dir / "target.json").unlink(missing_ok=True)
     return info is not None
 

@@ -90,6 +90,9 @@ def _record_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("-p", "--pid", type=int, help="the server's process id")
     g.add_argument("--target", choices=["embedded"],
                    help="start a private FerretDB for the run and stop it after")
+    p.add_argument("--backend", choices=["sqlite", "postgresql"], default="sqlite",
+                   help="--target embedded: FerretDB's storage (postgresql: a private "
+                        "PostgreSQL cluster, recorded as the server's downstream)")
     p.add_argument("-o", "--output", required=True, metavar="RUN",
                    help="run directory to create (must not exist or be empty)")
     p.add_argument("--probes", default=",".join(collectors.DEFAULT), metavar="LIST",

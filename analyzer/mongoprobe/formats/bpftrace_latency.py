@@ -117,6 +117,7 @@ class BpftraceLatency:
         self.raw: dict[str, int] = dict.fromkeys(COUNTERS.values(), 0)
         self.replies = 0
         self.lost_events = 0                 # bpftrace's own perf-buffer losses
+        self.helper_errors = 0               # bpftrace 0.23+: a helper failed (its warning)
         self.events: list[tuple] = []
         self.full: dict[str, int] = dict.fromkeys(("@s", "@c"), 0)
         self.ended = False
@@ -147,7 +148,12 @@ class BpftraceLatency:
         if kind in ("map", "stats"):
             self._maps(data)
         elif kind == "lost_events":
-            self.lost_events += int(data.get("events", 0))
+            # 0.17: {"data": {"events": N}}; 0.27: {"count": N}
+            self.lost_events += int(data.get("events", 0) if data else rec.get("count", 0))
+        elif kind == "helper_error":
+            # bpftrace 0.23 reports a failed helper (a map full, say) as a record of
+            # its own: not data, counted
+            self.helper_errors += 1
         return []
 
     def close(self) -> list[Slice]:
@@ -390,8 +396,11 @@ class BpftraceLatency:
         return self.open_waiting
 
 
-def _buf_bytes(text: str) -> bytes:
-    """bpftrace's printing of a buf(): printable bytes as themselves, others \\xNN."""
+def _buf_bytes(text: str | list) -> bytes:
+    """bpftrace's printing of a buf(): printable bytes as themselves, others \\xNN;
+    bpftrace 0.27 prints it as a JSON array of the byte values."""
+    if isinstance(text, list):
+        return bytes(text)
     out, i = bytearray(), 0
     while i < len(text):
         if text.startswith("\\x", i) and len(text) >= i + 4:

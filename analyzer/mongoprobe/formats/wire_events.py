@@ -101,8 +101,19 @@ def parse_snoop(lines: Iterable[str], source: str = "<snoop>") -> pd.DataFrame:
     events...``: everything from ``requests:`` on) are skipped."""
     rows = []
     footer = False
+    warning = False         # inside a bpftrace 0.23 helper warning (see below)
+    helper_errors = 0
     for n, line in enumerate(lines, 1):
         s = line.strip()
+        # bpftrace 0.23 prints a failed helper (a delete of a key not there) on
+        # stdout among the events: "FILE:L:C: WARNING: Can't delete ...",
+        # "Additional Info - helper: NAME, retcode: N", the source line, a line of
+        # ~ under the call: counted, skipped through the ~ line
+        if not warning and "WARNING: " in s and parse_snoop_line(s) is None:
+            warning, helper_errors = True, helper_errors + 1
+        if warning:
+            warning = not (s and set(s) == {"~"})
+            continue
         footer = footer or s.startswith("requests: ")
         if footer or not s or s.startswith(("#", "TIME", "Tracing", "Attaching", "@",
                                             "lost: ", "(dropped events", "TLS plaintext")):
@@ -111,7 +122,9 @@ def parse_snoop(lines: Iterable[str], source: str = "<snoop>") -> pd.DataFrame:
         if row is None:
             raise FormatError(source, n, "a mongo_snoop.bt event line", s)
         rows.append(row)
-    return typed(pd.DataFrame(rows, columns=COLUMNS)) if rows else empty()
+    df = typed(pd.DataFrame(rows, columns=COLUMNS)) if rows else empty()
+    df.attrs["helper_errors"] = helper_errors
+    return df
 
 
 def from_mono(ev: pd.DataFrame, offset_ns: int, pid: int) -> pd.DataFrame:

@@ -1,0 +1,167 @@
+"""The verdict's rule and its inputs, offline and on real samples (the injected real runs
+are in test_verdicts.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mongoprobe import limiter, load_run, phases, stacks, treestat
+
+ROOT = Path(__file__).resolve().parents[1]
+OFFCPU = ROOT / "samples/profile/ferretdb-offcpu.bt.txt"
+RUN = ROOT / "samples/load/run-ferretdb"
+
+
+def test_offcpu_reasons_of_real_ferretdb_stacks():
+    df = stacks.load(OFFCPU, bucket=None)
+    reason = df["frames"].map(limiter.offcpu_reason)
+    fsync = df["frames"].str.contains("Xfsync")
+    busy = df["frames"].str.contains("_unixSleep")
+    assert fsync.any() and busy.any()
+    assert (reason[fsync] == "disk").all()
+    # SQLite's busy handler sleeping on SQLITE_BUSY is a lock wait
+    assert (reason[busy & ~fsync] == "lock").all()
+    waiting = df["frames"].str.contains("epoll_pwait") & ~fsync & ~busy
+    assert (reason[waiting] == "idle").all()
+    assert set(reason) <= {"disk", "lock", "downstream", "preempted", "idle", "other"}
+
+
+def _fig(**kw) -> limiter.Figures:
+    base = dict(phase="p", seconds=10.0, ncpu=2, ops=100.0, server_s=1.0, server_us=10_000.0,
+                outside_s=0.2, outside_how="gaps", conns=4, srv_cpu=0.5, srv_runq=0.05,
+                tool_cpu=0.1, tool_runq=0.0, sendq=0.0,
+                off={"disk": 0.0, "lock": 0.0, "downstream": 0.0, "idle": 5.0})
+    base.update(kw)
+    return limiter.Figures(**base)
+
+
+def test_lock_waits_behind_a_flush_are_the_disks_queue():
+    v = limiter.decide(_fig(off={"disk": 0.95, "lock": 2.5, "idle": 1.0}))
+    assert v.limiter.resource == "server-disk"
+    assert any("queue behind a flush" in e for e in v.limiter.evidence)
+    # without the flush in flight most of the time, the lock is the limit
+    v = limiter.decide(_fig(off={"disk": 0.1, "lock": 2.5, "idle": 1.0}))
+    assert v.limiter.resource == "server-lock"
+
+
+def test_an_idle_tool_and_an_idle_server_is_none():
+    v = limiter.decide(_fig(outside_s=3.5, tool_cpu=0.05, tool_runq=0.0, srv_cpu=0.2,
+                            srv_runq=0.01))
+    assert v.decided and v.limiter.resource == "none"
+    assert v.limiter.evidence[0].startswith("nothing saturated")
+    # a server queued for a CPU on a busy machine does not limit a paced tool
+    v = limiter.decide(_fig(outside_s=3.5, tool_cpu=0.05, tool_runq=0.0, srv_cpu=0.2,
+                            srv_runq=0.3))
+    assert v.limiter.resource == "none"
+    assert "paced" in v.limiter.evidence[0]
+
+
+def test_time_outside_the_server_is_the_network_only_with_queued_bytes():
+    quiet = limiter.decide(_fig(outside_s=3.5, sendq=0.0))
+    assert quiet.limiter.resource != "network"
+    shaped = limiter.decide(_fig(outside_s=3.5, sendq=20_000.0))
+    assert shaped.limiter.resource == "network"
+    assert shaped.limiter.share > 0.5
+
+
+def test_a_throttled_tool_is_the_load_tool():
+    v = limiter.decide(_fig(outside_s=3.0, tool_cpu=0.1, tool_runq=2.5))
+    assert v.limiter.resource == "load-tool"
+
+
+def test_missing_offcpu_decides_only_above_its_bound():
+    # the server's unrecorded waits are at most server_s - its CPU time: 0.45 s/s
+    v = limiter.decide(_fig(off=None, outside_s=3.0, tool_cpu=0.1, tool_runq=2.5))
+    assert v.decided and v.limiter.resource == "load-tool"
+    # a server CPU share below what the unrecorded waits could be is not a verdict
+    v = limiter.decide(_fig(off=None, server_s=3.9, srv_cpu=0.5, srv_runq=0.5,
+                            outside_s=0.0, missing=["offcpu: record --probes offcpu"]))
+    assert not v.decided
+    assert "record --probes offcpu" in v.limiter.evidence[0]
+
+
+def test_no_verdict_without_the_time_outside_the_server():
+    # a paced tool or a shaped path would be unseen: no verdict, the option named
+    v = limiter.decide(_fig(outside_s=None, srv_cpu=0.1, srv_runq=0.2,
+                            missing=["time outside the server: record --events"]))
+    assert not v.decided and "record --events" in v.limiter.evidence[0]
+
+
+def test_a_run_without_the_verdicts_inputs_names_them():
+    j = phases.phase_json(load_run(RUN))
+    for p in j["phases"]:
+        assert p["limiter"]["decided"] is False
+        assert p["limiter"]["resource"] in limiter.RESOURCES
+        text = " ".join(p["evidence_missing"])
+        assert "treestat.txt" in text and "record --probes offcpu" in text
+
+
+def test_the_text_fits_80_columns():
+    t = phases.phase_table(load_run(RUN))
+    out = phases.render(t)
+    assert out.startswith("what limits each phase")
+    assert all(len(s) < 80 for s in out.splitlines())
+
+
+def test_treestat_a_busy_process_is_always_running_or_runnable(tmp_path):
+    busy = subprocess.Popen([sys.executable, "-c",
+                             "import time\nt = time.time()\nwhile time.time() < t + 3: pass"],
+                            start_new_session=True)
+    try:
+        s = treestat.Sampler(tmp_path / "treestat.txt", busy.pid, busy.pid, interval=0.5)
+        s.start()
+        time.sleep(2)
+        s.stop()
+    finally:
+        busy.wait()
+    df = treestat.read(tmp_path / "treestat.txt")
+    tool = df[(df["role"] == "tool") & (df["seconds"] > 0.4)]
+    assert len(tool) >= 3
+    # one thread that never blocks: on a CPU or waiting for one the whole time,
+    # however busy the machine is (over the samples: the kernel adds a wait to
+    # run_delay when it ends, so one interval can hold a piece of the one before)
+    ratio = (tool["cpu_s"] + tool["runq_s"]).sum() / tool["seconds"].sum()
+    assert 0.8 <= ratio <= 1.1, tool
+    assert (df.loc[df["role"] == "server", "procs"] == 1).all()
+
+
+def test_treestat_reads_what_it_writes_and_refuses_garbage(tmp_path):
+    p = tmp_path / "t.txt"
+    p.write_text(treestat.HEADER + "\n1.0 server 1.0 0.5 0.1 1 3 0 0\nnot a line\n")
+    from mongoprobe.formats.errors import FormatError
+    with pytest.raises(FormatError, match="t.txt:3"):
+        treestat.read(p)
+
+
+def test_a_cut_offcpu_file_is_named_not_a_crash(tmp_path, capsys):
+    """A collector killed while printing (record stops it 60 s after SIGINT) leaves its
+    output cut inside a map entry: phases names it, the verdict waits for it (bpftrace
+    prints a map's largest entries last, so the rest would be a biased sample), and
+    nothing else is lost."""
+    import json
+    import shutil
+
+    from mongoprobe import cli
+
+    run = tmp_path / "RUN"
+    shutil.copytree(ROOT / "samples/load/run-ferretdb", run)
+    lines = OFFCPU.read_text().splitlines(keepends=True)
+    half = next(i for i, ln in enumerate(lines) if i > len(lines) // 2 and ln.startswith("@["))
+    (run / "offcpu.bt.txt").write_text("".join(lines[:half + 3]))      # inside an entry
+    m = json.loads((run / "manifest.json").read_text())
+    m["collectors"]["offcpu"] = {"kind": "probe", "output": "offcpu.bt.txt",
+                                 "format": "bpftrace-text", "status": "stopped", "cut": True,
+                                 "note": "did not end 60s after SIGINT; killed (its output "
+                                         "is cut)"}
+    (run / "manifest.json").write_text(json.dumps(m))
+    assert cli.main(["phases", str(run)]) == 0
+    out = capsys.readouterr().out
+    flat = " ".join(out.split())            # the lines are wrapped at 80 columns
+    assert "lost: offcpu stacks unreadable, none used: " in flat
+    assert "the input ends inside it" in flat
+    assert "lost: collector offcpu cut: did not end 60s after SIGINT" in flat

@@ -1,0 +1,321 @@
+"""The verdict (``mongoprobe.limiter``) on real runs with a known bottleneck injected.
+
+Each scenario is one short ``mongoprobe record`` of the built-in load against a real
+FerretDB, with the probes the verdict reads (latency with every request's event,
+offcpu, vmstat, iostat; record keeps treestat.txt), shared by its assertions:
+
+    writers, queries   6 insert threads on one SQLite database, then 4 query threads
+                       scanning it, then one insert thread held to 20 documents/s:
+                       measured server-lock (the writers sleep in SQLite's busy
+                       handler), then server-cpu, then none
+    slow flush         FerretDB under strace delaying every fsync/fdatasync by 30 ms
+    starved tool       the load tool in a cgroup with a tenth of a CPU
+    shaped path        the tool in a network namespace, a veth pair to the server
+                       with a 256 kbit/s token bucket (tbf) each way
+    YCSB               YCSB's load and workloada, nothing injected: the verdicts
+                       must agree with YCSB's own latency beside the server's
+
+The machine is shared: the assertions compare the run's own figures (shares of the
+benchmark's thread time), never absolute rates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mongoprobe import load_run, phases, probes, target
+
+pytestmark = [pytest.mark.root, pytest.mark.target]
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBES = "latency,offcpu,vmstat,iostat,pidstat"
+
+
+def _env() -> dict:
+    return {**os.environ, "PYTHONPATH": str(ROOT / "analyzer")}
+
+
+def _load(*args: str) -> list[str]:
+    return [sys.executable, "-m", "mongoprobe", "load", *args]
+
+
+def record(run: Path, command: list[str], *where: str) -> dict:
+    """Record ``command`` (``where``: --target embedded, or -p PID --uri URI); returns
+    the phases' JSON with their verdicts."""
+    r = subprocess.run([sys.executable, "-m", "mongoprobe", "record", *where, "-o", str(run),
+                        "--probes", PROBES, "--events", "--", *command],
+                       capture_output=True, text=True, env=_env(), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return {p["name"]: p for p in phases.phase_json(load_run(run))["phases"]}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _can_run():
+    why = probes.why_cannot_trace()
+    if why:
+        pytest.skip(why)
+    if not target.ferretdb_binary().exists():
+        pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
+
+
+def _limiter(p: dict) -> str:
+    assert p["limiter"]["decided"], p["evidence_missing"]
+    return p["limiter"]["resource"]
+
+
+def _share(p: dict, resource: str) -> float:
+    return next(x["share"] for x in p["limits"] if x["resource"] == resource)
+
+
+# --- nothing injected: many writers, then queries ------------------------------------
+
+
+@pytest.fixture(scope="module")
+def writers_queries(tmp_path_factory):
+    run = tmp_path_factory.mktemp("verdict") / "wq"
+    return record(run, _load("--phases", "6i.0q:8s,0i.4q:10s,1i@20.0q:6s"),
+                  "--target", "embedded")
+
+
+def test_many_writers_on_one_sqlite_db_wait_on_its_lock(writers_queries):
+    p = writers_queries["6i.0q"]
+    assert _limiter(p) == "server-lock", p["limits"]
+    ev = " ".join(p["limiter"]["evidence"])
+    assert "_unixSleep" in ev, ev      # SQLite's busy handler: SQLITE_BUSY retries
+
+
+def test_a_query_heavy_phase_is_cpu_bound(writers_queries):
+    p = writers_queries["0i.4q"]
+    assert _limiter(p) == "server-cpu", p["limits"]
+    assert p["limiter"]["share"] > 0.5
+    # the requests were inside the server: the tool's share is small
+    assert _share(p, "load-tool") < 0.2
+
+
+def test_a_rate_limited_phase_is_limited_by_nothing(writers_queries):
+    p = writers_queries["1i@20.0q"]
+    assert _limiter(p) == "none", p["limits"]
+    assert p["limiter"]["evidence"][0].startswith("nothing saturated")
+
+
+def test_the_verdict_is_in_the_text_first(writers_queries, tmp_path_factory):
+    run = next(tmp_path_factory.getbasetemp().glob("verdict*/wq"))
+    out = subprocess.run([sys.executable, "-m", "mongoprobe", "phases", str(run)],
+                         capture_output=True, text=True, env=_env(), check=True).stdout
+    lines = out.splitlines()
+    head = lines.index("what limits each phase (share of the benchmark's thread time)")
+    assert lines[head + 1].split()[:2] == ["6i.0q", "server-lock"]
+    assert lines[head + 2].split()[:2] == ["0i.4q", "server-cpu"]
+    assert head < next(i for i, s in enumerate(lines) if s.startswith("phase "))
+
+
+# --- a slow flush --------------------------------------------------------------------
+
+STRACE_DELAY = ["strace", "-f", "-qq", "-o", "/dev/null", "--seccomp-bpf",
+                "-e", "trace=fsync,fdatasync", "-e",
+                "inject=fsync,fdatasync:delay_enter=30000", "--"]
+
+
+@pytest.fixture(scope="module")
+def slow_flush(tmp_path_factory):
+    d = tmp_path_factory.mktemp("verdict-flush")
+    info = target.start(d / "target", wrapper=STRACE_DELAY)
+    try:
+        return record(d / "run", _load("--phases", "4i.0q:10s"), "-p", str(info.pid),
+                      "--uri", info.uri, "--metrics-url", info.metrics_url)
+    finally:
+        target.stop(d / "target")
+
+
+def test_a_slow_flush_is_the_disk(slow_flush):
+    p = slow_flush["4i.0q"]
+    assert _limiter(p) == "server-disk", p["limits"]
+    # the other writers' lock waits are the flush's queue, said so
+    assert any("queue behind a flush" in e for e in p["limiter"]["evidence"]), p["limiter"]
+
+
+# --- the load tool starved of CPU ------------------------------------------------------
+
+
+def _cpu_cgroup(name: str, fraction: float) -> Path:
+    """A cgroup (v2, else v1's cpu controller) limited to ``fraction`` of one CPU."""
+    if Path("/sys/fs/cgroup/cgroup.controllers").exists():
+        g = Path("/sys/fs/cgroup") / name
+        g.mkdir()
+        (g / "cpu.max").write_text(f"{int(100000 * fraction)} 100000\n")
+    else:
+        g = Path("/sys/fs/cgroup/cpu") / name
+        g.mkdir()
+        (g / "cpu.cfs_quota_us").write_text(f"{int(100000 * fraction)}\n")
+    return g
+
+
+@pytest.fixture(scope="module")
+def starved_tool(tmp_path_factory):
+    d = tmp_path_factory.mktemp("verdict-starved")
+    g = _cpu_cgroup(f"mongoprobe-verdict-{os.getpid()}", 0.1)
+    try:
+        cmd = ["sh", "-c", f'echo $$ > {g}/cgroup.procs && exec "$@"', "sh",
+               *_load("--phases", "4i.0q:10s")]
+        return record(d / "run", cmd, "--target", "embedded")
+    finally:
+        g.rmdir()
+
+
+def test_a_starved_load_tool_is_the_limit(starved_tool):
+    p = starved_tool["4i.0q"]
+    assert _limiter(p) == "load-tool", p["limits"]
+    ev = " ".join(p["limiter"]["evidence"])
+    assert "waited" in ev and "for a CPU" in ev, ev
+
+
+# --- a shaped network path -------------------------------------------------------------
+
+NET = "10.213.77"
+
+
+@pytest.fixture(scope="module")
+def shaped_path(tmp_path_factory):
+    d = tmp_path_factory.mktemp("verdict-net")
+    ns, host, peer = f"mpv{os.getpid()}", f"mpvh{os.getpid()}", f"mpvc{os.getpid()}"
+
+    def sh(*a: str) -> None:
+        subprocess.run(a, check=True, capture_output=True)
+
+    sh("ip", "netns", "add", ns)
+    try:
+        sh("ip", "link", "add", host, "type", "veth", "peer", "name", peer)
+        sh("ip", "link", "set", peer, "netns", ns)
+        sh("ip", "addr", "add", f"{NET}.1/30", "dev", host)
+        sh("ip", "link", "set", host, "up")
+        sh("ip", "-n", ns, "addr", "add", f"{NET}.2/30", "dev", peer)
+        sh("ip", "-n", ns, "link", "set", peer, "up")
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        for dev, pre in ((host, []), (peer, ["ip", "netns", "exec", ns])):
+            sh(*pre, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", "256kbit",
+               "burst", "4kb", "latency", "500ms")
+        info = target.start(d / "target", host=f"{NET}.1")
+        try:
+            cmd = ["ip", "netns", "exec", ns,
+                   *_load("--uri", info.uri, "--pad", "2000", "--phases", "4i.0q:10s")]
+            return record(d / "run", cmd, "-p", str(info.pid), "--uri", info.uri,
+                          "--metrics-url", info.metrics_url)
+        finally:
+            target.stop(d / "target")
+    finally:
+        subprocess.run(["ip", "link", "del", host], capture_output=True)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def test_a_shaped_path_is_the_network(shaped_path):
+    p = shaped_path["4i.0q"]
+    assert _limiter(p) == "network", p["limits"]
+    assert any("send queues" in e for e in p["limiter"]["evidence"]), p["limiter"]
+
+
+def test_the_report_opens_with_the_verdict(writers_queries, tmp_path_factory, tmp_path):
+    import re
+    run = next(tmp_path_factory.getbasetemp().glob("verdict*/wq"))
+    out = tmp_path / "r.html"
+    subprocess.run([sys.executable, "-m", "mongoprobe", "report", str(run), "-o", str(out)],
+                   capture_output=True, text=True, env=_env(), check=True)
+    doc = out.read_text()
+    heads = re.findall(r"<h2[^>]*>([^<]+)</h2>", doc)
+    assert heads[0] == "What limits each phase", heads
+    verdict = doc[doc.index("What limits each phase"):doc.index("<h2>Run</h2>")]
+    assert "server-lock" in verdict and "server-cpu" in verdict
+    links = set(re.findall(r"href='#([a-z]+)'", verdict))
+    assert links and links <= set(re.findall(r"<h2 id='([a-z]+)'", doc))
+
+
+def test_the_evidence_is_json(writers_queries):
+    for p in writers_queries.values():
+        json.dumps(p["limiter"])
+        assert set(p["limiter"]) >= {"resource", "share", "evidence"}
+        assert [x["share"] for x in p["limits"]] == sorted(
+            (x["share"] for x in p["limits"]), reverse=True)
+
+
+# --- YCSB, nothing injected ------------------------------------------------------------
+
+SHARED = Path(os.environ.get("MONGOPROBE_SHARED", ROOT.parent / "shared"))
+YCSB = SHARED / "ycsb"
+
+
+@pytest.fixture(scope="module")
+def ycsb(tmp_path_factory):
+    if not (YCSB / "lib").is_dir():
+        pytest.skip(f"{YCSB}: no YCSB here (set MONGOPROBE_SHARED)")
+    if shutil.which("java") is None:
+        pytest.skip("no java on PATH (YCSB needs Java 17)")
+    cp = f"{YCSB}/lib/*:{YCSB}/mongodb-binding/lib/*"
+    lines = []
+    for mode in ("-load", "-t"):
+        args = ["java", "-cp", cp, "site.ycsb.Client", mode, "-db",
+                "site.ycsb.db.MongoDbClient", "-P", f"{YCSB}/workloads/workloada",
+                "-p", "recordcount=1000", "-p", "operationcount=600", "-threads", "4",
+                "-s", "-p", "status.interval=1"]
+        lines.append(" ".join(map(shlex.quote, args))
+                     + ' -p mongodb.url="${MONGOPROBE_URI}ycsb?w=1"')
+    run = tmp_path_factory.mktemp("verdict-ycsb") / "run"
+    return record(run, ["sh", "-ec", "\n".join(lines)], "--target", "embedded")
+
+
+def test_ycsb_verdicts_agree_with_its_own_latency(ycsb):
+    assert set(ycsb) == {"load", "workloada"}
+    for p in ycsb.values():
+        t = p["time_split"]
+        client, server = t["client_us"], t["server_us"]
+        assert client and server, p["name"]
+        inside = server / client    # of YCSB's own mean latency, the server's part
+        r = _limiter(p)
+        if r.startswith("server-"):
+            # the limit is in the server only if YCSB's requests spent most of the
+            # latency YCSB measured inside it
+            assert inside >= 0.5, (p["name"], r, inside)
+        else:
+            assert r in ("load-tool", "network", "none"), r
+            assert inside < 0.75 or _share(p, "load-tool") > 0.5, (p["name"], r, inside)
+
+
+# --- FerretDB on PostgreSQL: the limit can sit in another process -----------------------
+
+
+@pytest.fixture(scope="module")
+def postgres_writes(tmp_path_factory):
+    try:
+        target.postgres_bin()
+    except target.TargetError as e:
+        pytest.skip(str(e))
+    d = tmp_path_factory.mktemp("verdict-pg")
+    info = target.start(d / "target", backend="postgresql")
+    try:
+        return d / "run", record(d / "run", _load("--phases", "4i.0q:10s"), "-p",
+                                 str(info.pid), "--uri", info.uri, "--metrics-url",
+                                 info.metrics_url)
+    finally:
+        target.stop(d / "target")
+
+
+def test_postgresql_backends_are_measured_as_the_servers_downstream(postgres_writes):
+    run, ph = postgres_writes
+    from mongoprobe import treestat
+    t = treestat.read(run / "treestat.txt")
+    # the postmaster and its backends, found from FerretDB's connections
+    assert (t["role"] == "downstream").any() and t.loc[t["role"] == "downstream",
+                                                        "procs"].max() >= 3
+    p = ph["4i.0q"]
+    # measured here: most of a write's time in the server is spent waiting on
+    # PostgreSQL (its backends short of CPU on this shared machine)
+    assert _share(p, "server-downstream") >= 0.2, p["limits"]
+    assert _limiter(p) in ("server-downstream", "server-cpu"), p["limits"]
+    down = next(x for x in p["limits"] if x["resource"] == "server-downstream")
+    assert "another process" in down["evidence"][0]
