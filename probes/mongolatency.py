@@ -194,7 +194,7 @@ def load_wirefacts():
     if "mongoprobe.wirefacts" in sys.modules:
         return sys.modules["mongoprobe.wirefacts"]
     # installed: <pkg>/<data dir>/probes/ or <pkg>/probes/; checkout: analyzer/mongoprobe
-    paths = [os.path.join(HERE, *up, "wirefacts.py") for up in ((".."), ("..", ".."))]
+    paths = [os.path.join(HERE, *up, "wirefacts.py") for up in (("..",), ("..", ".."))]
     paths.insert(0, os.path.join(HERE, "..", "analyzer", "mongoprobe", "wirefacts.py"))
     try:
         spec = importlib.util.find_spec("mongoprobe")    # finds, does not run it
@@ -203,7 +203,9 @@ def load_wirefacts():
     if spec is not None and spec.submodule_search_locations:
         paths += [os.path.join(d, "wirefacts.py") for d in spec.submodule_search_locations]
     for path in paths:
-        if os.path.isfile(path):
+        # in a package directory only (never a stray file above a checkout)
+        if os.path.isfile(path) and os.path.isfile(
+                os.path.join(os.path.dirname(path), "__init__.py")):
             spec = importlib.util.spec_from_file_location("mongoprobe_wirefacts", path)
             mod = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)
