@@ -291,3 +291,30 @@ def test_live_bcc_tool_json_is_the_analyzers_of_its_own_events(tmp_path):
         v = ev.loc[ev["opcode"] == op, "latency_ns"]
         assert len(v) == g["count"], op            # one event per timed request
         assert pick(g) == pick(want["by_op"][op]) == exact_figures(v), op
+
+
+@pytest.mark.parametrize("layout", ["_data/probes", "elsewhere"])
+def test_bcc_tool_finds_wirefacts_installed_without_running_the_package(tmp_path, layout):
+    """Installed, the tools live in the package (mongoprobe/_data/probes/) or anywhere
+    with the package importable: they load its wirefacts.py by path, and the package's
+    __init__ (pandas) never runs under the system python3."""
+    if not shutil.which(SYSTEM_PYTHON):
+        pytest.skip("no system python3")
+    pkg = tmp_path / "site" / "mongoprobe"
+    tools = pkg / "_data" / "probes" if layout == "_data/probes" else tmp_path / "elsewhere"
+    tools.mkdir(parents=True)
+    pkg.mkdir(parents=True, exist_ok=True)
+    for f in (*TOOL.parent.glob("*.py"), *TOOL.parent.glob("*.h")):
+        shutil.copy(f, tools / f.name)
+    shutil.copy(wirefacts.__file__, pkg / "wirefacts.py")
+    (pkg / "__init__.py").write_text('raise ImportError("the package ran: pandas needed")\n')
+    script = ("import importlib.util, sys\n"
+              f"spec = importlib.util.spec_from_file_location('t', {str(tools / TOOL.name)!r})\n"
+              "tool = importlib.util.module_from_spec(spec)\n"
+              "spec.loader.exec_module(tool)\n"
+              "print(tool.wf.__file__, 'mongoprobe' in sys.modules)\n")
+    p = subprocess.run([SYSTEM_PYTHON, "-c", script], capture_output=True, text=True,
+                       cwd=tmp_path, env={"PYTHONPATH": str(pkg.parent)}, timeout=60)
+    assert p.returncode == 0, p.stderr
+    path, ran = p.stdout.split()
+    assert Path(path).resolve() == (pkg / "wirefacts.py").resolve() and ran == "False"
