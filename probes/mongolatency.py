@@ -16,8 +16,10 @@
 # shared with mongosnoop.py): a state machine per connection (pid, fd) frames
 # receives and sends into messages, reads each request's command name, and
 # matches replies to requests by responseTo. Latencies are aggregated in the
-# kernel as log2 histograms per opcode (default, -O), per command (-C) or per
-# connection (-c); only counts and sums cross to user space.
+# kernel as log-linear histograms (32 buckets per power of two) per second and
+# (command, opcode) or connection; only counts and sums cross to user space,
+# printed per opcode (default, -O), per command (-C) or per connection (-c) as
+# bcc's log2 tables.
 #
 # Hooks (syscall tracepoints only, the target kernel has no kprobes):
 # sys_enter/sys_exit of read, readv, recvfrom, recvmsg (requests) and write,
@@ -78,12 +80,14 @@
 # Here the 808 requests matched FerretDB's request metrics command by command.
 #
 # -j prints one JSON object per interval (and at the end): by_command, by_op,
-# by_conn ({"count", "avg_ns", "p50_ns", "p99_ns", "max_ns", "requests",
-# "errors", "error_codes", "hist": [{"lo_ns", "hi_ns", "count"}]}; errors: the
-# replies with ok: 0, per code in error_codes (probes/README.md, "Replies that
-# failed"; the text output adds "errors N (59 CommandNotFound: n)" to the
-# count line); p50/p99 interpolated in the log2
-# buckets, exact from the events with --events), requests_by_command,
+# by_conn ({"count", "avg_ns", "p50_ns", "p95_ns", "p99_ns", "max_ns",
+# "requests", "errors", "error_codes", "hist": [{"lo_ns", "hi_ns", "count"}]};
+# errors: the replies with ok: 0, per code in error_codes (probes/README.md,
+# "Replies that failed"; the text output adds "errors N (59 CommandNotFound: n)"
+# to the count line); percentiles are nearest-rank: exact from the events with
+# --events, else the middle of the log-linear bucket [lo_ns, hi_ns) of that
+# rank, within 1.6%, at most the exact max (mongoprobe's wirefacts.stats, the
+# statistic of every mongoprobe view), requests_by_command,
 # requests_by_op, lost, counts. The kernel counters are cumulative and the
 # intervals their differences: interval reports add up to the run exactly.
 #
@@ -164,11 +168,9 @@ import argparse
 import array
 import ctypes as ct
 import json
-import math
 import os
 import re
 import signal
-import socket
 import struct
 import sys
 import time
@@ -180,11 +182,39 @@ sys.path.insert(0, HERE)
 import tlshooks  # noqa: E402  (which TLS library the target uses, where to hook it)
 from compressednames import compressed_command  # noqa: E402
 
-OPCODES = {
-    1: "OP_REPLY", 2001: "OP_UPDATE", 2002: "OP_INSERT", 2004: "OP_QUERY",
-    2005: "OP_GET_MORE", 2006: "OP_DELETE", 2007: "OP_KILL_CURSORS",
-    2012: "OP_COMPRESSED", 2013: "OP_MSG",
-}
+
+def load_wirefacts():
+    """mongoprobe's wirefacts module (opcodes, error codes, the footer, buckets, the
+    statistic, /proc readers): the analyzer's own copy, never a second one. It is
+    one stdlib-only file, loaded by its path so that the package's __init__ (which
+    needs pandas) does not run under the system python3: the one already imported
+    (the analyzer runs this tool in-process), else the copy in the package this
+    tool ships in or in the checkout it sits in, else the installed package's."""
+    import importlib.util
+    if "mongoprobe.wirefacts" in sys.modules:
+        return sys.modules["mongoprobe.wirefacts"]
+    # installed: <pkg>/<data dir>/probes/ or <pkg>/probes/; checkout: analyzer/mongoprobe
+    paths = [os.path.join(HERE, *up, "wirefacts.py") for up in (("..",), ("..", ".."))]
+    paths.insert(0, os.path.join(HERE, "..", "analyzer", "mongoprobe", "wirefacts.py"))
+    try:
+        spec = importlib.util.find_spec("mongoprobe")    # finds, does not run it
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.submodule_search_locations:
+        paths += [os.path.join(d, "wirefacts.py") for d in spec.submodule_search_locations]
+    for path in paths:
+        # in a package directory only (never a stray file above a checkout)
+        if os.path.isfile(path) and os.path.isfile(
+                os.path.join(os.path.dirname(path), "__init__.py")):
+            spec = importlib.util.spec_from_file_location("mongoprobe_wirefacts", path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            return mod
+    sys.exit("%s: mongoprobe's wirefacts.py not found (looked in %s)" % (
+        os.path.basename(__file__), ", ".join(paths)))
+
+
+wf = load_wirefacts()
 UNIT_ABBR = {"nsecs": "ns", "usecs": "us", "msecs": "ms"}
 UNIT_DIV = {"nsecs": 1, "usecs": 1000, "msecs": 1000000}
 SYSCALLS = "read/readv/recvfrom/recvmsg/write/writev/sendto/sendmsg"
@@ -215,21 +245,12 @@ AGGS = 4096                     # aggregates (slice, command, opcode) at once
 CACHE_SETS, CACHE_BITS = 4, 4     # lat_cache: 4 sets of 2^4 slots (mongo_wire.h)
 CACHE_WAYS = 1 << CACHE_BITS
 
-# Log-linear latency buckets, the rule of mongoprobe.loglinear (mongo_wire.h
-# computes the same index): values below 32 ns are their own bucket; above, 32
-# sub-buckets per power of two. The kernel keeps buckets 0..NB-1; the last one
-# also holds everything longer (2^36 ns and up).
-SUB_BITS = 5
-SUB = 1 << SUB_BITS
-NB = 1024
-
-
-def bucket_bounds(b):
-    """[lo, hi) in ns of log-linear bucket b."""
-    if b < SUB:
-        return b, b + 1
-    e, s = b // SUB + SUB_BITS - 1, b % SUB
-    return (SUB + s) << (e - SUB_BITS), (SUB + s + 1) << (e - SUB_BITS)
+# Log-linear latency buckets (mongo_wire.h computes the index wirefacts.bucket
+# gives): values below 32 ns are their own bucket; above, 32 sub-buckets per
+# power of two; bucket b holds [lo, hi) = wirefacts.bounds(b). The kernel keeps
+# buckets 0..NB-1; the last one also holds everything longer (2^36 ns and up).
+SUB_BITS, NB = wf.SUB_BITS, wf.NB
+bucket_bounds = wf.bounds
 
 
 class MwEvent(ct.Structure):
@@ -314,8 +335,7 @@ class CompressedNames(object):
         return ct.addressof(copy), copy
 
 
-def opname(op):
-    return OPCODES.get(op, "OP_%d" % op)
+opname = wf.opcode_name
 
 
 def cmdname(raw):
@@ -686,18 +706,7 @@ def io_uring_fds(pid, fresh=False):
     return IO_URING_SEEN[pid][1]
 
 
-def io_uring_scan(pid):
-    n = 0
-    try:
-        for fd in os.listdir("/proc/%d/fd" % pid):
-            try:
-                if os.readlink("/proc/%d/fd/%s" % (pid, fd)) == "anon_inode:[io_uring]":
-                    n += 1
-            except OSError:
-                pass
-    except OSError:
-        pass
-    return n
+io_uring_scan = wf.io_uring_instances
 
 
 def read_counts(v, extra_dropped=0, pending=0, pid=None, fresh=False):
@@ -736,54 +745,12 @@ def read_counts(v, extra_dropped=0, pending=0, pid=None, fresh=False):
 
 
 def footer(totals, out=sys.stdout):
-    c, l = totals["counts"], totals["lost"]
-    print("requests: %d  replies: %d  stream replies: %d  "
-          "no-reply (moreToCome): %d" % (c["requests"], c["replies"],
-                                        c["stream_replies"], c["no_reply"]),
-          file=out)
-    print("lost: unmatched replies %d, requests without reply %d, "
-          "malformed headers %d, dropped events %d" % (
-              l["unmatched_replies"], l["requests_without_reply"],
-              l["malformed"], l["dropped"]), file=out)
-    tls = totals.get("tls") or {}
-    if tls.get("hooked"):
-        bio = ""
-        if tls.get("memory_bio"):
-            bio = "; %d on memory BIOs, %d of them tied to their socket" % (
-                tls["memory_bio"], tls.get("memory_bio_tied", 0))
-        print("tls: %d connections decoded (%d calls with plaintext%s)" % (
-            tls["connections"], tls["calls"], bio), file=out)
-    line = untraced_line(totals.get("untraced"))
-    if line:
-        print(line, file=out)
+    """The footer, then the TLS and "not traced" lines (wirefacts.loss_lines)."""
+    print(wf.loss_lines(totals["counts"], totals["lost"], totals.get("tls"),
+                        totals.get("untraced")), file=out)
 
 
-def untraced_line(u):
-    """One line when the target moves messages the probe cannot decode
-    (mongoprobe.latency.untraced_line says the same)."""
-    if not u:
-        return ""
-    parts = []
-    if u.get("mmsg_calls") or u.get("io_uring_calls") or u.get("io_uring_fds"):
-        parts.append("%d recvmmsg/sendmmsg calls, %d io_uring_enter calls, %d io_uring "
-                     "instances: the messages they carry are not decoded" % (
-                         u.get("mmsg_calls", 0), u.get("io_uring_calls", 0),
-                         u.get("io_uring_fds", 0)))
-    if u.get("tls_connections") and u.get("tls_hooked"):
-        parts.append("%d connections look like TLS (records 0x16/0x17 0x03) and the "
-                     "hooked TLS library gave none of their plaintext: their requests "
-                     "are not seen" % u["tls_connections"])
-    elif u.get("tls_connections"):
-        parts.append("%d connections look like TLS (records 0x16/0x17 0x03) and no TLS "
-                     "library is hooked: their requests are not seen"
-                     % u["tls_connections"])
-    if u.get("tls_calls_without_socket"):
-        parts.append("%d TLS calls returned plaintext with no socket syscall inside "
-                     "them nor earlier on their connection, and no SSL * to key them "
-                     "by (Go crypto/tls on no socket; OpenSSL without SSL_free, or "
-                     "its map full: raise --max-connections): not decoded"
-                     % u["tls_calls_without_socket"])
-    return "not traced: " + "; ".join(parts) if parts else ""
+untraced_line = wf.untraced_line
 
 
 def dropped_hint(tool, n, ringbuf):
@@ -805,73 +772,17 @@ def on_sigterm():
 
 # ---- peers of connections (-c) ---------------------------------------------
 
-def _addr(hexaddr):
-    ip, port = hexaddr.split(":")
-    raw = bytes.fromhex(ip)
-    if len(raw) == 4:
-        host = socket.inet_ntop(socket.AF_INET, raw[::-1])
-    else:
-        words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
-        host = socket.inet_ntop(socket.AF_INET6, words)
-        if host.startswith("::ffff:") and "." in host:
-            host = host[7:]
-        else:
-            host = "[%s]" % host
-    return "%s:%d" % (host, int(port, 16))
-
-
 def peers(pid):
-    """{socket inode: remote address} from the pid's network namespace."""
-    out = {}
-    for name in ("tcp", "tcp6"):
-        try:
-            with open("/proc/%d/net/%s" % (pid, name)) as f:
-                next(f)
-                for line in f:
-                    p = line.split()
-                    if len(p) > 9:
-                        out[p[9]] = _addr(p[2])
-        except (OSError, ValueError, StopIteration):
-            pass
-    return out
+    """{socket inode: (local, remote)} of the pid's network namespace."""
+    return wf.tcp_sockets(pid)
 
 
-def peer_of(pid, fd, table):
-    try:
-        link = os.readlink("/proc/%d/fd/%d" % (pid, fd))
-    except OSError:
-        return "(closed)"
-    if link.startswith("socket:["):
-        return table.get(link[8:-1], "(socket)")
-    return "(%s)" % link
+peer_of = wf.peer_text
 
 
 # ---- the kernel's slices ---------------------------------------------------
 
-class Agg(object):
-    """count, sum_ns, max_ns, noreply, {bucket: count}, errors (replies with
-    ok: 0) and {error code: count} of one key."""
-    __slots__ = ("count", "sum_ns", "max_ns", "noreply", "hist", "errors", "codes")
-
-    def __init__(self):
-        self.count = self.sum_ns = self.max_ns = self.noreply = self.errors = 0
-        self.hist = {}
-        self.codes = {}
-
-    def add(self, other):
-        self.count += other.count
-        self.sum_ns += other.sum_ns
-        self.max_ns = max(self.max_ns, other.max_ns)
-        self.noreply += other.noreply
-        self.errors += other.errors
-        for k, c in other.codes.items():
-            self.codes[k] = self.codes.get(k, 0) + c
-        for k, c in other.hist.items():
-            self.hist[k] = self.hist.get(k, 0) + c
-
-    def row(self):
-        return [self.count, self.sum_ns, self.max_ns, self.noreply,
-                sorted(self.hist.items()), self.errors, sorted(self.codes.items())]
+Agg = wf.Agg          # one key's count, sum, max, buckets and failures
 
 
 def take_slices(b, final=False, now=None):
@@ -1034,29 +945,6 @@ class Report(object):
                 self.by["op"].setdefault(key[1], Agg()).add(agg)
 
 
-def pct_hist(hist, p, maxv):
-    """Nearest-rank percentile from log-linear buckets: the bucket's midpoint
-    (within 1.6% of the true value), at most the exact maximum."""
-    n = sum(hist.values())
-    if n == 0:
-        return 0
-    rank = max(int(math.ceil(p * n)), 1)
-    cum = 0
-    for b in sorted(hist):
-        cum += hist[b]
-        if cum >= rank:
-            lo, hi = bucket_bounds(b)
-            return int(min((lo + hi - 1) / 2.0, maxv))
-    return int(maxv)
-
-
-def pct_exact(sorted_lat, p):
-    if not sorted_lat:
-        return 0
-    i = max(0, int(math.ceil(p * len(sorted_lat))) - 1)
-    return int(sorted_lat[i])
-
-
 def json_hist(hist):
     return [{"lo_ns": bucket_bounds(b)[0], "hi_ns": bucket_bounds(b)[1], "count": int(c)}
             for b, c in sorted(hist.items()) if c]
@@ -1067,8 +955,7 @@ def log2_slots(hist, div):
     buckets in a unit of div ns, each bucket placed by its midpoint."""
     vals = [0] * 65
     for b, c in hist.items():
-        lo, hi = bucket_bounds(b)
-        v = int((lo + hi - 1) / 2.0 / div)
+        v = wf.middle(*bucket_bounds(b)) // div
         vals[min(v.bit_length(), 64)] += c
     return vals
 
@@ -1092,34 +979,11 @@ def label(view, key, pid, table):
     return key
 
 
-# The codes of failed commands most often seen (mongod's error_codes.yml; FerretDB
-# answers with the same codes); others are shown by number.
-CODE_NAMES = {
-    1: "InternalError", 2: "BadValue", 4: "NoSuchKey", 9: "FailedToParse",
-    11: "UserNotFound", 13: "Unauthorized", 14: "TypeMismatch",
-    18: "AuthenticationFailed", 20: "IllegalOperation", 26: "NamespaceNotFound",
-    27: "IndexNotFound", 43: "CursorNotFound", 48: "NamespaceExists",
-    50: "MaxTimeMSExpired", 59: "CommandNotFound", 67: "CannotCreateIndex",
-    72: "InvalidOptions", 73: "InvalidNamespace", 85: "IndexOptionsConflict",
-    86: "IndexKeySpecsConflict", 112: "WriteConflict", 115: "CommandNotSupported",
-    166: "CommandNotSupportedOnView", 238: "NotImplemented", 251: "NoSuchTransaction",
-    10107: "NotWritablePrimary", 11000: "DuplicateKey", 11600: "InterruptedAtShutdown",
-    13435: "NotPrimaryNoSecondaryOk",
-}
-
-
-def code_text(code):
-    if code == -1:
-        return "no code"
-    return "%d %s" % (code, CODE_NAMES[code]) if code in CODE_NAMES else str(code)
-
-
 def errors_text(d):
     """"  errors N (code name: n, ...)" of an Agg with failed replies, else ""."""
     if not d.errors:
         return ""
-    codes = ", ".join("%s: %d" % (code_text(c), n) for c, n in
-                      sorted(d.codes.items(), key=lambda kv: -kv[1]))
+    codes = wf.error_summary(d.codes)
     return "  errors %d%s" % (d.errors, " (%s)" % codes if codes else "")
 
 
@@ -1148,16 +1012,11 @@ def json_view(rep, view, pid, lat_by, table):
         name = str(key)
         exact = sorted(lat_by.get((view, key), ())) if lat_by is not None else None
         n = d.count
-        if exact and len(exact) == n:
-            p50, p99 = pct_exact(exact, 0.50), pct_exact(exact, 0.99)
-        else:
-            p50 = pct_hist(d.hist, 0.50, d.max_ns)
-            p99 = pct_hist(d.hist, 0.99, d.max_ns)
-        e = {"count": n, "avg_ns": int(round(d.sum_ns / n)) if n else 0,
-             "p50_ns": p50, "p99_ns": p99, "max_ns": d.max_ns,
-             "hist": json_hist(d.hist), "requests": n + d.noreply,
-             "errors": d.errors,
-             "error_codes": {str(c): v for c, v in sorted(d.codes.items())}}
+        # the events' exact values when every request of the key has one
+        e = d.stats(exact if exact and len(exact) == n else None)
+        e.update({"hist": json_hist(d.hist), "requests": n + d.noreply,
+                  "errors": d.errors,
+                  "error_codes": {str(c): v for c, v in sorted(d.codes.items())}})
         if view == "conn" and key & MW_TLS_SSL:
             e["fd"] = None
             e["peer"] = SSL_UNTIED

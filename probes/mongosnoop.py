@@ -84,7 +84,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import mongolatency as mw  # noqa: E402  (shared loader, events, footer)
+import mongolatency as mw  # noqa: E402  (shared loader, events)
+wf = mw.wf  # mongoprobe's wirefacts (opcode names, the footer), as mongolatency found it
 
 examples = """examples:
     ./mongosnoop.py -p 181           # one line per request, Ctrl-C ends
@@ -138,7 +139,7 @@ def main(argv=None):
         else:
             out.write((HDR + "\n") % (
                 "%.3f" % ((ev.ts - t0) / 1e9), args.pid, ev.tid, mw.conn_id(ev.fd),
-                ev.request_id, mw.opname(ev.opcode), mw.cmdname(ev.cmd),
+                ev.request_id, wf.opcode_name(ev.opcode), mw.cmdname(ev.cmd),
                 ev.bytes_in, ev.bytes_out, "%.2f" % (ev.latency_ns / 1e3)))
 
     events = mw.Events(b, ringbuf, on_event)

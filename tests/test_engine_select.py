@@ -64,9 +64,11 @@ def _start(*args: str, env: dict | None = None) -> tuple[subprocess.Popen, list[
 
 
 @pytest.mark.target           # (its own TLS FerretDB)
-def test_latency_default_decodes_tls_ferretdb(tls_ferretdb, need_bcc):
+def test_latency_default_decodes_tls_ferretdb(tls_ferretdb, need_bcc, monkeypatch):
     """No --engine, a TLS FerretDB: bcc (the one engine that decodes Go's crypto/tls),
-    said in one line; every request counted as FerretDB counts it."""
+    said in one line; every request counted as FerretDB counts it. Sized by the real
+    default, whose computed memory must match what the kernel loaded."""
+    monkeypatch.delenv("MONGOPROBE_MAX_CONNECTIONS", raising=False)
     info = tls_ferretdb
     before = target.request_counts(info.metrics_url)
     cli, said = _start("latency", "-p", str(info.pid), "--json")

@@ -67,6 +67,7 @@ JSON = "json"        # stdout: JSON (one document, or one per line)
 EXPECT = {
     # target
     "mongoprobe target start": ("stdout", r"^pid +\d+\nuri +mongodb://"),
+    "mongoprobe target start --backend postgresql": ("stdout", r"^pid +\d+\nuri +mongodb://"),
     "mongoprobe target status --json": (JSON, "uri"),
     "mongoprobe target start --tls --json": ("stdout", r"tls=true"),
     "mongoprobe target stop": ("stdout", r"^stopped$"),
@@ -146,8 +147,9 @@ EXPECT = {
     "mongoprobe phases RUN --json": (JSON, "phases"),
     "mongoprobe phases RUN --phases warm=0..4,steady=4..12": ("stdout", r"\nsteady +"),
     "mongoprobe report RUN -o report.html": ("report.html", r"</html>"),
-    "mongoprobe report RUN --diff 2i.1q 0i.2q": ("report.html", r"</html>"),
-    "mongoprobe report RUN --phases warm=0..4,steady=4..12": ("report.html", r"steady"),
+    "mongoprobe report RUN": ("RUN/report.html", r"</html>"),
+    "mongoprobe report RUN --diff 2i.1q 0i.2q": ("RUN/report.html", r"</html>"),
+    "mongoprobe report RUN --phases warm=0..4,steady=4..12": ("RUN/report.html", r"steady"),
     # capture, pcap
     "mongoprobe capture -o run.pcapng --port 27017": ("stdout", r"^run\.pcapng$"),
     "mongoprobe capture -o run.pcapng --port 27017 -d 60": ("stdout", r"^run\.pcapng$"),
@@ -288,6 +290,8 @@ def _needs(example: str) -> list[str]:
         needs.append("capture")
     if cmd == "record" and "embedded" in words or cmd == "target":
         needs.append("ferretdb")
+    if "postgresql" in words:
+        needs.append("postgresql")
     if any(w.endswith(".svg") for w in words):
         needs.append("svg")
     return needs
@@ -303,12 +307,22 @@ def _why_not(needs: list[str]) -> str | None:
                "dtrace": probes.why_cannot_dtrace, "capture": why_cannot_capture,
                "perf": lambda: (probes.why_cannot_trace() or (
                    None if shutil.which("perf") else "perf is not installed")),
+               "postgresql": _why_no_postgresql,
                "ferretdb": lambda: (None if target.ferretdb_binary().exists() else
                                     f"{target.ferretdb_binary()} not built: run "
                                     "scripts/setup.sh"),
                "svg": _why_no_renderer, "target": lambda: None}[n]()
         if why:
             return why
+    return None
+
+
+def _why_no_postgresql() -> str | None:
+    from mongoprobe import target
+    try:
+        target.postgres_bin()
+    except target.TargetError as e:
+        return str(e)
     return None
 
 
@@ -464,7 +478,7 @@ def test_example(example: str, tmp_path, request, capsys, monkeypatch) -> None:
         return
     text = {"stdout": out, "stderr": err}.get(where)
     if text is None:
-        f = tmp_path / where
+        f = tmp_path / where.replace("RUN", "run-sample")     # as _adapt does the command
         assert f.exists(), f"{cmd}: wrote no {where}; stderr: {err[-2000:]}"
         text = f.read_text(errors="replace")
     assert re.search(what, text, re.M), f"{cmd}: {where} lacks {what!r}:\n{text[:2000]}"

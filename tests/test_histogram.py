@@ -88,17 +88,20 @@ HAND = H.from_buckets([(2, 4, 2), (4, 8, 6), (8, 16, 2)])  # 10 values
 
 @pytest.mark.parametrize(
     "q, expected",
-    [(0, 2.0), (10, 3.0), (20, 4.0), (50, 6.0), (80, 8.0), (90, 12.0), (100, 16.0)],
+    [(0, 2), (10, 2), (20, 2), (50, 5), (80, 5), (90, 11), (100, 11)],
 )
-def test_percentile_interpolates_inside_the_bucket(q: float, expected: float) -> None:
-    # p50: rank 5 is the 3rd of the 6 values in [4, 8) -> 4 + 4 * 3/6 = 6
-    assert H.percentile(HAND, q) == pytest.approx(expected)
+def test_percentile_is_the_middle_of_the_nearest_rank_bucket(q: float, expected: int) -> None:
+    # p50: rank ceil(0.5 * 10) = 5 lies in [4, 8), whose integers 4..7 have the middle
+    # 4 + (8 - 4 - 1) // 2 = 5; p90: rank 9 in [8, 16) -> 11 (wirefacts' one estimator)
+    assert H.percentile(HAND, q) == expected
+    # the exact max, when the probe counted it, caps the estimate
+    assert H.percentile(HAND, q, max_ns=9) == min(expected, 9)
 
 
 def test_percentile_skips_empty_buckets_and_rejects_bad_input() -> None:
     h = H.from_buckets([(0, 1, 0), (1, 2, 4), (2, 4, 0), (4, 8, 0), (8, 16, 4), (16, 32, 0)])
-    assert H.percentile(h, 50) == pytest.approx(2.0)  # the upper edge of [1, 2)
-    assert H.percentile(h, 75) == pytest.approx(12.0)
+    assert H.percentile(h, 50) == 1  # rank 4: [1, 2) holds only 1
+    assert H.percentile(h, 75) == 11  # rank 6: [8, 16)
     with pytest.raises(ValueError):
         H.percentile(H.empty(), 50)
     with pytest.raises(ValueError):
@@ -140,7 +143,8 @@ def test_json_buckets_round_trip_keeps_only_non_empty() -> None:
 def test_summary_mean_needs_the_exact_sum() -> None:
     s = H.summary(HAND)
     assert s["count"] == 10 and s["avg_ns"] is None
-    assert s["p50_ns"] == pytest.approx(6.0) and s["max_ns"] == 16
+    # without the exact max: the largest value the last bucket [8, 16) holds
+    assert s["p50_ns"] == 5 and s["max_ns"] == 15
     assert H.summary(HAND, exact_sum=61)["avg_ns"] == pytest.approx(6.1)
     assert H.summary(H.empty())["count"] == 0
 
@@ -223,21 +227,16 @@ def _bcc_tool():
     return tool
 
 
-def test_bcc_tool_buckets_are_the_analyzers():
-    """probes/mongolatency.py (which runs alone, without mongoprobe) bounds its kernel's
-    log-linear buckets as mongoprobe.loglinear does, and its JSON percentiles are the
-    nearest-rank bucket midpoints the analyzer computes."""
-    from mongoprobe import loglinear
+def test_bcc_tool_uses_the_analyzers_wirefacts():
+    """probes/mongolatency.py bounds its kernel's log-linear buckets and computes its
+    percentiles with the analyzer's own module (mongoprobe.wirefacts), not a copy."""
+    from mongoprobe import loglinear, wirefacts
 
     tool = _bcc_tool()
+    assert tool.wf is wirefacts          # the analyzer had imported it: the same module
     assert (tool.SUB_BITS, tool.NB) == (loglinear.SUB_BITS, 1024)
-    for b in list(range(0, 200)) + [511, 512, 1000, 1023]:
-        lo, hi = loglinear.bounds(b)
-        assert tool.bucket_bounds(b) == (lo, hi + 1), b
-    values = np.array([0, 1, 31, 32, 33, 1000, 1023, 1024, 5_000, 70_000, 123_456_789])
-    hist = dict(zip(*np.unique(loglinear.index(values), return_counts=True)))
-    for q in (50, 90, 99):
-        assert tool.pct_hist(hist, q / 100, 10**12) == int(loglinear.percentile(hist, q)), q
+    assert tool.bucket_bounds is loglinear.bounds is wirefacts.bounds
+    assert not hasattr(tool, "pct_hist") and not hasattr(tool, "CODE_NAMES")
 
 
 def test_bcc_tool_adds_up_the_cpus_and_the_slices():

@@ -39,13 +39,11 @@ import pytest
 
 import wireclient
 from helpers.versions import version_rows
-from helpers.wire import (BCC_TOOL, BPFTRACE_TOOL, DTRACE_TOOL, UNAVAILABLE, Observed, Probe,
+from helpers.wire import (BCC_TOOL, BPFTRACE_TOOL, CONNECTIONS, DTRACE_TOOL, UNAVAILABLE, Observed, Probe,
                           all_modes_server, bcc_report, from_bcc, from_bpftrace, from_dtrace,
                           tool_unavailable)
 from wireserver import MODES    # the server patterns, each run under every engine
 from mongoprobe import probes as mp_probes
-
-CONNECTIONS = 4
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(UNAVAILABLE is not None, reason=str(UNAVAILABLE))]
 
@@ -68,10 +66,10 @@ class Run:
 
 def start_probe(engine: str, binary: str, pid: int, workdir: Path) -> Probe:
     if engine == "bpftrace":
-        # the package's settings, as mongoprobe runs it
-        return Probe([binary, "-f", "json", str(BPFTRACE_TOOL), str(pid)],
+        # the package's settings (Probe sets BPFTRACE_ENV), as mongoprobe runs it
+        return Probe([binary, "-f", "json", *mp_probes.BPFTRACE_WIRE_OPTS, str(BPFTRACE_TOOL), str(pid)],
                      lambda p: any('"Tracing MongoDB' in line for line in p.lines), workdir / "probe.err",
-                     env={**mp_probes.BPFTRACE_ENV, **mp_probes.bpftrace_keys(1024)})  # fmt: skip
+                     env=mp_probes.bpftrace_keys(1024))  # fmt: skip
     if engine == "dtrace":
         return Probe([str(mp_probes.dtrace_binary()), "-s", str(DTRACE_TOOL), "-p", str(pid)],
                      lambda p: any("Tracing MongoDB" in line for line in p.lines),

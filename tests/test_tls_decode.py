@@ -119,7 +119,8 @@ def _openssl_probe(engine: str, pid: int, tmp_path: Path) -> Probe:
     from mongoprobe import wire_probe
     hook, notes = wire_probe.bpftrace_tls_hook(pid, "on")
     assert notes == [f"mongo_latency_tls.bt: TLS plaintext from {hook.describe()}"]
-    return Probe([mp_probes.bpftrace_binary(), "-f", "json", str(BPFTRACE_TLS_TOOL), str(pid), "0", "0",
+    return Probe([mp_probes.bpftrace_binary(), "-f", "json", *mp_probes.BPFTRACE_WIRE_OPTS,
+                  str(BPFTRACE_TLS_TOOL), str(pid), "0", "0",
                   hook.path],
                  lambda p: any('"Tracing MongoDB' in line for line in p.lines),
                  tmp_path / "probe.err")

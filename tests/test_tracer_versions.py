@@ -39,9 +39,9 @@ def server(tmp_path):
 def test_bpftrace_snoop_lines(engine, version, binary, server, tmp_path) -> None:
     """mongo_snoop.bt: one line per timed reply, every line read by the analyzer."""
     pid, ports = server
-    probe = Probe([binary, str(ROOT / "probes" / "mongo_snoop.bt"), str(pid)],
+    probe = Probe([binary, *mp_probes.BPFTRACE_WIRE_OPTS, str(ROOT / "probes" / "mongo_snoop.bt"), str(pid)],
                   lambda p: any(line.startswith("TIME(s)") for line in p.lines),
-                  tmp_path / "probe.err", env=mp_probes.BPFTRACE_ENV)
+                  tmp_path / "probe.err")
     try:
         probe.wait_attached()
         # mongod reads one message per receive (the snoop tool decodes 2 at most)

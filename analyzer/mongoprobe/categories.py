@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .formats.errors import FormatError
+from .probes import data_dir
 from .stacks import Phase, slice_phase
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ def categories_file() -> Path:
     env = os.environ.get("MONGOPROBE_CATEGORIES")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "flamegraphs" / "categories.toml"
+    return data_dir("flamegraphs") / "categories.toml"
 
 
 def load_rules(path: str | os.PathLike | None = None) -> list[Rule]:

@@ -110,13 +110,14 @@ def _latency_keys(ctx: Context) -> dict:
 
 # The profilers print no long string: bpftrace's default string size for them
 # (0.27's delete() does not compile with the wire probes' 48 bytes).
-PROFILER_ENV = {k: v for k, v in _probes.BPFTRACE_ENV.items() if "STRLEN" not in k}
+PROFILER_ENV = {k: v for k, v in _probes.BPFTRACE_ENV.items()
+                if "STRLEN" not in k and "STACK" not in k}
 
 
 def _bt(name: str, script: str, fmt: str, *extra: Callable[[Context], object],
         env: dict = _probes.BPFTRACE_ENV, env_default: dict | None = None,
         env_sized: Callable[[Context], dict] | None = None,
-        tls_script: str | None = None) -> Spec:
+        tls_script: str | None = None, opts: list[str] | None = None) -> Spec:
     """A bpftrace tool; with tls_script, that one instead when the context has a TLS
     library to hook (its path the last argument)."""
     json_mode = fmt == "bpftrace-json"
@@ -125,7 +126,7 @@ def _bt(name: str, script: str, fmt: str, *extra: Callable[[Context], object],
     def argv(ctx: Context) -> list[str]:
         tls = tls_script is not None and ctx.tls_library is not None
         return ([_probes.bpftrace_binary()] + (["-f", "json"] if json_mode else [])
-                + [str(_probes.probes_dir() / (tls_script if tls else script)), str(ctx.pid)]
+                + list(opts or []) + [str(_probes.probes_dir() / (tls_script if tls else script)), str(ctx.pid)]
                 + [str(f(ctx)) for f in extra] + ([ctx.tls_library] if tls else []))
 
     return Spec(name, "probe", out, argv, fmt, READY, dict(env),
@@ -162,7 +163,8 @@ def _interval_int(ctx: Context) -> int:
 
 SPECS: dict[str, Spec] = {s.name: s for s in [
     _bt("latency", "mongo_latency.bt", "bpftrace-json", lambda c: 0,
-        lambda c: c.events_every, env_sized=_latency_keys, tls_script="mongo_latency_tls.bt"),
+        lambda c: c.events_every, env_sized=_latency_keys, tls_script="mongo_latency_tls.bt",
+        opts=_probes.BPFTRACE_WIRE_OPTS),
     _bt("profile", "profile.bt", "bpftrace-text", env=PROFILER_ENV, env_default=STACK_KEYS),
     _bt("offcpu", "offcpu.bt", "bpftrace-text", env=PROFILER_ENV, env_default=STACK_KEYS),
     _bt("flush", "flush.bt", "bpftrace-text", env=PROFILER_ENV),

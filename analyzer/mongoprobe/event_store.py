@@ -54,7 +54,6 @@ values of the buckets holding the ranks are kept.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -62,7 +61,7 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
-from . import loglinear, progress
+from . import loglinear, progress, wirefacts
 
 BATCH = 1 << 20                 # rows per batch read
 NB = 2048                       # log-linear buckets: every int64 latency has one
@@ -73,8 +72,8 @@ PROGRESS_ROWS = 4 * BATCH       # a pass over more rows shows progress on a term
 
 def rank(q: float, n: int) -> int:
     """The nearest-rank ``q`` percentile of ``n`` values is the rank(q, n)-th smallest
-    (1-based): ceil(q/100 n), at least 1."""
-    return max(math.ceil(q / 100 * n), 1)
+    (1-based): ceil(q/100 n), at least 1 (``wirefacts.rank``: one statistic)."""
+    return wirefacts.rank(q, n)
 
 
 class TooManyEvents(LookupError):

@@ -42,6 +42,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import wirefacts
+
 COLUMNS = ("lo", "hi", "count")
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -173,53 +175,41 @@ def total(h: pd.DataFrame) -> int:
     return int(validate(h)["count"].sum())
 
 
-def percentile(h: pd.DataFrame, q: float) -> float:
-    """Estimate the q-th percentile (0 <= q <= 100) from the buckets.
+def _rows(h: pd.DataFrame) -> list[tuple[int, int, int]]:
+    nz = validate(h)[h["count"] > 0]
+    return list(zip(nz["lo"].tolist(), nz["hi"].tolist(), nz["count"].tolist()))
 
-    An *estimate*: the buckets only say a value lies in ``[lo, hi)``, so this finds the
-    bucket holding the value of rank ``q/100 * total`` and interpolates linearly inside
-    it, as if its values were spread evenly. The error is at most the bucket's width (a
-    factor of 2). ``q = 0`` gives the lower bound of the first non-empty bucket, ``q = 100``
-    the upper bound of the last one. Exact percentiles come from per-request events
-    (``--events``), not from histograms. Raises ValueError on an empty histogram.
+
+def percentile(h: pd.DataFrame, q: float, max_ns: int | None = None) -> int:
+    """The nearest-rank q-th percentile (0 <= q <= 100; 0: the smallest) from the
+    buckets: the middle integer of the bucket holding the value of that rank, at most
+    ``max_ns`` (``mongoprobe.wirefacts``: the one statistic of every view). An
+    *estimate*: within half the bucket's width, 1.6% for log-linear buckets, up to 50%
+    for log2 ones. Exact percentiles come from per-request events (``--events``), not
+    from histograms. Raises ValueError on an empty histogram.
     """
     if not 0 <= q <= 100:
         raise ValueError(f"percentile q must be within [0, 100], not {q}")
-    validate(h)
-    nz = h[h["count"] > 0]
-    n = int(nz["count"].sum())
-    if n == 0:
+    rows = _rows(h)
+    if not rows:
         raise ValueError("percentile of an empty histogram")
-    rank = q / 100.0 * n
-    before = 0
-    for lo, hi, c in zip(nz["lo"].tolist(), nz["hi"].tolist(), nz["count"].tolist()):
-        if rank <= before + c:
-            if lo == INT64_MIN:  # bpftrace's (..., 0): unbounded below, report its bound
-                return float(hi)
-            return lo + (hi - lo) * max(rank - before, 0.0) / c
-        before += c
-    return float(nz["hi"].iloc[-1])  # not reached: rank <= n
+    # bpftrace's (..., 0) holds every negative value: unbounded below, its bound stands
+    rows = [(hi - 1 if lo == INT64_MIN else lo, hi, c) for lo, hi, c in rows]
+    return wirefacts.bucket_percentile(rows, q, max_ns)
 
 
-def summary(h: pd.DataFrame, exact_sum: int | None = None) -> dict[str, Any]:
-    """``{"count", "avg_ns", "p50_ns", "p99_ns", "max_ns", "hist"}`` as in ``latency --json``.
+def summary(h: pd.DataFrame, exact_sum: int | None = None,
+            exact_max: int | None = None) -> dict[str, Any]:
+    """``{"count", "avg_ns", "p50_ns", "p95_ns", "p99_ns", "max_ns", "hist"}`` as in
+    ``latency --json`` (``wirefacts.stats``).
 
     ``avg_ns`` needs ``exact_sum`` (the sum of all values, counted by the probe): buckets
-    cannot give it, so it is ``None`` without. ``p50_ns``/``p99_ns`` are ``percentile``
-    estimates and ``max_ns`` is the upper bound of the last non-empty bucket.
+    cannot give it, so it is ``None`` without. The percentiles are ``percentile``
+    estimates, and ``max_ns`` is ``exact_max``, or without it the largest value the
+    last non-empty bucket holds (``hi - 1``).
     """
-    n = total(h)
-    if n == 0:
-        return {"count": 0, "avg_ns": None, "p50_ns": None, "p99_ns": None,
-                "max_ns": None, "hist": []}  # fmt: skip
-    return {
-        "count": n,
-        "avg_ns": None if exact_sum is None else exact_sum / n,
-        "p50_ns": percentile(h, 50),
-        "p99_ns": percentile(h, 99),
-        "max_ns": int(h.loc[h["count"] > 0, "hi"].iloc[-1]),
-        "hist": to_json_buckets(h),
-    }
+    d = wirefacts.stats(_rows(h), exact_sum, exact_max)
+    return {**d, "hist": to_json_buckets(h)}
 
 
 # --- DTrace quantize text -----------------------------------------------------------------

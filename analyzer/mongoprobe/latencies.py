@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from . import event_store, loglinear
+from . import event_store, loglinear, wirefacts
 from .formats.wire_slices import COUNT_KEYS, LOST_KEYS
 
 HIST_COLUMNS = {"time": "float64", "length_s": "float64", "command": str, "opcode": str,
@@ -243,14 +243,10 @@ class Latencies:
             return self.source.window(start, end).stats()
         tot = self._inside(self.totals, start, end)
         for cmd, t in tot.groupby("command", sort=True):
-            n = int(t["count"].sum())
-            h = self.histogram(str(cmd), start, end)
-            mx = float(t["max_ns"].max())
-            # a bucket's midpoint may pass the exact max, which also bounds them
-            out[str(cmd)] = {"count": n, "avg": float(t["sum_ns"].sum()) / n,
-                             **{f"p{q}": min(loglinear.percentile(h, q), mx)
-                                for q in (50, 95, 99)},
-                             "max": mx}
+            # wirefacts.stats: bucket middles, capped by the exact max
+            d = wirefacts.stats(wirefacts.hist_buckets(self.histogram(str(cmd), start, end)),
+                                int(t["sum_ns"].sum()), int(t["max_ns"].max()))
+            out[str(cmd)] = {"count": d["count"], **{k: d[f"{k}_ns"] for k in STATS[1:]}}
         return out
 
     def failures(self, start: float | None = None, end: float | None = None

@@ -22,9 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from . import errorcodes
-from . import histogram
-from . import loglinear
+from . import errorcodes, histogram, loglinear, wirefacts
 from .formats.wire_slices import COUNT_KEYS, LOST_KEYS
 
 UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000}
@@ -38,7 +36,7 @@ class Group:
     total_ns: int | None = None        # exact sum, when the probe counted it
     max_ns: int | None = None          # exact max, when the probe counted it
     values: np.ndarray | None = None   # every latency, when events were recorded
-    # DTrace quantize: percentiles are reported as the upper bound of their log2 bucket
+    # DTrace quantize: log2 buckets (percentiles are their middles, at most 50% off)
     bucket_bounds: bool = False
     # replies with ok: 0, and per error code (None: the source does not check replies)
     errors: int | None = None
@@ -70,26 +68,22 @@ class Group:
         return {"errors": int(self.errors),
                 "error_codes": {str(c): int(n) for c, n in sorted((self.codes or {}).items())}}
 
-    def to_json(self) -> dict:
+    def stats(self) -> dict:
+        """``wirefacts.stats`` of this group: exact from its values when it has them,
+        else from its buckets, capped by its exact max."""
         if self.values is not None and len(self.values):
-            v = self.values
-            return {"count": int(len(v)), "avg_ns": float(v.mean()),
-                    "p50_ns": float(np.percentile(v, 50)), "p99_ns": float(np.percentile(v, 99)),
-                    "max_ns": int(v.max()), "hist": histogram.to_json_buckets(self.hist),
-                    "exact": True, **self.error_json()}
-        d = histogram.summary(self.hist, self.total_ns)
-        if self.bucket_bounds and d["count"]:
-            d["p50_ns"] = _bucket_bound(self.hist, 50)
-            d["p99_ns"] = _bucket_bound(self.hist, 99)
-            d["percentiles"] = "log2 bucket upper bound"
-        if self.max_ns is not None and d["count"]:
-            # The probe's exact max also bounds the bucket estimates.
-            d["max_ns"] = int(self.max_ns)
-            d["p50_ns"] = min(d["p50_ns"], d["max_ns"])
-            d["p99_ns"] = min(d["p99_ns"], d["max_ns"])
-        d["exact"] = False
-        d.update(self.error_json())
-        return d
+            return wirefacts.stats([], int(self.values.sum()), None, np.sort(self.values))
+        nz = self.hist[self.hist["count"] > 0]
+        return wirefacts.stats(list(zip(nz["lo"].tolist(), nz["hi"].tolist(),
+                                        nz["count"].tolist())), self.total_ns, self.max_ns)
+
+    def to_json(self) -> dict:
+        d = self.stats()
+        exact = self.values is not None and len(self.values) > 0
+        if d["count"] and not exact and self.bucket_bounds:
+            d["percentiles"] = "log2 bucket middle"
+        return {**d, "hist": histogram.to_json_buckets(self.hist), "exact": exact,
+                **self.error_json()}
 
 
 # The fd of a memory-BIO TLS connection whose socket is not known (accepted before
@@ -153,10 +147,7 @@ class LatencySummary:
 
     def loss_lines(self) -> str:
         """The counts and loss lines :meth:`render` ends with."""
-        line = untraced_line(self.untraced)
-        tls = tls_line(self.tls)
-        return (footer(self.counts, self.lost) + (f"\n{tls}" if tls else "")
-                + (f"\n{line}" if line else ""))
+        return wirefacts.loss_lines(self.counts, self.lost, self.tls, self.untraced)
 
     def render(self, by: str = "command", unit: str = "ns", labels: dict | None = None) -> str:
         """Quantize histograms for one grouping, then the counts and loss lines.
@@ -188,68 +179,14 @@ class LatencySummary:
                        "key them; --events with --engine bcc names their commands)")
         if any(g.bucket_bounds for g in groups.values()):
             out.append("(DTrace quantize: log2 buckets; a percentile is known only to its "
-                       "bucket: --json gives its upper bound)")
+                       "bucket: --json gives the bucket's middle, at most 50% off)")
         return "\n".join(out) + "\n"
 
 
-def _bucket_bound(h: pd.DataFrame, q: float) -> float:
-    """The upper bound of the bucket holding the q-th percentile: all a log2 histogram
-    can say ("p99 <= 262144 ns")."""
-    nz = h[h["count"] > 0]
-    rank, before = q / 100.0 * int(nz["count"].sum()), 0
-    for hi, c in zip(nz["hi"].tolist(), nz["count"].tolist()):
-        before += c
-        if rank <= before:
-            return float(hi)
-    return float(nz["hi"].iloc[-1])
-
-
-def footer(counts: dict, lost: dict) -> str:
-    """The two loss lines every mongoprobe latency tool prints (probes/README.md)."""
-    return (f"requests: {counts['requests']}  replies: {counts['replies']}  "
-            f"stream replies: {counts['stream_replies']}  "
-            f"no-reply (moreToCome): {counts['no_reply']}\n"
-            f"lost: unmatched replies {lost['unmatched_replies']}, requests without reply "
-            f"{lost['requests_without_reply']}, malformed headers {lost['malformed']}, "
-            f"dropped events {lost['dropped']}")
-
-
-def tls_line(tls: dict | None) -> str:
-    """What the TLS hooks decoded, in one line (probes/mongolatency.py says the same);
-    "" when none ran."""
-    if not tls or not tls.get("hooked"):
-        return ""
-    bio = (f"; {tls['memory_bio']} on memory BIOs, {tls.get('memory_bio_tied', 0)} of them "
-           "tied to their socket" if tls.get("memory_bio") else "")
-    return (f"tls: {tls['connections']} connections decoded ({tls['calls']} calls with "
-            f"plaintext{bio})")
-
-
-def untraced_line(u: dict | None) -> str:
-    """One line when the target moved messages the probe cannot decode (recvmmsg,
-    sendmmsg, io_uring; TLS connections with no TLS library hooked: probes/README.md),
-    else "" (probes/mongolatency.py says the same)."""
-    if not u:
-        return ""
-    parts = []
-    if u.get("mmsg_calls") or u.get("io_uring_calls") or u.get("io_uring_fds"):
-        parts.append(f"{u.get('mmsg_calls', 0)} recvmmsg/sendmmsg calls, "
-                     f"{u.get('io_uring_calls', 0)} io_uring_enter calls, "
-                     f"{u.get('io_uring_fds', 0)} io_uring instances: the messages they "
-                     "carry are not decoded")
-    if u.get("tls_connections") and u.get("tls_hooked"):
-        parts.append(f"{u['tls_connections']} connections look like TLS (records 0x16/0x17 "
-                     "0x03) and the hooked TLS library gave none of their plaintext: their "
-                     "requests are not seen")
-    elif u.get("tls_connections"):
-        parts.append(f"{u['tls_connections']} connections look like TLS (records 0x16/0x17 "
-                     "0x03) and no TLS library is hooked: their requests are not seen")
-    if u.get("tls_calls_without_socket"):
-        parts.append(f"{u['tls_calls_without_socket']} TLS calls returned plaintext with no "
-                     "socket syscall inside them nor earlier on their connection, and no "
-                     "SSL * to key them by (Go crypto/tls on no socket; OpenSSL without "
-                     "SSL_free, or its map full: raise --max-connections): not decoded")
-    return "not traced: " + "; ".join(parts) if parts else ""
+# the loss lines every latency tool prints (one copy: wirefacts)
+footer = wirefacts.footer
+tls_line = wirefacts.tls_line
+untraced_line = wirefacts.untraced_line
 
 
 def _rescale(h: pd.DataFrame, scale: int) -> pd.DataFrame:
@@ -270,7 +207,7 @@ def _loglinear_hist(buckets: pd.Series, counts: pd.Series) -> pd.DataFrame:
     out = []
     for b, n in rows.items():
         lo, hi = loglinear.bounds(int(b))
-        out.append((lo, hi + 1, int(n)))
+        out.append((lo, hi, int(n)))
     return histogram.from_buckets(out)
 
 
@@ -404,7 +341,8 @@ def from_dtrace_quantize(hists: pd.DataFrame, totals: pd.DataFrame, dropped: int
     ``sum()``/``max()`` as totals and maxima, the footer's counters; ``dropped`` is what
     DTrace reported lost on stderr (``formats.dtrace_drops``); ``failed``, its failed
     replies (``parse_dtrace_failures``; None: not read, the failures unknown). Percentiles
-    of these groups are log2 bucket bounds (``Group.bucket_bounds``), not interpolations."""
+    of these groups are the one estimator's (``wirefacts.stats``) on log2 buckets
+    (``Group.bucket_bounds`` says so in the JSON)."""
     def stat(name: str, by: str) -> dict:
         t = totals[(totals["stat"] == name) & (totals["by"] == by)]
         return dict(zip(t["key"], t["value"].astype(int)))

@@ -75,7 +75,7 @@ def map_bytes(kind: str, key: int, value: int, entries: int, cpus: int,
 BT_LATENCY = [
     (HASH, 8, 48, 2), (HASH, 16, 41, 4), (HASH, 8, 41, 1), (HASH, 16, 80, 3),
     (HASH, 8, 8, 4), (HASH, 8, 40, 1), (HASH, 8, 32, 2), (HASH, 40, 8, 3),
-    (HASH, 16, 8, 3), (HASH, 16, 56, 1), (HASH, 8, 24, 1),
+    (HASH, 16, 8, 3), (HASH, 16, 32, 1), (HASH, 16, 16, 1), (HASH, 8, 24, 1),
     (PERCPU_HASH, 8, 8, 13), (PERCPU_HASH, 32, 8, 3), (PERCPU_HASH, 40, 8, 6),
     (PERCPU_HASH, 16, 8, 3),
 ]
@@ -108,15 +108,18 @@ def bcc_bytes(conns: int, cpus: int, events: bool = False) -> int:
             (HASH, 4, 1, conns),                    # tls_fds
             (LRU_HASH, 8, 4, conns),                # tls_conn_fd
             (LRU_HASH, 8, 48, 65536),               # tls_calls
-            (PERCPU_HASH, 40, 4136, 64),            # lat_spill
             (PERCPU_ARRAY, 4, 4176, 64),            # lat_cache
             (HASH, 40, 8, 4096),                    # errs
             (PERCPU_ARRAY, 4, 4136, 1),             # zero_val
-            (PERCPU_ARRAY, 4, 8, 13), (PERCPU_ARRAY, 4, 8, 5)]    # counts, tls_counts
+            (PERCPU_ARRAY, 4, 8, 14), (PERCPU_ARRAY, 4, 8, 5)]    # counts, tls_counts
     total = sum(map_bytes(k, ks, vs, n, cpus) for k, ks, vs, n in maps)
     # lat (per-CPU, 4096 aggregates, allocated as used: its base here), the jump
     # tables, tls_live, the inflight task storage
     total += map_bytes(PERCPU_HASH, 40, 4136, 4096, cpus, prealloc=False) + 1456
+    # spill_rb: what lat cannot take goes to user space (a kernel with ring buffers;
+    # the tool sizes it from the connections)
+    pages = probes.probe_module("mongolatency").spill_pages(conns)
+    total += map_bytes(RINGBUF, 0, 0, pages * 4096, cpus)
     return total + (map_bytes(RINGBUF, 0, 0, 4 << 20, cpus) if events else 0)
 
 

@@ -72,7 +72,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import errorcodes, latencies, loadtools, normalize, traffic
+from . import errorcodes, latencies, loadtools, normalize, traffic, wirefacts
 
 NUMERIC = ["seconds", "server_s", "ops_avg", "ops_p95", "ips_avg", "ips_p95", "qps_avg",
            "qps_p95",
@@ -401,9 +401,9 @@ def _network(joined: pd.DataFrame | None, start: float, end: float) -> dict:
         return {}
     out = {"matched": int(len(j))}
     for name in ("network", "server", "transport"):
-        v = j[f"{name}_ns"].to_numpy() / 1e3
-        out[f"{name}_p50"] = float(np.percentile(v, 50))
-        out[f"{name}_p99"] = float(np.percentile(v, 99))
+        v = np.sort(j[f"{name}_ns"].to_numpy()) / 1e3
+        out[f"{name}_p50"] = float(wirefacts.percentile(v, 50))     # nearest rank
+        out[f"{name}_p99"] = float(wirefacts.percentile(v, 99))
     return out
 
 

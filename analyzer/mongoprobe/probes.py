@@ -25,9 +25,18 @@ from typing import Iterator
 # BPFTRACE_STRLEN: mongo_snoop.bt's printf of two strings overflows the 512-byte BPF
 # stack at bpftrace 0.17's default of 64 (see its header).
 # Each setting under both of its names: bpftrace 0.27 reads only the newer one
-# (BPFTRACE_MAX_*), 0.17 only the older; 0.23 takes either.
+# (BPFTRACE_MAX_*), 0.17 only the older; 0.23 takes either (the older last: 48).
+# BPFTRACE_MAX_STRLEN is 64: 0.27's stdlib has a 61-byte string and refuses less.
+# BPFTRACE_ON_STACK_LIMIT (read by 0.27 only): tuples up to 40 bytes (the wire
+# probes' 5-word histogram keys) on the stack; at 0.27's 32 they go to a scratch
+# buffer whose field addresses LLVM keeps spilled, past the 512-byte stack.
 BPFTRACE_ENV = {"BPFTRACE_CACHE_USER_SYMBOLS": "1",
-                "BPFTRACE_STRLEN": "48", "BPFTRACE_MAX_STRLEN": "48"}
+                "BPFTRACE_STRLEN": "48", "BPFTRACE_MAX_STRLEN": "64",
+                "BPFTRACE_ON_STACK_LIMIT": "40"}
+# The wire probes' options: no run-time warnings (0.23 and 0.27 report failed map
+# updates and reads from the BPF program, at a cost in stack and verified
+# instructions 0.27's send programs cannot pay); the probes count their own losses.
+BPFTRACE_WIRE_OPTS = ["--no-warnings"]
 
 
 def bpftrace_map_keys(n: int) -> dict:
@@ -134,11 +143,28 @@ class TracerFailed(ProbeError):
     """The tracer itself refused the tool (its own error in the message)."""
 
 
+_PACKAGE = Path(__file__).resolve().parent
+# A checkout runs the package from analyzer/, beside the top-level data folders.
+_CHECKOUT = _PACKAGE.parent.parent if _PACKAGE.parent.name == "analyzer" else None
+
+
+def data_dir(name: str, env: str | None = None) -> Path:
+    """The project's folder NAME (probes, dtrace, flamegraphs): $ENV when set, else the
+    copy installed with the package (mongoprobe/_data/NAME, setup.py), else the
+    checkout's top-level NAME/."""
+    if env and os.environ.get(env):
+        return Path(os.environ[env])
+    installed = _PACKAGE / "_data" / name
+    if installed.is_dir():
+        return installed
+    if _CHECKOUT is not None and (_CHECKOUT / name).is_dir():
+        return _CHECKOUT / name
+    raise ProbeError(f"no {name}/ folder: neither installed with the package ({installed}) "
+                     f"nor beside a checkout{f' (set {env})' if env else ''}")
+
+
 def probes_dir() -> Path:
-    env = os.environ.get("MONGOPROBE_PROBES")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2] / "probes"
+    return data_dir("probes", "MONGOPROBE_PROBES")
 
 
 def probe_path(name: str) -> Path:
@@ -288,8 +314,7 @@ def map_entries(pid: int) -> list[dict]:
 
 def dtrace_dir() -> Path:
     """The D scripts (dtrace/ beside probes/)."""
-    env = os.environ.get("MONGOPROBE_DTRACE_SCRIPTS")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "dtrace"
+    return data_dir("dtrace", "MONGOPROBE_DTRACE_SCRIPTS")
 
 
 def tools_dir() -> Path:
@@ -331,10 +356,13 @@ def tracer_versions() -> dict[str, dict[str, str]]:
     return {engine: dict(sorted(v.items(), key=by_version)) for engine, v in found.items()}
 
 
-def shared_dir() -> Path:
-    """The project's shared folder: $MONGOPROBE_SHARED, else ../shared beside the checkout."""
+def shared_dir() -> Path | None:
+    """The project's shared folder: $MONGOPROBE_SHARED, else ../shared beside the
+    checkout; None for an installed package without the variable."""
     env = os.environ.get("MONGOPROBE_SHARED")
-    return Path(env) if env else Path(__file__).resolve().parents[3] / "shared"
+    if env:
+        return Path(env)
+    return _CHECKOUT.parent / "shared" if _CHECKOUT is not None else None
 
 
 def _is_dtrace(path: str) -> bool:
@@ -378,9 +406,11 @@ def why_cannot_dtrace() -> str | None:
         return "DTrace needs root"
     if dtrace_binary() is None:
         if sys.platform.startswith("linux"):
-            kit = shared_dir() / "dtrace-linux"
-            if not (kit / "build.sh").exists():
-                return (f"no dtrace here, and no shared DTrace kit at {kit} to build one "
+            shared = shared_dir()
+            kit = shared / "dtrace-linux" if shared else None
+            if kit is None or not (kit / "build.sh").exists():
+                where = f" at {kit}" if kit else ""
+                return (f"no dtrace here, and no shared DTrace kit{where} to build one "
                         "from (MONGOPROBE_SHARED names the shared folder)")
             return (f"no dtrace here: scripts/setup.sh builds it from {kit} into "
                     f"{tools_dir() / f'dtrace-{DTRACE_COMMIT}'}")
@@ -590,7 +620,8 @@ class Stopper:
 def bpftrace(script: str, *args: str | int, env: dict | None = None, **kw) -> Probe:
     """``bpftrace -f json probes/SCRIPT ARGS``, with BPFTRACE_ENV and ``env`` set."""
     path = probe_path(script)
-    return Probe([bpftrace_binary(), "-f", "json", str(path), *map(str, args)],
+    return Probe([bpftrace_binary(), "-f", "json", *BPFTRACE_WIRE_OPTS, str(path),
+                  *map(str, args)],
                  ready="Tracing MongoDB", env={**BPFTRACE_ENV, **(env or {})},
                  engine="bpftrace", **kw)
 

@@ -27,21 +27,12 @@ from typing import Any, NamedTuple
 
 import bson
 
+from mongoprobe import wirefacts
 from mongoprobe.bsonscan import BsonError, Document, document_length, scan_document
 
 OP_REPLY, OP_UPDATE, OP_INSERT, OP_QUERY = 1, 2001, 2002, 2004
 OP_GET_MORE, OP_DELETE, OP_KILL_CURSORS, OP_COMPRESSED, OP_MSG = 2005, 2006, 2007, 2012, 2013
-OPCODES: dict[int, str] = {
-    OP_REPLY: "OP_REPLY",
-    OP_UPDATE: "OP_UPDATE",
-    OP_INSERT: "OP_INSERT",
-    OP_QUERY: "OP_QUERY",
-    OP_GET_MORE: "OP_GET_MORE",
-    OP_DELETE: "OP_DELETE",
-    OP_KILL_CURSORS: "OP_KILL_CURSORS",
-    OP_COMPRESSED: "OP_COMPRESSED",
-    OP_MSG: "OP_MSG",
-}
+OPCODES: dict[int, str] = wirefacts.OPCODES
 COMPRESSORS: dict[int, str] = {0: "noop", 1: "snappy", 2: "zlib", 3: "zstd"}
 
 HEADER_SIZE = 16
@@ -56,8 +47,7 @@ _I32, _U32, _I64 = struct.Struct("<i"), struct.Struct("<I"), struct.Struct("<q")
 _COMPRESSED_PREFIX = struct.Struct("<iiB")  # originalOpcode, uncompressedSize, compressorId
 
 
-def opcode_name(opcode: int) -> str:
-    return OPCODES.get(opcode, f"OP_UNKNOWN({opcode})")
+opcode_name = wirefacts.opcode_name
 
 
 class WireError(ValueError):

@@ -11,10 +11,8 @@ from pathlib import Path
 import pytest
 
 import wireclient
-from helpers.wire import Probe, wireserver
+from helpers.wire import CONNECTIONS, Probe, wireserver
 from mongoprobe import target
-
-CONNECTIONS = 4
 
 
 @pytest.fixture

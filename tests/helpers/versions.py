@@ -11,15 +11,9 @@ from mongoprobe import probes as mp_probes
 
 SUITES = ("trixie", "sid")      # the Debian roots scripts/tracer-roots.sh builds
 
-# (tool, version) -> why it fails there (xfail, strict: a fix shows)
-_TX_023 = ("bpftrace 0.23 copies map values over 32 bytes (@s, @c, @r) through a scratch "
-           "buffer byte by byte: the send programs' verification passes 1M instructions")
-_STACK_027 = ("bpftrace 0.27: 'BPF stack limit is exceeded' (register spills around its "
-              "per-map-update error reports), and its stdlib refuses BPFTRACE_MAX_STRLEN=48")
+# (tool, version) -> why it fails there (xfail, strict: a fix shows); none today: every
+# wire probe loads and counts exactly on 0.17, 0.23 and 0.27
 KNOWN: dict[tuple[str, str], str] = {
-    ("mongo_latency.bt", "0.23"): _TX_023,
-    ("mongo_latency.bt", "0.27"): _STACK_027,
-    ("mongo_snoop.bt", "0.27"): _STACK_027,
 }
 
 

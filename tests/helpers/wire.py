@@ -35,6 +35,7 @@ SYSTEM_PYTHON = mp_probes.bcc_python()  # Debian's python3-bpfcc, or $MONGOPROBE
 BPFTRACE = mp_probes.bpftrace_binary()  # bpftrace on PATH, or $MONGOPROBE_BPFTRACE
 ATTACH_TIMEOUT = 60.0  # bpftrace 0.17 and bcc compile and load for seconds on a busy box
 STOP_TIMEOUT = 30.0
+CONNECTIONS = 4  # the client's concurrent connections (each scenario on each)
 
 
 def tracing_unavailable() -> str | None:
@@ -181,7 +182,7 @@ class Probe:
         self.attached = attached
         self.stderr = stderr
         self.lines: list[str] = []
-        env = {**os.environ, "BPFTRACE_CACHE_USER_SYMBOLS": "1", **(env or {})}
+        env = {**os.environ, **mp_probes.BPFTRACE_ENV, **(env or {})}  # the package's settings
         with open(stderr, "w") as errfile:
             self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errfile, text=True, env=env)
         self._reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True)

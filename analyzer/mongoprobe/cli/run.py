@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 from .common import RAW, CommandError
 
@@ -163,6 +164,7 @@ PHASES_EXAMPLES = """examples:
   mongoprobe phases RUN --phases warm=0..4,steady=4..12   # seconds from the start
 """
 REPORT_EXAMPLES = """examples:
+  mongoprobe report RUN                         # writes RUN/report.html
   mongoprobe report RUN -o report.html
   mongoprobe report RUN --diff 2i.1q 0i.2q      # and the flame graph of B against A
   mongoprobe report RUN --phases warm=0..4,steady=4..12
@@ -205,7 +207,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     run = _run(args.run)
     try:
         override = _phases(run, args)
-        out = report.write(run, args.output, tuple(args.diff) if args.diff else None,
+        # the report belongs with its run, wherever the command runs from
+        output = args.output or Path(args.run) / "report.html"
+        out = report.write(run, output, tuple(args.diff) if args.diff else None,
                            override)
     except phases.PhaseError as e:
         raise CommandError(str(e)) from None
@@ -243,7 +247,8 @@ def register(sub) -> None:
     r = sub.add_parser("report", help="one self-contained HTML report of a recorded run",
                        formatter_class=RAW, epilog=REPORT_EXAMPLES)
     r.add_argument("run", metavar="RUN")
-    r.add_argument("-o", "--output", default="report.html")
+    r.add_argument("-o", "--output", metavar="FILE",
+                   help="where to write the report (default: RUN/report.html)")
     r.add_argument("--diff", nargs=2, metavar=("A", "B"),
                    help="also the differential flame graph of phase B against A")
     r.add_argument("--phases", metavar="NAME=START..END,...", help=PHASES_HELP)

@@ -28,12 +28,9 @@ import pandas as pd
 
 from .errors import FormatError
 
-COUNT_KEYS = ("requests", "replies", "stream_replies", "no_reply")
-LOST_KEYS = ("unmatched_replies", "requests_without_reply", "malformed", "dropped")
-
-OPCODES = {1: "OP_REPLY", 2001: "OP_UPDATE", 2002: "OP_INSERT", 2004: "OP_QUERY",
-           2005: "OP_GET_MORE", 2006: "OP_DELETE", 2007: "OP_KILL_CURSORS",
-           2012: "OP_COMPRESSED", 2013: "OP_MSG"}
+from .. import wirefacts
+from ..wirefacts import COUNT_KEYS, LOST_KEYS, OPCODES  # noqa: F401 (the API)
+from ..wirefacts import Agg  # one (command, opcode) or connection in one slice
 
 # one request: the probe's own event; ``mono_ns`` is the send that carried its first
 # reply, on CLOCK_MONOTONIC; ``error_code`` 0 when the reply did not fail, else its
@@ -44,8 +41,7 @@ EVENT_COLUMNS = {"mono_ns": "int64", "latency_ns": "int64", "tid": "int64", "fd"
                  "error_code": "int64"}
 
 
-def opcode_name(op: int) -> str:
-    return OPCODES.get(int(op), f"OP_{int(op)}")
+opcode_name = wirefacts.opcode_name
 
 
 def name_of_words(w0: int, w1: int, w2: int) -> str:
@@ -53,19 +49,6 @@ def name_of_words(w0: int, w1: int, w2: int) -> str:
     24 bytes, zero after the name)."""
     raw = struct.pack("<QQQ", w0 & (2**64 - 1), w1 & (2**64 - 1), w2 & (2**64 - 1))
     return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
-
-
-@dataclass
-class Agg:
-    """One (command, opcode) or connection in one slice."""
-
-    count: int = 0                 # requests answered (timed)
-    sum_ns: int = 0
-    max_ns: int = 0
-    noreply: int = 0               # complete requests that expect no reply
-    hist: dict[int, int] = field(default_factory=dict)   # log-linear bucket -> requests
-    errors: int = 0                # of the answered ones, replies with ok: 0
-    codes: dict[int, int] = field(default_factory=dict)  # their error code -> replies
 
 
 @dataclass
@@ -87,14 +70,6 @@ def events_frame(rows: list[tuple]) -> pd.DataFrame:
 
 
 # --- mongolatency.py --slices ----------------------------------------------------------
-
-
-def _agg(row: list) -> Agg:
-    # count, sum_ns, max_ns, noreply, hist[, errors, codes]
-    count, sum_ns, max_ns, noreply, hist, *err = row
-    return Agg(int(count), int(sum_ns), int(max_ns), int(noreply),
-               {int(b): int(n) for b, n in hist}, int(err[0]) if err else 0,
-               {int(c): int(n) for c, n in err[1]} if len(err) > 1 else {})
 
 
 class BccSlices:
@@ -126,9 +101,9 @@ class BccSlices:
                   counts={k: int(d["counts"][k]) for k in COUNT_KEYS},
                   lost={k: int(d["lost"][k]) for k in LOST_KEYS})
         for cmd, op, *rest in d["rows"]:
-            s.rows[(str(cmd), str(op))] = _agg(rest)
+            s.rows[(str(cmd), str(op))] = Agg.from_row(rest)
         for fd, *rest in d.get("conn_rows", []):
-            s.conn_rows[int(fd)] = _agg(rest)
+            s.conn_rows[int(fd)] = Agg.from_row(rest)
         return s
 
 
