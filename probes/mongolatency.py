@@ -186,32 +186,13 @@ from compressednames import compressed_command  # noqa: E402
 def load_wirefacts():
     """mongoprobe's wirefacts module (opcodes, error codes, the footer, buckets, the
     statistic, /proc readers): the analyzer's own copy, never a second one. It is
-    one stdlib-only file, loaded by its path so that the package's __init__ (which
-    needs pandas) does not run under the system python3: the one already imported
-    (the analyzer runs this tool in-process), else the copy in the package this
-    tool ships in or in the checkout it sits in, else the installed package's."""
-    import importlib.util
+    one stdlib-only file, loaded by its path (packagefiles) so that the package's
+    __init__ (which needs pandas) does not run under the system python3; the one
+    already imported when the analyzer runs this tool in-process."""
     if "mongoprobe.wirefacts" in sys.modules:
         return sys.modules["mongoprobe.wirefacts"]
-    # installed: <pkg>/<data dir>/probes/ or <pkg>/probes/; checkout: analyzer/mongoprobe
-    paths = [os.path.join(HERE, *up, "wirefacts.py") for up in (("..",), ("..", ".."))]
-    paths.insert(0, os.path.join(HERE, "..", "analyzer", "mongoprobe", "wirefacts.py"))
-    try:
-        spec = importlib.util.find_spec("mongoprobe")    # finds, does not run it
-    except (ImportError, ValueError):
-        spec = None
-    if spec is not None and spec.submodule_search_locations:
-        paths += [os.path.join(d, "wirefacts.py") for d in spec.submodule_search_locations]
-    for path in paths:
-        # in a package directory only (never a stray file above a checkout)
-        if os.path.isfile(path) and os.path.isfile(
-                os.path.join(os.path.dirname(path), "__init__.py")):
-            spec = importlib.util.spec_from_file_location("mongoprobe_wirefacts", path)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            return mod
-    sys.exit("%s: mongoprobe's wirefacts.py not found (looked in %s)" % (
-        os.path.basename(__file__), ", ".join(paths)))
+    from packagefiles import package_module
+    return package_module("wirefacts")
 
 
 wf = load_wirefacts()

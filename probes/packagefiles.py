@@ -6,6 +6,7 @@ from its file instead, wherever this folder is:
 
     probes/                       a checkout: the package is analyzer/mongoprobe/
     mongoprobe/_data/probes/      an installed package (setup.py): two folders up
+    anywhere else                 the importable package's folder
 
     sys.path.insert(0, HERE); from packagefiles import package_module
     wirefacts = package_module("wirefacts")
@@ -19,10 +20,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def package_dir():
-    """The folder of the package's modules (mongoprobe/) this folder belongs to."""
+    """The folder of the package's modules (mongoprobe/) this folder belongs to; for a
+    copy of the tools elsewhere, the importable package's (found, not run)."""
     if os.path.basename(os.path.dirname(HERE)) == "_data":
         return os.path.dirname(os.path.dirname(HERE))
-    return os.path.join(os.path.dirname(HERE), "analyzer", "mongoprobe")
+    checkout = os.path.join(os.path.dirname(HERE), "analyzer", "mongoprobe")
+    if os.path.isdir(checkout):
+        return checkout
+    try:
+        spec = importlib.util.find_spec("mongoprobe")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.submodule_search_locations:
+        return list(spec.submodule_search_locations)[0]
+    return checkout
 
 
 def package_module(name):
@@ -32,8 +43,9 @@ def package_module(name):
         return sys.modules[name]
     path = os.path.join(package_dir(), name + ".py")
     if not os.path.isfile(path):
-        raise ImportError("%s not found: this tool runs from probes/ in a checkout or "
-                          "from the mongoprobe package's _data/probes" % path)
+        raise ImportError("%s not found: this tool runs from probes/ in a checkout, "
+                          "from the mongoprobe package's _data/probes, or with the "
+                          "package importable" % path)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module      # dataclasses look their module up there

@@ -73,7 +73,7 @@ if [ ! -x "$venv/bin/python" ]; then
     /usr/bin/python3 -m venv --system-site-packages "$venv"
 fi
 stamp=$venv/.mongoprobe-installed
-want=$(cat "$top/setup.cfg" "$top/pyproject.toml" | sha256sum | cut -c1-16)
+want=$(cat "$top/setup.py" "$top/setup.cfg" "$top/pyproject.toml" | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     say "pip install -e .[test]"
     "$venv/bin/pip" install -q --disable-pip-version-check -e "$top[test]"

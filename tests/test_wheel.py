@@ -110,13 +110,13 @@ def test_probe_tools_load_package_modules_where_they_are(venv):
     package's modules beside the copy of probes/ it is in: the installed package's
     from the wheel's copy, the checkout's from the checkout."""
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import packagefiles; "
-            "print(packagefiles.package_module('errorcodes').__file__)")
+            "print(packagefiles.package_module('wirefacts').__file__)")
     pkg = installed_package(venv)
     for probes_folder, package in ((pkg / "_data" / "probes", pkg),
                                    (ROOT / "probes", ROOT / "analyzer" / "mongoprobe")):
         r = run([probes.bcc_python(), "-c", code, str(probes_folder)], venv.parent)
         assert r.returncode == 0, r.stderr
-        assert Path(r.stdout.strip()) == package / "errorcodes.py"
+        assert Path(r.stdout.strip()) == package / "wirefacts.py"
 
 
 @pytest.mark.parametrize("engine", ["bpftrace", "bcc"])
