@@ -85,24 +85,8 @@ def map_memory(pid: int) -> tuple[int, int]:
     """(bytes, maps): the kernel memory of the BPF maps process ``pid`` holds, as the
     kernel accounts it (``memlock`` in /proc/PID/fdinfo; preallocated maps in full,
     BPF_F_NO_PREALLOC ones at their accounting base)."""
-    total = n = 0
-    seen: set[str] = set()
-    fddir = Path(f"/proc/{pid}/fdinfo")
-    for fd in os.listdir(fddir):
-        try:
-            info = (fddir / fd).read_text()
-        except OSError:
-            continue
-        fields = dict(ln.split(":", 1) for ln in info.splitlines() if ":" in ln)
-        if "map_type" not in fields or "memlock" not in fields:
-            continue
-        mid = fields.get("map_id", fd).strip()
-        if mid in seen:
-            continue
-        seen.add(mid)
-        total += int(fields["memlock"])
-        n += 1
-    return total, n
+    maps = map_entries(pid)
+    return sum(m["memlock"] for m in maps), len(maps)
 
 
 # map types whose max_entries is not the key limit (perf/ring buffers, CPU arrays)
