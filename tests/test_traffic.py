@@ -66,3 +66,38 @@ def test_markers_without_the_loads_header(recorded, tmp_path):
     assert run.tool_output.tool == "markers"
     assert run.phases["name"].tolist() == truth["name"].tolist()
     assert run.phases["start"].tolist() == truth["start"].tolist()
+
+
+def _lat(grid0, seconds):
+    """Per-second totals only (no events), intervals starting at grid0 + k."""
+    from mongoprobe.latencies import Latencies, TOTAL_COLUMNS, HIST_COLUMNS
+    import pandas as pd
+    rows = [(grid0 + k, 1.0, cmd, "OP_MSG", n, int(n * busy * 1e9), 0, 0, 0)
+            for k, mix in enumerate(seconds) for cmd, (n, busy) in mix.items()]
+    tot = pd.DataFrame(rows, columns=list(TOTAL_COLUMNS)).astype(TOTAL_COLUMNS)
+    return Latencies(pd.DataFrame({c: pd.Series(dtype=t) for c, t in HIST_COLUMNS.items()}),
+                     tot)
+
+
+def test_a_handover_is_placed_by_each_sides_rate_on_the_probes_grid():
+    # the CI run this was found on: finds at 12/s handing over to inserts at 1,200/s
+    # 0.925 into an interval that starts 0.418 after the epoch second; by counts
+    # (12 of 98) the boundary fell 1.2 s early
+    find, ins = {"find": (12, 0.08)}, {"insert": (1200, 0.001)}
+    lat = _lat(1000.418, [find] * 4 + [{"find": (12, 0.08), "insert": (86, 0.001)}]
+               + [ins] * 4)
+    got = traffic.infer(lat)
+    assert got["name"].tolist() == ["find", "insert"]
+    assert got["end"][0] == got["start"][1]
+    # 12 finds take the 1 s they take next door; 86 inserts take 86/1200 s
+    assert got["end"][0] == pytest.approx(1004.418 + 1 / (1 + 86 / 1200), abs=1e-9)
+    # the other way round, and where only one side has a rate to go by
+    lat = _lat(1000.7, [ins] * 3 + [{"insert": (300, 0.001), "find": (9, 0.08)}] + [find] * 3)
+    got = traffic.infer(lat)
+    assert got["name"].tolist() == ["insert", "find"]
+    assert got["start"][1] == pytest.approx(1003.7 + 0.25 / (0.25 + 0.75), abs=1e-9)
+    lat = _lat(1000.2, [ins] * 3 + [{"insert": (1200, 0.001), "find": (6, 0.08)}]
+               + [{"insert": (1200, 0.001), "find": (12, 0.08)}] * 3)
+    got = traffic.infer(lat)
+    assert got["name"].tolist() == ["insert", "insert+find"]
+    assert got["start"][1] == pytest.approx(1003.2 + 0.5, abs=1e-9)

@@ -23,11 +23,16 @@ its second active although it completes in another.
        ``find``); a repeated name is numbered.
 
 From the probe's per-second histograms alone (the default recording), the same rules
-run on each second's completed requests and busy time (their summed latency: the
-seconds of server time they took), and a boundary inside a hand-over second is placed
-by the share of that second's requests each mix completed (old ones first); a phase
-after or before a gap starts (ends) the share of its first (last) second that its
-requests fill at the next (previous) second's rate.
+run on each interval's completed requests and busy time (their summed latency: the
+seconds of server time they took), on the probe's own one-second grid (its intervals
+need not start on an epoch second). A boundary inside a hand-over interval is placed
+by the time each side's requests took at its own rate: the commands only the old
+phase had, at their rate in the interval before, fill the start of it; those only the
+new phase brings, at their rate in the interval after, fill its end (a find phase at
+12/s handing over to inserts at 1,200/s: 12 finds and 86 inserts put the boundary at
+0.92 of the interval, not at the 0.12 their counts would). A phase after or before a
+gap starts (ends) the share of its first (last) interval that its requests fill at
+the next (previous) interval's rate.
 
 ``infer(latencies)`` -> DataFrame(name, start, end) in wall seconds, from
 ``mongoprobe.latencies.Latencies``: per request when it holds every request's event,
@@ -68,7 +73,8 @@ def work(events: pd.DataFrame) -> pd.DataFrame:
 
 def per_second(lat) -> pd.DataFrame:
     """Work requests completed per epoch second and command (``second``, ``command``,
-    ``requests``, and ``busy_s``: the server time they took, seconds)."""
+    ``requests``, and ``busy_s``: the server time they took, seconds). From the
+    histograms, an interval's second is the one holding its middle (``grid``)."""
     if lat.exact:
         ps = lat.source.per_second()
         return ps[~ps["command"].isin(ADMIN_COMMANDS)].reset_index(drop=True)
@@ -77,6 +83,15 @@ def per_second(lat) -> pd.DataFrame:
     g = t.assign(second=sec).groupby(["second", "command"], sort=True)
     return pd.DataFrame({"requests": g["count"].sum().astype("int64"),
                          "busy_s": g["sum_ns"].sum() / 1e9}).reset_index()
+
+
+def grid(totals: pd.DataFrame) -> float:
+    """Where the probe's intervals start relative to the epoch second ``per_second``
+    labels them with, in [-0.5, 0.5): a probe started at x.42 s ticks at every y.42."""
+    if not len(totals):
+        return 0.0
+    t = float(totals["time"].iloc[0])
+    return t - math.floor(t + float(totals["length_s"].iloc[0]) / 2)
 
 
 def _occupancy(w: pd.DataFrame, s0: int, n: int) -> pd.DataFrame:
@@ -104,7 +119,8 @@ def infer(lat, gap_s: float = 2.0, share: float = 0.1, min_s: int = 2,
     from .event_store import IN_MEMORY_MAX
 
     if not lat.exact or len(lat.source) > IN_MEMORY_MAX:
-        return _infer_seconds(per_second(lat), gap_s, share, min_s, min_requests)
+        return _infer_seconds(per_second(lat), gap_s, share, min_s, min_requests,
+                              0.0 if lat.exact else grid(lat.totals))
     w = work(lat.events)
     if not len(w):
         return _empty()
@@ -204,8 +220,9 @@ def _place(w: pd.DataFrame, s0: int, runs: list[list], share: float,
 
 
 def _infer_seconds(ps: pd.DataFrame, gap_s: float, share: float, min_s: int,
-                   min_requests: int) -> pd.DataFrame:
-    """``infer`` on per-second counts and busy time (no events)."""
+                   min_requests: int, grid_s: float = 0.0) -> pd.DataFrame:
+    """``infer`` on per-second counts and busy time (no events); second k of ``ps``
+    covers [k + grid_s, k + 1 + grid_s)."""
     if not len(ps):
         return _empty()
     s0 = int(ps["second"].min())
@@ -230,25 +247,45 @@ def _infer_seconds(ps: pd.DataFrame, gap_s: float, share: float, min_s: int,
             return 1.0
         return min(total_by_sec[k] / total_by_sec[toward], 1.0)
 
+    def of(k: int, cmds) -> float:
+        return float(req.iloc[k][[c for c in cmds if c in req.columns]].sum()) if cmds else 0.0
+
+    def handover(prev: list, nxt: list) -> float:
+        """Where the old phase ends: in the second before the new run's first, or in
+        that first second when the old phase's own commands still complete there (or
+        the new phase only adds commands, so that its first second looks like it)."""
+        first = nxt[0]
+        old, new = prev[2] - nxt[2], nxt[2] - prev[2]
+        h = first if (of(first, old) > 0 or not old) and first + 1 <= nxt[1] else first - 1
+        # the time each side's own commands took at that side's rate next door
+        t_old = of(h, old) / of(h - 1, old) if old and h - 1 >= prev[0] and of(h - 1, old) \
+            else None
+        t_new = of(h, new) / of(h + 1, new) if new and h + 1 <= nxt[1] and of(h + 1, new) \
+            else None
+        if t_old is not None and t_new is not None and t_old + t_new > 0:
+            at = t_old / (t_old + t_new)
+        elif t_old is not None:
+            at = min(t_old, 1.0)
+        elif t_new is not None:
+            at = 1.0 - min(t_new, 1.0)
+        else:
+            n_all = float(req.iloc[h].sum())     # no rate to go by: the share of requests
+            at = of(h, old) / n_all if n_all else 1.0
+        return h + at
+
     rows = []
     for i, r in enumerate(runs):
         first, last = r[0], r[1]
         if i == 0 or r[3]:
             start = s0 + first + 1 - filled(first, first + 1)
         else:
-            # the hand-over second ended the run before: its old-mix share is there
-            h = first - 1
-            old = runs[i - 1][2] - r[2]
-            c = req.iloc[h]
-            n_old = float(c[[x for x in old if x in c.index]].sum()) if old else 0.0
-            n_all = float(c.sum())
-            start = s0 + h + (n_old / n_all if n_all else 1.0)
+            start = s0 + handover(runs[i - 1], r)
         nxt = runs[i + 1] if i + 1 < len(runs) else None
         if nxt is None or nxt[3]:
             end = s0 + last + filled(last, last - 1)
         else:
             end = None          # where the next one starts
-        rows.append([r, start, end])
+        rows.append([r, start + grid_s, None if end is None else end + grid_s])
     out = []
     for i, (r, start, end) in enumerate(rows):
         if end is None:
