@@ -82,7 +82,8 @@ def test_bpftrace_tool_compiles(tool, need_bpftrace):
 
 
 @pytest.mark.parametrize("tool", BT_TOOLS + ["../dtrace/profile.d", "../dtrace/flush.d",
-                                             "../dtrace/syscount.d"])
+                                             "../dtrace/syscount.d",
+                                             "../dtrace/syscount_linux.d"])
 def test_tool_header_has_the_style_parts(tool):
     head = (ROOT / "probes" / tool).read_text()[:6000]
     for part in ("USAGE:", "Overhead", "Caveats", "Example", "Licensed under"):
