@@ -139,6 +139,24 @@ def tracing_and_target() -> None:
 
 
 @pytest.fixture(scope="session")
+def tls_target(tmp_path_factory):
+    """A private FerretDB serving TLS only (Go crypto/tls, a key made for it), shared by
+    the session: TargetInfo with ca_file. Tests count by differences, as with
+    ``ferretdb``."""
+    if not target.ferretdb_binary().exists():
+        pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
+    state = tmp_path_factory.mktemp("tls-target")
+    try:
+        info = target.start(state, tls=True)
+    except target.TargetError as e:
+        pytest.fail(str(e))
+    try:
+        yield info
+    finally:
+        target.stop(state)
+
+
+@pytest.fixture(scope="session")
 def ferretdb(tmp_path_factory):
     """A private FerretDB for the test session: TargetInfo (pid, uri, metrics_url)."""
     if not target.ferretdb_binary().exists():
