@@ -137,6 +137,7 @@ def test_syscount_counts_getppid_exactly(loop, need_bpftrace):
     assert j["names_from"]
 
 
+@pytest.mark.serial   # the busy thread's on-CPU share: alone on the machine
 def test_threads_shows_the_busy_thread(loop, need_bpftrace):
     lp = loop("spin", "4")
     cli = start_cli("threads", "-p", str(lp.pid), "-i", "1", "-d", "3", "--json")
