@@ -102,8 +102,16 @@ ROOT_FIXTURES = {"need_bpftrace", "need_bcc", "need_dtrace", "need_capture",
 TARGET_FIXTURES = {"ferretdb", "tls_target", "tracing_and_target"}
 
 
+# Under pytest-xdist (--dist loadgroup) a module's tests stay on one worker, so that its
+# module fixtures (a recorded run, a target, a tracer) are made once; the modules named
+# here have none, and their tests go to whichever worker is free.
+SPLIT_MODULES = {"test_examples.py"}
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
+        if item.path.name not in SPLIT_MODULES:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
         names = set(item.fixturenames)
         if names & ROOT_FIXTURES and not item.get_closest_marker("root"):
             item.add_marker(pytest.mark.root)
