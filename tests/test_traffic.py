@@ -36,18 +36,22 @@ def _stripped(src, dst, keep, events=True):
     return mongoprobe.load_run(dst)
 
 
+def _within_a_second(got, truth):
+    """The phases found, each within a second of the markers of the phases it spans."""
+    assert got["name"].tolist() == FOUND
+    for g, spans in zip(got.itertuples(), OF):
+        start, end = truth.loc[spans[0], "start"], truth.loc[spans[-1], "end"]
+        assert abs(g.start - start) < 1.0, (g.name, g.start - start)
+        assert abs(g.end - end) < 1.0, (g.name, g.end - end)
+
+
 def test_boundaries_within_a_second_of_the_markers(recorded, tmp_path):
     truth = mongoprobe.load_run(recorded).phases.set_index("name")
     assert truth.index.tolist() == NAMES
     run = _stripped(recorded, tmp_path / "run", lambda s: not s.startswith("###"),
                     events=False)
     assert run.tool_output.tool == "traffic"
-    got = run.phases
-    assert got["name"].tolist() == FOUND
-    for g, spans in zip(got.itertuples(), OF):
-        start, end = truth.loc[spans[0], "start"], truth.loc[spans[-1], "end"]
-        assert abs(g.start - start) < 1.0, (g.name, g.start - start)
-        assert abs(g.end - end) < 1.0, (g.name, g.end - end)
+    _within_a_second(run.phases, truth)
     # throughput then comes from the server: every work request of a phase counted once
     t = phases.phase_table(run)
     assert (t["ops_source"] == "server").all()
@@ -72,12 +76,7 @@ def test_boundaries_from_every_request(recorded, tmp_path):
     truth = mongoprobe.load_run(recorded).phases.set_index("name")
     run = _stripped(recorded, tmp_path / "run", lambda s: not s.startswith("###"))
     assert run.events is not None
-    got = run.phases
-    assert got["name"].tolist() == FOUND
-    for g, spans in zip(got.itertuples(), OF):
-        start, end = truth.loc[spans[0], "start"], truth.loc[spans[-1], "end"]
-        assert abs(g.start - start) < 1.0, (g.name, g.start - start)
-        assert abs(g.end - end) < 1.0, (g.name, g.end - end)
+    _within_a_second(run.phases, truth)
 
 
 def test_markers_without_the_loads_header(recorded, tmp_path):
