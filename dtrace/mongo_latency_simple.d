@@ -23,6 +23,10 @@
  * with no reply (moreToCome) are left out, or mistimed. mongo_time.d handles
  * all of them and feeds `mongoprobe latency --engine dtrace`.
  *
+ * CHECKED: Oracle DTrace 2.0 on Linux 6.18 (dtrace-utils 8a1264bf, x86-64),
+ * by tests/test_teaching_probes.py.
+ * NOT CHECKED on illumos/SmartOS, FreeBSD or macOS (nothing in it is Linux's).
+ *
  * Example: dtrace -s mongo_latency_simple.d -p $(pgrep -n ferretdb) 10
  *
  *   find
