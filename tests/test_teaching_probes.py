@@ -22,7 +22,8 @@ from helpers.versions import version_rows
 from helpers.wire import ROOT, UNAVAILABLE, Probe, all_modes_server, tool_unavailable
 from mongoprobe import probes as mp_probes
 
-pytestmark = [pytest.mark.root, pytest.mark.skipif(UNAVAILABLE is not None, reason=str(UNAVAILABLE))]
+pytestmark = [pytest.mark.root,
+              pytest.mark.skipif(UNAVAILABLE is not None, reason=str(UNAVAILABLE))]
 
 BPFTRACE_SIMPLE = ROOT / "probes" / "mongo_latency_simple.bt"
 DTRACE_SIMPLE = ROOT / "dtrace" / "mongo_latency_simple.d"
@@ -31,6 +32,8 @@ BANNER = "Tracing MongoDB requests"
 # per connection, interleaved: command -> requests (each answered before the next)
 REQUESTS = {"find": 7, "ping": 5, "insert": 3}
 TIMED_MODES = ("readwrite", "sendto")
+BODIES = {"find": lambda i: {"find": "coll"}, "ping": lambda i: {"ping": 1},
+          "insert": lambda i: {"insert": "coll", "documents": [{"_id": i}]}}
 
 
 def drive(ports: dict[str, int]) -> Counter[str]:
@@ -43,8 +46,7 @@ def drive(ports: dict[str, int]) -> Counter[str]:
             for i in range(max(REQUESTS.values())):
                 for command, n in REQUESTS.items():
                     if i < n:
-                        body = {"insert": "coll", "documents": [{"_id": i}]} if command == "insert" \
-                            else {command: "coll" if command == "find" else 1}
+                        body = BODIES[command](i)
                         c.call(c.op_msg(body))
         finally:
             c.close()
@@ -96,7 +98,8 @@ def quantize_counts(text: str) -> Counter[str]:
     return counts
 
 
-@pytest.mark.parametrize("engine,version,binary", version_rows("bpftrace", "mongo_latency_simple.bt"))
+@pytest.mark.parametrize("engine,version,binary",
+                         version_rows("bpftrace", "mongo_latency_simple.bt"))
 def test_bpftrace_simple_counts_each_command(engine, version, binary, tmp_path):
     reason = tool_unavailable("bpftrace", binary)
     if reason:
