@@ -1,133 +1,22 @@
 #!/usr/sbin/dtrace -s
 /*
- * mongo_snoop.d	MongoDB wire-protocol requests of one server, one line each.
+ * mongo_snoop.d	MongoDB wire-protocol requests of one server, one line each,
+ *		with its latency.
  *		For illumos/SmartOS, FreeBSD, macOS and Linux (Oracle DTrace), uses DTrace.
  *
  * USAGE: dtrace -s mongo_snoop.d -p PID [-x dynvarsize=64m] [-x bufsize=16m]
- *        (runs until Ctrl-C or SIGTERM; mongoprobe snoop --engine dtrace runs it)
+ *        (until Ctrl-C or SIGTERM; mongoprobe snoop --engine dtrace runs it)
  *
- * The DTrace twin of probes/mongo_snoop.bt, with its line layout: one line per
- * request when its first reply is sent (mongoprobe.formats.wire_events reads
- * both):
+ * BUILD OUTPUT: generated from dtrace/mongo_wire.d.in by probes/mkbt.py. Do not
+ * edit it: edit the template (its comments explain the decoding) and run
+ * probes/mkbt.py; tests/test_probe_sources.py fails while the two differ.
  *
- *   TIME(s) PID TID FD REQID OPCODE COMMAND BYTES_IN BYTES_OUT LAT(us) F ERR
- *
- * TIME is seconds since the start ("# clock" maps it to the wall clock), REQID
- * the request's requestID, BYTES_IN/OUT the request's and the first reply's
- * messageLength, LAT the server's own time (the receive that completed the
- * request to the send that carries its reply), F "m" when the reply has
- * moreToCome (an exhaust stream follows), ERR 0, or the error code of a reply
- * that failed (-1: it had none; "Replies that failed" in probes/README.md).
- * At the end: the footer every mongoprobe tool prints.
- *
- * Example (tests/wireserver.py --mode mongod; samples/dtrace/, three lines):
- *
- *   TIME(s)  PID   TID   FD REQID OPCODE COMMAND     BYTES_IN BYTES_OUT LAT(us) F
- *   0.083480 30627 30709 6  1     OP_MSG find              75        34 87.680  -
- *   0.084984 30627 30709 6  4     OP_MSG insert        100098        34 169.883 -
- *   0.139154 30627 30720 12 1     OP_MSG exhaustTest       57        34 52.138  m
- *
- * Read it as: fd 6's 100 KB insert (received by header, then body, as mongod
- * reads) was answered 170 us after its last byte arrived; the exhaust request
- * on fd 12 was answered with moreToCome, so a stream of replies followed.
- *
- *   requests: N  replies: N  stream replies: N  no-reply (moreToCome): N
- *   lost: unmatched replies N, requests without reply N, malformed headers N, dropped events 0
- *   tls:
- *     connections  N     connections whose bytes were TLS records (or, _tls,
- *                        whose plaintext was decoded)
- *
- * The per-connection state machine is the one of the Linux probes
- * (probes/README.md): state keyed by (pid, fd), never by requestID alone, freed
- * on close(); a header is valid when 16 <= messageLength <= 48000000 and the
- * opcode is known; up to 8 messages per receive and 4 per send (D has no loops:
- * the clauses are unrolled); a ring of 4 outstanding requests per connection
- * (pipelining), matched oldest first; exhaust replies counted as stream
- * replies; a reply's first 40 bytes (its header and the body's first element,
- * where a failure's ok: 0 is) split across sends gathered from the next ones
- * before it is matched, timed from the first (as bcc does);
- * command names from the buffer that holds them (mongod reads the 16-byte
- * header, then the body). OP_MSG: first key of the kind-0 body; OP_QUERY on
- * "db.$cmd": first key of the query (unwrapping $query), else "find"; legacy
- * opcodes: the opcode name; OP_COMPRESSED: "[compressed]". Copies headers and
- * names only, never document contents.
- *
- * Syscalls hooked, on one pid (-p), with the first iovec of the vector forms:
- *   Linux:           read readv recvfrom recvmsg / write writev sendto sendmsg, close
- *   illumos/SmartOS: read readv recv recvfrom recvmsg / write writev send sendto
- *                    sendmsg, close
- *   FreeBSD:         read readv recvfrom recvmsg / write writev sendto sendmsg, close
- *   macOS:           the FreeBSD set plus each *_nocancel variant
- * Names are listed rather than globbed (syscall::read*: would also match
- * readlink); "#pragma D option zdefs" lets the names an OS lacks match nothing
- * (check the "matched N probes" line for a misspelt one).
- *
- * CHECKED: Oracle DTrace 2.0 on Linux 6.18 (dtrace-utils 8a1264bf, x86-64):
- * compiled by dtrace -e and run (tests/test_dtrace.py) on FerretDB v1.24.0
- * (read/write; per-command counts equal its /debug/metrics and
- * probes/mongo_latency.bt's on the same workload) and on tests/wireserver.py
- * in every mode (recvmsg header-then-body and sendmsg as mongod, readv/writev,
- * recvfrom/sendto, replies split across writes (failed ones written as 10, 10
- * and the rest counted with their codes); pipelining, moreToCome,
- * OP_QUERY, OP_COMPRESSED, exhaust): exact counts, nothing lost.
- * NOT CHECKED on illumos/SmartOS, FreeBSD or macOS: the D compiler's checks
- * are the same there, but no run has been made. Unchecked there: the recv and
- * send syscalls (illumos), the *_nocancel variants (macOS), that arg1 holds a
- * syscall's return value at :return, copyin() and copyinto() (into alloca()
- * memory) of a variable length (T2, T4) and the struct msghdr/iovec offsets
- * (LP64 assumed). Treat the first run as a
- * test and compare its counts with the server's own (mongod serverStatus
- * opcounters).
- *
- * Overhead: every read/write-family syscall of the pid runs a few hundred DIF
- * instructions (more per message received) and a few dynamic-variable lookups
- * (bench/ measures the Linux probes). Measured on a 2-CPU Linux VM shared with
- * other runs (Oracle DTrace 8a1264bf; tests/wireserver.py --mode mongod, one
- * connection, 3,000 pings, 6 alternating runs each, medians): mongo_time.d's
- * 19 BPF programs ran 90 us per request (bpf_stats run_time_ns; 88-99 us),
- * the same before and after replies split across sends were gathered (90.8,
- * 89.8 us; the send's return program 12.8, 13.1 us per run, spread 12.5-14).
- * Starting takes about 6 s on a 2-core Linux machine (Oracle DTrace compiles
- * the unrolled clauses into BPF), so attach before the load starts;
- * one printf per request on top of that; at thousands of requests per second
- * prefer mongo_time.d.
- * A receive on a connection not (yet) known as protocol traffic also reads its
- * first 4 bytes once, to count TLS connections.
- *
- * Caveats:
- * - TLS: mongo_time.d and mongo_snoop.d do not decode TLS plaintext; their
- *   _tls twins decode OpenSSL's (SSL_read/SSL_write through the pid provider).
- *   A connection whose bytes are TLS records is counted ("tls:" at END;
- *   mongoprobe says "not traced: N connections look like TLS").
- * - Go crypto/tls (FerretDB) is not decoded by any D script: D cannot name
- *   its functions. A probe description may not hold "/", "(" or ")"
- *   (crypto/tls.(*Conn).Read); Oracle DTrace's pid provider skips every
- *   symbol with a "." when it globs; its absolute-address form
- *   (pid$target:a.out:-:ADDR) matched no probe (dtrace-utils 8a1264bf).
- * - LP64, little-endian targets only (x86-64, arm64): iovec/msghdr offsets are
- *   the 64-bit ones, header fields are read as native int32.
- * - A request header split across two receives (1-15 bytes at a message
- *   boundary) counts as malformed and resets the framing (the Linux probes do
- *   the same; the analyzer's stream decoder handles it).
- * - A failed reply gathered across sends: its code is read from the send that
- *   completes its first 40 bytes; when the element after ok (at message offset
- *   30, 33 or 37) began in an earlier send, the code is -1 (the failure is
- *   counted all the same).
- * - Command names are cut at 32 bytes, OP_QUERY namespaces at 63.
- * - Command name strings stay in dynamic variables per (pid, fd) until the fd
- *   number is reused (a string dynamic variable cannot be freed portably).
- * - Losses of DTrace itself are printed on stderr, not in the footer ("N
- *   dynamic variable drops": raise -x dynvarsize; "N drops on CPU": raise
- *   -x bufsize); mongoprobe counts them into "dropped events".
- * - macOS: System Integrity Protection must allow DTrace (csrutil enable
- *   --without dtrace), or the syscall provider is unavailable.
- * - Oracle DTrace on Linux: mount debugfs first; stop a background dtrace with
- *   SIGTERM (it ignores SIGINT when started in the background).
- *
+ * Output format, caveats, measured cost: docs/probes.md, "mongo_time.d, mongo_snoop.d".
+ * The idea in 60 lines: dtrace/mongo_latency_simple.d.
+ * CHECKED: Oracle DTrace 2.0 on Linux 6.18 (dtrace-utils 8a1264bf, x86-64).
+ * NOT CHECKED on illumos/SmartOS, FreeBSD or macOS (docs/probes.md says what).
+ * Derived from mongo_snoop.d by Max Bruning (Joyent, 2014).
  * Copyright the mongoprobe authors. Licensed under the Apache License, Version 2.0.
- * Derived from mongo_snoop.d by Max Bruning (Joyent, 2014), who took the first
- * 16 bytes of every send/recv as a header and printed opcodes as numbers.
- * Generated from mongo_wire.d.in by probes/mkbt.py: edit the template, not this file.
  */
 
 #pragma D option quiet

@@ -1,203 +1,26 @@
 #!/usr/sbin/dtrace -s
 /*
  * mongo_snoop_tls.d	mongo_snoop.d (below) plus the TLS plaintext of OpenSSL.
- * mongo_snoop.d	MongoDB wire-protocol requests of one server, one line each.
+ * mongo_snoop.d	MongoDB wire-protocol requests of one server, one line each,
+ *		with its latency.
  *		For illumos/SmartOS, FreeBSD, macOS and Linux (Oracle DTrace), uses DTrace.
  *
  * USAGE: dtrace -s mongo_snoop_tls.d -p PID MODULE FREE [-x dynvarsize=64m] [-x bufsize=16m]
  * USAGE: dtrace -s mongo_snoop.d -p PID [-x dynvarsize=64m] [-x bufsize=16m]
- *        (runs until Ctrl-C or SIGTERM; mongoprobe snoop --engine dtrace runs it)
+ *        (until Ctrl-C or SIGTERM; mongoprobe snoop --engine dtrace runs it)
+ *   MODULE: the object holding SSL_read/SSL_write (e.g. libssl.so.3, a.out);
+ *   FREE: 1 when it has SSL_free (memory BIOs decoded too), else 0.
  *
- * This _tls script is the plain one plus OpenSSL's plaintext: MODULE is the
- * object holding SSL_read/SSL_write, as the pid provider names it (the basename
- * of the libssl the process maps, e.g. libssl.so.3, or a.out when OpenSSL is
- * linked into the executable); FREE is 1 when MODULE has SSL_free (then
- * connections on memory BIOs are decoded), else 0. mongoprobe latency|snoop
- * --engine dtrace --tls auto|on picks it when probes/tlshooks.py finds OpenSSL
- * in the target; with --tls off, or no OpenSSL found, it runs the plain script.
+ * BUILD OUTPUT: generated from dtrace/mongo_wire.d.in by probes/mkbt.py. Do not
+ * edit it: edit the template (its comments explain the decoding) and run
+ * probes/mkbt.py; tests/test_probe_sources.py fails while the two differ.
  *
- * The DTrace twin of probes/mongo_snoop.bt, with its line layout: one line per
- * request when its first reply is sent (mongoprobe.formats.wire_events reads
- * both):
- *
- *   TIME(s) PID TID FD REQID OPCODE COMMAND BYTES_IN BYTES_OUT LAT(us) F ERR
- *
- * TIME is seconds since the start ("# clock" maps it to the wall clock), REQID
- * the request's requestID, BYTES_IN/OUT the request's and the first reply's
- * messageLength, LAT the server's own time (the receive that completed the
- * request to the send that carries its reply), F "m" when the reply has
- * moreToCome (an exhaust stream follows), ERR 0, or the error code of a reply
- * that failed (-1: it had none; "Replies that failed" in probes/README.md).
- * At the end: the footer every mongoprobe tool prints.
- *
- * Example (tests/wireserver.py --mode mongod; samples/dtrace/, three lines):
- *
- *   TIME(s)  PID   TID   FD REQID OPCODE COMMAND     BYTES_IN BYTES_OUT LAT(us) F
- *   0.083480 30627 30709 6  1     OP_MSG find              75        34 87.680  -
- *   0.084984 30627 30709 6  4     OP_MSG insert        100098        34 169.883 -
- *   0.139154 30627 30720 12 1     OP_MSG exhaustTest       57        34 52.138  m
- *
- * Read it as: fd 6's 100 KB insert (received by header, then body, as mongod
- * reads) was answered 170 us after its last byte arrived; the exhaust request
- * on fd 12 was answered with moreToCome, so a stream of replies followed.
- *
- *   requests: N  replies: N  stream replies: N  no-reply (moreToCome): N
- *   lost: unmatched replies N, requests without reply N, malformed headers N, dropped events 0
- *   tls:
- *     connections  N     connections whose bytes were TLS records (or, _tls,
- *                        whose plaintext was decoded)
- *     decoded  N         of them, connections whose plaintext was decoded
- *     calls  N           OpenSSL calls that returned plaintext
- *     calls_without_socket  N   of them, with no connection to key them by
- *                        (not decoded)
- *     memory_bio  N      of the decoded, connections keyed by their SSL *
- *     memory_bio_tied  N of those, tied to their socket
- * and, during the run, "# tls tie PID SHOWN FD" when a memory-BIO connection
- * (shown as SHOWN, 2^30 + its number) is tied to its socket FD.
- *
- * The per-connection state machine is the one of the Linux probes
- * (probes/README.md): state keyed by (pid, fd), never by requestID alone, freed
- * on close(); a header is valid when 16 <= messageLength <= 48000000 and the
- * opcode is known; up to 8 messages per receive and 4 per send (D has no loops:
- * the clauses are unrolled); a ring of 4 outstanding requests per connection
- * (pipelining), matched oldest first; exhaust replies counted as stream
- * replies; a reply's first 40 bytes (its header and the body's first element,
- * where a failure's ok: 0 is) split across sends gathered from the next ones
- * before it is matched, timed from the first (as bcc does);
- * command names from the buffer that holds them (mongod reads the 16-byte
- * header, then the body). OP_MSG: first key of the kind-0 body; OP_QUERY on
- * "db.$cmd": first key of the query (unwrapping $query), else "find"; legacy
- * opcodes: the opcode name; OP_COMPRESSED: "[compressed]". Copies headers and
- * names only, never document contents.
- *
- * Syscalls hooked, on one pid (-p), with the first iovec of the vector forms:
- *   Linux:           read readv recvfrom recvmsg / write writev sendto sendmsg, close
- *   illumos/SmartOS: read readv recv recvfrom recvmsg / write writev send sendto
- *                    sendmsg, close
- *   FreeBSD:         read readv recvfrom recvmsg / write writev sendto sendmsg, close
- *   macOS:           the FreeBSD set plus each *_nocancel variant
- * Names are listed rather than globbed (syscall::read*: would also match
- * readlink); "#pragma D option zdefs" lets the names an OS lacks match nothing
- * (check the "matched N probes" line for a misspelt one).
- *
- * CHECKED: Oracle DTrace 2.0 on Linux 6.18 (dtrace-utils 8a1264bf, x86-64):
- * compiled by dtrace -e and run (tests/test_dtrace.py) on FerretDB v1.24.0
- * (read/write; per-command counts equal its /debug/metrics and
- * probes/mongo_latency.bt's on the same workload) and on tests/wireserver.py
- * in every mode (recvmsg header-then-body and sendmsg as mongod, readv/writev,
- * recvfrom/sendto, replies split across writes (failed ones written as 10, 10
- * and the rest counted with their codes); pipelining, moreToCome,
- * OP_QUERY, OP_COMPRESSED, exhaust): exact counts, nothing lost.
- * NOT CHECKED on illumos/SmartOS, FreeBSD or macOS: the D compiler's checks
- * are the same there, but no run has been made. Unchecked there: the recv and
- * send syscalls (illumos), the *_nocancel variants (macOS), that arg1 holds a
- * syscall's return value at :return, copyin() and copyinto() (into alloca()
- * memory) of a variable length (T2, T4) and the struct msghdr/iovec offsets
- * (LP64 assumed). Treat the first run as a
- * test and compare its counts with the server's own (mongod serverStatus
- * opcounters).
- *
- * Overhead: every read/write-family syscall of the pid runs a few hundred DIF
- * instructions (more per message received) and a few dynamic-variable lookups
- * (bench/ measures the Linux probes). Measured on a 2-CPU Linux VM shared with
- * other runs (Oracle DTrace 8a1264bf; tests/wireserver.py --mode mongod, one
- * connection, 3,000 pings, 6 alternating runs each, medians): mongo_time.d's
- * 19 BPF programs ran 90 us per request (bpf_stats run_time_ns; 88-99 us),
- * the same before and after replies split across sends were gathered (90.8,
- * 89.8 us; the send's return program 12.8, 13.1 us per run, spread 12.5-14).
- * Starting takes about 6 s on a 2-core Linux machine (Oracle DTrace compiles
- * the unrolled clauses into BPF), so attach before the load starts;
- * one printf per request on top of that; at thousands of requests per second
- * prefer mongo_time.d.
- * A receive on a connection not (yet) known as protocol traffic also reads its
- * first 4 bytes once, to count TLS connections.
- * The _tls script adds, per request, 4 uprobe hits (SSL_read and SSL_write,
- * entry and return; their traps cost more than the clauses) and the framing
- * of the plaintext. Measured on a 2-CPU Linux VM shared with other runs
- * (Oracle DTrace 8a1264bf; tests/wireserver.py --tls --mode readwrite, one
- * connection, a Python client sending 3,000 pings, 3 alternating runs,
- * medians): 18,900 requests/s untraced, 8,300 under mongo_time.d (which
- * sees only ciphertext), 3,900 under mongo_time_tls.d: about 130 us more per
- * request than mongo_time.d, 200 us more than untraced. DTrace's own BPF
- * programs of mongo_time_tls.d ran 126 us per request (bpf_stats:
- * run_time_ns of its 27 programs over the 3,000 requests), the rest is the
- * uprobe traps. A server spending ~1 ms of CPU per request would lose some
- * 20% (an estimate from these figures, not measured); a fast one far more:
- * measure with and without before trusting its throughput.
- * Measured again with memory BIOs in (the same VM and ping loop on one
- * connection, --mode mongod, 3 runs each, medians): on memory BIOs
- * (--tls-bio memory: asyncio, 6 uprobe hits per request, its two
- * SSL_read_ex) 143 us of BPF per request (27.5 program runs), 16,300
- * requests/s untraced, 3,440 traced (about 230 us more per request); on
- * socket BIOs 150 us (29.5 runs), the same as this script before memory
- * BIOs (150 us: the clauses they add cost nothing measurable there),
- * 22,700 requests/s untraced, 4,150 traced. SSL_free runs once per
- * connection.
- *
- * TLS plaintext (OpenSSL; probes/README.md, "TLS plaintext", the bcc twin):
- *   pid$target:MODULE:SSL_read, SSL_write, SSL_read_ex, SSL_write_ex at entry
- *   (buffer, SSL *, the _ex count's address, the time) and return (arg1: the
- *   return value; _ex: 1, the count copied in). The connection is the fd of
- *   the socket syscall made inside the call by the same thread (self->),
- *   else the last fd seen for its SSL *; the plaintext is framed by the same
- *   clauses as a syscall's bytes, on the state [pid, fd | TLS_FD], apart from
- *   the fd's ciphertext. A request completes at the return of the read that
- *   completed it (after decryption); a reply is timed at the entry of the
- *   write carrying it (before encryption): the server's time without crypto.
- *   Memory BIOs (mongod's asio, Python's asyncio: no socket syscall inside
- *   SSL_read/SSL_write; the script's 2nd argument is 1 when MODULE has
- *   SSL_free): a call with plaintext, no nested syscall and no fd known for
- *   its SSL * keys the connection by a number of its own (this CPU's next,
- *   the CPU in bits 22-28), state [pid, TLS_FD | TLS_SSL | number];
- *   SSL_free (pid$target:MODULE:SSL_fre[e]:entry) frees it (requests still
- *   waiting stay without reply, as at close). The next read/write-family
- *   syscall of the thread after an SSL_write of an untied one ties it when
- *   it is a send on an fd whose first received bytes were TLS records: a
- *   "# tls tie" line; the connection is shown as 2^30 + its number in
- *   latency_ns_by_conn (mongoprobe shows the tied fd instead), and in snoop
- *   lines until tied. Checked on tests/wireserver.py --tls-bio memory:
- *   every connection keyed and tied, counts exact; 300 short connections:
- *   a key each. With 2nd argument 0 such calls are counted
- *   (calls_without_socket), not decoded: their state could not be freed.
- *
- * Caveats:
- * - TLS: mongo_time.d and mongo_snoop.d do not decode TLS plaintext; their
- *   _tls twins decode OpenSSL's (SSL_read/SSL_write through the pid provider).
- *   A connection whose bytes are TLS records is counted ("tls:" at END;
- *   mongoprobe says "not traced: N connections look like TLS").
- * - Go crypto/tls (FerretDB) is not decoded by any D script: D cannot name
- *   its functions. A probe description may not hold "/", "(" or ")"
- *   (crypto/tls.(*Conn).Read); Oracle DTrace's pid provider skips every
- *   symbol with a "." when it globs; its absolute-address form
- *   (pid$target:a.out:-:ADDR) matched no probe (dtrace-utils 8a1264bf).
- * - LP64, little-endian targets only (x86-64, arm64): iovec/msghdr offsets are
- *   the 64-bit ones, header fields are read as native int32.
- * - A request header split across two receives (1-15 bytes at a message
- *   boundary) counts as malformed and resets the framing (the Linux probes do
- *   the same; the analyzer's stream decoder handles it).
- * - A failed reply gathered across sends: its code is read from the send that
- *   completes its first 40 bytes; when the element after ok (at message offset
- *   30, 33 or 37) began in an earlier send, the code is -1 (the failure is
- *   counted all the same).
- * - Command names are cut at 32 bytes, OP_QUERY namespaces at 63.
- * - Command name strings stay in dynamic variables per (pid, fd) until the fd
- *   number is reused (a string dynamic variable cannot be freed portably).
- *   A memory-BIO connection's number is not reused (until a CPU's 2^22 wrap):
- *   its names (up to 5, 32 bytes each) stay until the end, and
- *   latency_ns_by_conn keeps a row per such connection: a long run of many
- *   short connections fills -x dynvarsize/aggsize sooner (reported as drops).
- * - Losses of DTrace itself are printed on stderr, not in the footer ("N
- *   dynamic variable drops": raise -x dynvarsize; "N drops on CPU": raise
- *   -x bufsize); mongoprobe counts them into "dropped events".
- * - macOS: System Integrity Protection must allow DTrace (csrutil enable
- *   --without dtrace), or the syscall provider is unavailable.
- * - Oracle DTrace on Linux: mount debugfs first; stop a background dtrace with
- *   SIGTERM (it ignores SIGINT when started in the background).
- *
+ * Output format, caveats, measured cost: docs/probes.md, "mongo_time.d, mongo_snoop.d".
+ * The idea in 60 lines: dtrace/mongo_latency_simple.d.
+ * CHECKED: Oracle DTrace 2.0 on Linux 6.18 (dtrace-utils 8a1264bf, x86-64).
+ * NOT CHECKED on illumos/SmartOS, FreeBSD or macOS (docs/probes.md says what).
+ * Derived from mongo_snoop.d by Max Bruning (Joyent, 2014).
  * Copyright the mongoprobe authors. Licensed under the Apache License, Version 2.0.
- * Derived from mongo_snoop.d by Max Bruning (Joyent, 2014), who took the first
- * 16 bytes of every send/recv as a header and printed opcodes as numbers.
- * Generated from mongo_wire.d.in by probes/mkbt.py: edit the template, not this file.
  */
 
 #pragma D option quiet

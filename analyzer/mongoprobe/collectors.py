@@ -510,7 +510,8 @@ def events_to_parquet(run_dir: Path, offset_ns: int, pid: int,
                 # a second's events, and the compressed requests' bytes that name
                 # them (printed just before them)
                 if line.startswith(tuple(f'{{"type": "map", "data": {{"@{m}{i}"'
-                                         for m in "ez" for i in range(3))):
+                                         for m in ("events", "zbody", "e", "z")  # (e, z: before
+                                         for i in range(3))):                    # the names)
                     reader.feed(line)
                     if len(reader.events) >= batch:
                         flush()

@@ -12,10 +12,11 @@ checks the model against the real tools' ``memlock`` here.
 bpftrace (0.17) has one entry limit for all its maps (``BPFTRACE_MAP_KEYS_MAX``), all
 preallocated: ``mongo_latency.bt`` makes 26 hash maps and 23 per-CPU hash maps of that
 many entries. The per-CPU ones are its counters (13 maps, one key used each) and the
-per-second aggregates (``@n``, ``@p``, ``@pc``, ``@x``, 3 rotating copies each: keys
-per command, opcode and bucket), none of them per connection, yet each holds 4 keys a
-connection. DTrace's are its own buffers (``-x dynvarsize``, and ``-x aggsize`` per
-CPU for ``mongo_time.d``), modelled from a measurement (below).
+per-second aggregates (``@noreply_cmd``, ``@lat_hist``, ``@conn_hist``, ``@failed``,
+3 rotating copies each: keys per command, opcode and bucket), none of them per
+connection, yet each holds 4 keys a connection. DTrace's are its own buffers (``-x
+dynvarsize``, and ``-x aggsize`` per CPU for ``mongo_time.d``), modelled from a
+measurement (below).
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ MAX_CONNECTIONS = 10000
 def bpftrace_keys(max_connections: int) -> dict:
     """The environment that sizes mongo_latency.bt / mongo_snoop.bt for
     ``max_connections``: bpftrace 0.17 has one key limit for every map (all
-    preallocated), and the largest per-connection map (@s, the request slots) holds 4
+    preallocated), and the largest per-connection map (@slot_cmd, the request slots) holds 4
     keys a connection; never below bpftrace's own default of 4096. (A second's events
     and the target's threads share that limit.)"""
     return bpftrace_map_keys(bpftrace_keys_for(max_connections))

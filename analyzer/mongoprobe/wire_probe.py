@@ -27,8 +27,8 @@ from .latencies import Latencies
 # --max-connections)
 FULL_WHAT = {"conns": "requests on connections not traced",
              "lat_spill": "latencies not aggregated",
-             "@s": "request slots refused (their requests lost)",
-             "@c": "connections refused (their requests lost)"}
+             "@slot_cmd": "request slots refused (their requests lost)",
+             "@conn": "connections refused (their requests lost)"}
 
 
 class WireProbe:

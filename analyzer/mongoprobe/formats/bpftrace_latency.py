@@ -5,20 +5,20 @@ What the probe prints, one JSON object per line (bpftrace's JSON mode)::
 
     {"type": "printf", "data": "# clock monotonic_ns=N elapsed_ns=N\\n"}
     {"type": "printf", "data": "@slice 7661\\n"}            a second is over; its maps:
-    {"type": "map",   "data": {"@p1": {"W0,W1,W2,OP,BUCKET": P, ...}}}   histogram:
-                                 P = (the latencies' sum << 20) + their count (PACK)
-    {"type": "map",   "data": {"@q1": {"CPU,W0,W1,W2,OP": MAX_NS}}}
-    {"type": "map",   "data": {"@n1": {"W0,W1,W2,OP": N}}}     requests with no reply due
-    {"type": "map",   "data": {"@x1": {"W0,W1,W2,OP,CODE": N}}}   failed replies (ok: 0)
-    {"type": "map",   "data": {"@pc1": {"FD,BUCKET": P}}}, @qc1 {"CPU,FD": MAX}
+    {"type": "map",   "data": {"@lat_hist1": {"W0,W1,W2,OP,BUCKET": P, ...}}}
+                   histogram: P = (the latencies' sum << 20) + their count (PACK)
+    {"type": "map",   "data": {"@lat_max1": {"CPU,W0,W1,W2,OP": MAX_NS}}}
+    {"type": "map",   "data": {"@noreply_cmd1": {"W0,W1,W2,OP": N}}}  requests, no reply due
+    {"type": "map",   "data": {"@failed1": {"W0,W1,W2,OP,CODE": N}}}  failed replies (ok: 0)
+    {"type": "map",   "data": {"@conn_hist1": {"FD,BUCKET": P}}}, @conn_max1 {"CPU,FD": MAX}
                                                                  (FLAGS bit 1)
-    {"type": "map",   "data": {"@z1": {"TS,TID": "BYTES"}}}   an OP_COMPRESSED request's
+    {"type": "map",   "data": {"@zbody1": {"TS,TID": "BYTES"}}}  an OP_COMPRESSED request's
                                  first 40 body bytes (bpftrace's buf: \\xNN escapes)
-    {"type": "map",   "data": {"@e1": {"TS,TID": [LAT, FD, REQID, OP, W0, W1, W2, IN,
+    {"type": "map",   "data": {"@events1": {"TS,TID": [LAT, FD, REQID, OP, W0, W1, W2, IN,
                                  OUT, MTC, ERR]}}}     the second's events (EVENTS_EVERY)
     {"type": "map",   "data": {"@no_reply": N}}  ... the counters, cumulative
-    {"type": "map",   "data": {"@full_s": N}}, @full_c   what full maps refused
-    {"type": "map",   "data": {"@c": {"FD": [REM, POS, HEAD, TAIL, TXR, FLAGS]}}}
+    {"type": "map",   "data": {"@full_slots": N}}, @full_conns   what full maps refused
+    {"type": "map",   "data": {"@conn": {"FD": [REM, POS, HEAD, TAIL, TXR, FLAGS]}}}
                                       at the end: the connections still open
     {"type": "printf", "data": "@end\\n"}                      the last slices were printed
     {"type": "printf", "data": "@tie KEY FD\\n"}   mongo_latency_tls.bt: the connection
@@ -29,24 +29,26 @@ count (the low ``PACK_BITS`` bits) and the sum of its latencies modulo 2^(64 -
 PACK_BITS) ns: the exact sum is the one value in [count * lo, count * lo + 2^44) with
 those bits (``unpack``), exact while count * (hi - lo) < 2^44 (for latencies under
 2^36 ns, 16,384 requests a bucket a second; the last bucket, 2^36 ns and up, is open).
-Outputs of earlier versions of the probe (``@h`` counts with ``@s`` (sum, max) tuples
-keyed by CPU, or ``stats()`` without it, ``@m`` the max, a ``@requests`` counter) read
-the same.
+Outputs of earlier versions of the probe read the same: with the short map names
+(``@p``, ``@q``, ``@n``, ``@x``, ``@pc``, ``@qc``, ``@e``, ``@z``, ``@c``, ``@full_s``,
+``@full_c``: ``OLD_KINDS``, ``OLD_NAMES``), and before them ``@h`` counts with ``@s``
+(sum, max) tuples keyed by CPU, or ``stats()`` without it, ``@m`` the max, a
+``@requests`` counter.
 
 The suffix (0, 1, 2) is the slice modulo 3 (the probe rotates three map sets); a map
 with no entries is not printed. A command name is three little-endian words
 (``wire_slices.name_of_words``). ``@events_kept`` counts the events the probe stored;
 those that are not printed were lost to a full map (counted as dropped).
 ``full`` names the maps that filled (bpftrace 0.17 gives every map the same
-BPFTRACE_MAP_KEYS_MAX keys): ``@s`` and ``@c``, request slots and connections the
-probe's maps refused (the requests so lost are already unmatched replies and requests
+BPFTRACE_MAP_KEYS_MAX keys): ``@slot_cmd`` and ``@conn``, request slots and connections
+the probe's maps refused (the requests so lost are already unmatched replies and requests
 without reply).
 
 The counters map to ``latency --json``'s: ``replies`` is the count of timed requests
 over every slice read. The probe counts requests without a per-request counter: each
 connection's head counts its requests due a reply, added to ``@closed_requests`` when
-it closes and printed with ``@c`` at the end, where head - tail are the requests still
-waiting (they count as requests without reply). So ``requests`` is exact at ``@end``
+it closes and printed with ``@conn`` at the end, where head - tail are the requests
+still waiting (they count as requests without reply). So ``requests`` is exact at ``@end``
 (before, it is the requests answered, due no reply or lost so far), and timed requests
 that never reached a printed slice show as dropped.
 """
@@ -84,7 +86,12 @@ FD_MASK = 0x7FFFFFFF
 # with it, bit 30: a connection keyed by its SSL * (memory BIOs), shown by its socket's
 # fd once a "@tie KEY FD" line named it, else as 2^30 + its number (as bcc does)
 SSL_KEY = 0x40000000
-FULL = {"@full_s": "@s", "@full_c": "@c"}
+FULL = {"@full_slots": "@slot_cmd", "@full_conns": "@conn"}
+# the probe's maps by their names before they were spelt out (recordings made then):
+# a per-second map's name without its suffix, and the whole names
+OLD_KINDS = {"p": "lat_hist", "q": "lat_max", "n": "noreply_cmd", "x": "failed",
+             "pc": "conn_hist", "qc": "conn_max", "e": "events", "z": "zbody"}
+OLD_NAMES = {"@c": "@conn", "@full_s": "@full_slots", "@full_c": "@full_conns"}
 # a histogram bucket's value: (sum of latencies << PACK_BITS) + count, as the probe
 # adds it up (mongo_wire.bt.in, ACCOUNT)
 PACK_BITS = 20
@@ -119,7 +126,7 @@ class BpftraceLatency:
         self.lost_events = 0                 # bpftrace's own perf-buffer losses
         self.helper_errors = 0               # bpftrace 0.23+: a helper failed (its warning)
         self.events: list[tuple] = []
-        self.full: dict[str, int] = dict.fromkeys(("@s", "@c"), 0)
+        self.full: dict[str, int] = dict.fromkeys(FULL.values(), 0)
         self.ended = False
         self.old_counter = False             # an earlier probe's @requests counter
         self.open_heads = 0                  # at @end: requests due on open connections
@@ -191,11 +198,12 @@ class BpftraceLatency:
 
     def _maps(self, data: dict) -> None:
         for name, value in data.items():
+            name = OLD_NAMES.get(name, name)
             if name in COUNTERS:
                 self.raw[COUNTERS[name]] = int(value)
                 self.old_counter |= name == "@requests"
                 continue
-            if name == "@c":
+            if name == "@conn":
                 for v in value.values():
                     head, tail, flags = int(v[2]), int(v[3]), int(v[5])
                     if flags & 1:
@@ -208,30 +216,31 @@ class BpftraceLatency:
             kind, view = name[1:-1], name[-1]
             if not view.isdigit():
                 continue
+            kind = OLD_KINDS.get(kind, kind)
             if self.ended and self._cur is None and self._late_slice(int(view)) is None:
                 continue        # printed already: bpftrace's exit print of an uncleared map
-            if kind == "e":
+            if kind == "events":
                 self._events(value)
                 continue
-            if kind == "z":
+            if kind == "zbody":
                 self._zbody.update((k, _buf_bytes(v)) for k, v in value.items())
                 continue
             if self._cur is None and not self.ended:
                 continue
             cur = self._cur if self._cur is not None else self._late_slice(int(view))
-            if kind in ("p", "q", "h", "s", "m", "n", "x"):
+            if kind in ("lat_hist", "lat_max", "h", "s", "m", "noreply_cmd", "failed"):
                 self._command_map(cur, kind, value)
                 continue
             for key, v in value.items():
                 k = _ints(key)
-                cpu_first = kind == "qc" or (kind == "sc" and isinstance(v, list))
+                cpu_first = kind == "conn_max" or (kind == "sc" and isinstance(v, list))
                 fd = self.conn_fd(k[1] if cpu_first else k[0])
                 agg = cur.conn_rows.get(fd)
                 if agg is None:
                     agg = cur.conn_rows[fd] = Agg()
-                if kind == "pc":
+                if kind == "conn_hist":
                     _add_packed(agg, k[-1], v)
-                elif kind == "qc":
+                elif kind == "conn_max":
                     agg.max_ns = max(agg.max_ns, int(v))
                 elif kind == "hc":
                     agg.hist[k[-1]] = agg.hist.get(k[-1], 0) + int(v)
@@ -256,16 +265,17 @@ class BpftraceLatency:
         return self._late[view]
 
     def _command_map(self, cur: Slice, kind: str, value: dict) -> None:
-        """One of the slice's per-command maps (@p, @q, @n, @x; earlier probes' @h,
-        @s, @m): keys are ``W0,W1,W2,OP`` (and ``,BUCKET`` for @p and @h, ``,CODE`` for
-        @x: failed replies; the CPU first for @q and a tuple-valued @s). An hour at
+        """One of the slice's per-command maps (@lat_hist, @lat_max, @noreply_cmd,
+        @failed; earlier probes' @h, @s, @m): keys are ``W0,W1,W2,OP`` (and ``,BUCKET``
+        for @lat_hist and @h, ``,CODE`` for @failed: failed replies; the CPU first for
+        @lat_max and a tuple-valued @s). An hour at
         50k requests/s prints millions of these entries: names are decoded once per
         key prefix."""
         rows, names = cur.rows, self._names
         for key, v in value.items():
-            if kind in ("p", "h", "x"):
+            if kind in ("lat_hist", "h", "failed"):
                 key, _, b = key.rpartition(",")
-            elif kind == "q" or (kind == "s" and isinstance(v, list)):
+            elif kind == "lat_max" or (kind == "s" and isinstance(v, list)):
                 key = key.partition(",")[2]          # the CPU first
             name = names.get(key)
             if name is None:
@@ -274,9 +284,9 @@ class BpftraceLatency:
             agg = rows.get(name)
             if agg is None:
                 agg = rows[name] = Agg()
-            if kind == "p":
+            if kind == "lat_hist":
                 _add_packed(agg, int(b), v)
-            elif kind == "q":
+            elif kind == "lat_max":
                 agg.max_ns = max(agg.max_ns, int(v))
             elif kind == "h":
                 b = int(b)
@@ -285,7 +295,7 @@ class BpftraceLatency:
                 _add_sum_max(agg, v)
             elif kind == "m":
                 agg.max_ns = max(agg.max_ns, int(v))
-            elif kind == "x":
+            elif kind == "failed":
                 code = int(b)
                 agg.errors += int(v)
                 agg.codes[code] = agg.codes.get(code, 0) + int(v)
@@ -416,7 +426,7 @@ def _buf_bytes(text: str | list) -> bytes:
 
 
 def _add_packed(agg: Agg, bucket: int, v) -> None:
-    """One packed histogram bucket (@p, @pc): its count and its latencies' sum."""
+    """One packed histogram bucket (@lat_hist, @conn_hist): its count and its latencies' sum."""
     n, total = unpack(bucket, int(v))
     agg.hist[bucket] = agg.hist.get(bucket, 0) + n
     agg.sum_ns += total
