@@ -1,4 +1,4 @@
-"""mongoprobe.normalize: the seeds' per-operation metrics and throughput percentiles.
+"""mongoprobe.normalize: the seeds' (docs/sources.md) per-operation metrics and percentiles.
 
 The seeds printed raw columns and the normalised columns computed from them, rounded.
 These tests recompute every normalised cell of every seed table from the raw cells of

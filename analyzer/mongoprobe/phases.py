@@ -1,4 +1,4 @@
-"""The per-phase table of a recorded run: what the seeds' authors built by hand.
+"""The per-phase table of a recorded run: what the seeds' (docs/sources.md) authors did by hand.
 
 ``phase_table(run)`` returns one row per phase (DataFrame, columns below),
 ``phase_json(run)`` the ``mongoprobe phases --json`` shape (README.md lists its keys) and
