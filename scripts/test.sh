@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # test.sh - install what the tests need (idempotent), then run the whole suite.
 # USAGE: scripts/test.sh [pytest args...]
+#
+# The suite runs on a worker per CPU, at most 4 (pytest-xdist, each test file on one
+# worker: its module fixtures are recorded once); MONGOPROBE_TEST_WORKERS sets how
+# many, 0 runs it in this process. Tests marked serial run alone (tests/conftest.py).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/scripts/setup.sh"
 cd "$top"
-exec .venv/bin/python -m pytest -q -ra "$@"
+workers=${MONGOPROBE_TEST_WORKERS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}
+exec .venv/bin/python -m pytest -q -ra -n "$workers" --dist loadfile "$@"

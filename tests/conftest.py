@@ -3,10 +3,13 @@ test programs in C built on demand."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -16,8 +19,11 @@ import pytest
 from mongoprobe import probes, target
 
 # Every process the session starts, however deep and even once orphaned, carries this
-# in its environment: what the leftover check below looks for.
+# in its environment: what the leftover check below looks for. Under pytest-xdist each
+# worker has its own (the run's mark and the worker's name), so that a worker checks
+# only what its own tests started.
 SESSION_MARK = "MONGOPROBE_TEST_SESSION"
+RUN_MARK = "MONGOPROBE_TEST_RUN"
 
 
 # The probes' maps sized for 64 connections unless a test asks for more: a bpftrace
@@ -33,8 +39,59 @@ def pytest_configure(config) -> None:
     # the default in each exec'd child.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    os.environ.setdefault(SESSION_MARK, uuid.uuid4().hex)
+    run = os.environ.setdefault(RUN_MARK, uuid.uuid4().hex)     # workers inherit it
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    os.environ[SESSION_MARK] = f"{run}-{worker}" if worker else run
     os.environ.setdefault("MONGOPROBE_MAX_CONNECTIONS", TEST_MAX_CONNECTIONS)
+
+
+def pytest_unconfigure(config) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        for lock in _room_locks():
+            with contextlib.suppress(OSError):
+                lock.unlink()
+
+
+# --- tests that must run alone --------------------------------------------------------
+#
+# The suite runs on several workers (scripts/test.sh: pytest-xdist, a file per worker).
+# A test marked ``serial`` measures time or CPU (a verdict, a probe's cost, a rate): it
+# runs with no other test running. Every test holds a shared lock on a "room" file for
+# its setup, call and teardown; a serial one holds it exclusively. A turnstile lock in
+# front keeps the serial test from waiting forever behind a stream of others.
+
+
+def _room_locks() -> tuple[Path, Path]:
+    run = os.environ[RUN_MARK]
+    d = Path(tempfile.gettempdir())
+    return d / f"mongoprobe-tests-{run}.turnstile", d / f"mongoprobe-tests-{run}.room"
+
+
+@contextlib.contextmanager
+def _room(alone: bool):
+    turnstile, room = _room_locks()
+    with open(turnstile, "a") as t, open(room, "a") as r:
+        fcntl.flock(t, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(r, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            if not alone:
+                fcntl.flock(t, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(r, fcntl.LOCK_UN)
+            if alone:
+                fcntl.flock(t, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield                       # one process: every test runs alone anyway
+        return
+    with _room(item.get_closest_marker("serial") is not None):
+        yield
 
 
 # The markers follow from what a test uses (item.fixturenames holds every fixture a
@@ -136,6 +193,24 @@ def tracing_and_target() -> None:
     _needs(probes.why_cannot_trace())
     if not target.ferretdb_binary().exists():
         pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
+
+
+@pytest.fixture(scope="session")
+def tls_target(tmp_path_factory):
+    """A private FerretDB serving TLS only (Go crypto/tls, a key made for it), shared by
+    the session: TargetInfo with ca_file. Tests count by differences, as with
+    ``ferretdb``."""
+    if not target.ferretdb_binary().exists():
+        pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
+    state = tmp_path_factory.mktemp("tls-target")
+    try:
+        info = target.start(state, tls=True)
+    except target.TargetError as e:
+        pytest.fail(str(e))
+    try:
+        yield info
+    finally:
+        target.stop(state)
 
 
 @pytest.fixture(scope="session")

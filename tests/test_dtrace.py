@@ -9,7 +9,7 @@ checks the Linux probes get:
   /debug/metrics and the bpftrace probe's on the same workload, nothing lost (the
   mongod-pattern server's scenarios for mongo_time.d are in test_probe_patterns.py,
   mongo_snoop.d's here);
-* flush.d on tests/flushloop.c (exact counts, user stacks), syscount.d (exact count);
+* flush.d on tests/flushloop.c (exact counts, user stacks), syscount_linux.d (exact count);
 * profile.d -> mongoprobe fold --format dtrace -> a flame graph with FerretDB's frames.
 
 Tests that trace skip with ``probes.why_cannot_dtrace()``'s reason (no root, no dtrace and

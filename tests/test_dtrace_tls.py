@@ -36,7 +36,7 @@ import pytest
 import wireclient
 from mongoprobe import dtrace_engine, mixedload, probes, target
 from helpers.cli import start_cli, stop_cli
-from helpers.tls import CONNECTIONS, tls_target, traced_tls_scenarios  # noqa: F401 (tls_target: a fixture)
+from helpers.tls import CONNECTIONS, traced_tls_scenarios
 from helpers.wire import Probe, from_dtrace, wireserver
 
 ROOT = Path(__file__).resolve().parents[1]

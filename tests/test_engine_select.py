@@ -36,18 +36,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SID_BPFTRACE = Path.home() / ".cache" / "mongoprobe" / "bin" / "bpftrace-sid"
 
 
-@pytest.fixture(scope="module")
-def tls_ferretdb(tmp_path_factory):
-    if not target.ferretdb_binary().exists():
-        pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
-    state = tmp_path_factory.mktemp("tls-target")
-    info = target.start(state, tls=True)
-    try:
-        yield info
-    finally:
-        target.stop(state)
-
-
 def _start(*args: str, env: dict | None = None) -> tuple[subprocess.Popen, list[str]]:
     """mongoprobe ARGS, once attached: (the process, what it said on stderr before)."""
     proc = subprocess.Popen([sys.executable, "-m", "mongoprobe", *args],
@@ -64,12 +52,12 @@ def _start(*args: str, env: dict | None = None) -> tuple[subprocess.Popen, list[
 
 
 @pytest.mark.target           # (its own TLS FerretDB)
-def test_latency_default_decodes_tls_ferretdb(tls_ferretdb, need_bcc, monkeypatch):
+def test_latency_default_decodes_tls_target(tls_target, need_bcc, monkeypatch):
     """No --engine, a TLS FerretDB: bcc (the one engine that decodes Go's crypto/tls),
     said in one line; every request counted as FerretDB counts it. Sized by the real
     default, whose computed memory must match what the kernel loaded."""
     monkeypatch.delenv("MONGOPROBE_MAX_CONNECTIONS", raising=False)
-    info = tls_ferretdb
+    info = tls_target
     before = target.request_counts(info.metrics_url)
     cli, said = _start("latency", "-p", str(info.pid), "--json")
     try:
@@ -95,10 +83,10 @@ def test_latency_default_decodes_tls_ferretdb(tls_ferretdb, need_bcc, monkeypatc
 
 
 @pytest.mark.target
-def test_record_default_says_engine_and_why(tls_ferretdb, need_bcc, tmp_path):
+def test_record_default_says_engine_and_why(tls_target, need_bcc, tmp_path):
     """record without --engine: bcc's mongolatency.py records the run; the manifest
     says which engine and why; the run's counts are FerretDB's."""
-    info = tls_ferretdb
+    info = tls_target
     run = tmp_path / "RUN"
     before = target.request_counts(info.metrics_url)
     r = subprocess.run([sys.executable, "-m", "mongoprobe", "record", "-p", str(info.pid),

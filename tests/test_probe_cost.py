@@ -19,6 +19,9 @@ import pytest
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "probe_cost.py"
 
+# ratios of CPU measured side by side: alone on the machine (conftest.py)
+pytestmark = pytest.mark.serial
+
 
 def load_bench():
     spec = importlib.util.spec_from_file_location("probe_cost", BENCH)

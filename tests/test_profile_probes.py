@@ -82,7 +82,8 @@ def test_bpftrace_tool_compiles(tool, need_bpftrace):
 
 
 @pytest.mark.parametrize("tool", BT_TOOLS + ["../dtrace/profile.d", "../dtrace/flush.d",
-                                             "../dtrace/syscount.d"])
+                                             "../dtrace/syscount.d",
+                                             "../dtrace/syscount_linux.d"])
 def test_tool_header_has_the_style_parts(tool):
     head = (ROOT / "probes" / tool).read_text()[:6000]
     for part in ("USAGE:", "Overhead", "Caveats", "Example", "Licensed under"):
@@ -136,6 +137,7 @@ def test_syscount_counts_getppid_exactly(loop, need_bpftrace):
     assert j["names_from"]
 
 
+@pytest.mark.serial   # the busy thread's on-CPU share: alone on the machine
 def test_threads_shows_the_busy_thread(loop, need_bpftrace):
     lp = loop("spin", "4")
     cli = start_cli("threads", "-p", str(lp.pid), "-i", "1", "-d", "3", "--json")

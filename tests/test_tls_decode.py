@@ -41,7 +41,7 @@ from mongoprobe.formats import wire_events
 from helpers.cli import start_cli, stop_cli
 from helpers.ferretdb import (REFUSED, WORKLOAD_COMMANDS, failed_responses, metrics_delta,
                               response_counts)
-from helpers.tls import CONNECTIONS, tls_target, traced_tls_scenarios  # noqa: F401 (tls_target: a fixture)
+from helpers.tls import CONNECTIONS, traced_tls_scenarios
 from helpers.wire import (BCC_TOOL, SYSTEM_PYTHON, Probe, from_bcc, from_bpftrace,
                           sleeping_in_main_loop, tool_unavailable, wireserver)
 

@@ -62,16 +62,10 @@ def _check(result: dict, err: str) -> None:
 
 
 @pytest.mark.parametrize("engine", ["bpftrace", "bcc"])
-def test_ferretdb_tls_connections_are_counted(engine, tmp_path, request):
+def test_ferretdb_tls_connections_are_counted(engine, tls_target, request):
     request.getfixturevalue("need_bcc" if engine == "bcc" else "need_bpftrace")
-    if not target.ferretdb_binary().exists():
-        pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
-    info = target.start(tmp_path, tls=True)
-    try:
-        ctx = ssl.create_default_context(cafile=info.ca_file)
-        _check(*_trace(info.pid, engine, lambda: _pings(info.port, ctx)))
-    finally:
-        target.stop(tmp_path)
+    ctx = ssl.create_default_context(cafile=tls_target.ca_file)
+    _check(*_trace(tls_target.pid, engine, lambda: _pings(tls_target.port, ctx)))
 
 
 SERVER = r'''

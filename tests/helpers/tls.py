@@ -1,5 +1,5 @@
-"""TLS targets: the embedded FerretDB serving TLS, and wireclient's scenarios over TLS
-against tests/wireserver.py --tls under a probe."""
+"""wireclient's scenarios over TLS against tests/wireserver.py --tls under a probe (the
+embedded FerretDB serving TLS is the session fixture ``tls_target`` in conftest.py)."""
 
 from __future__ import annotations
 
@@ -12,21 +12,6 @@ import pytest
 
 import wireclient
 from helpers.wire import CONNECTIONS, Probe, wireserver
-from mongoprobe import target
-
-
-@pytest.fixture
-def tls_target(tmp_path):
-    if not target.ferretdb_binary().exists():
-        pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
-    try:
-        info = target.start(tmp_path / "target", tls=True)
-    except target.TargetError as e:
-        pytest.fail(str(e))
-    try:
-        yield info
-    finally:
-        target.stop(tmp_path / "target")
 
 
 def traced_tls_scenarios(mode: str, workdir: Path, cert_key: tuple[Path, Path],

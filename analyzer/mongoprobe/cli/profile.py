@@ -15,7 +15,8 @@ flush     probes/flush.bt: latency histograms per flush syscall, bytes, threads,
 syscount  probes/syscount.bt: calls, time and errors per syscall, named.
 threads   probes/threads.bt: the ``prstat -mL`` view, one table per interval.
 
-``--engine dtrace`` runs the D twins instead (dtrace/profile.d, flush.d, syscount.d;
+``--engine dtrace`` runs the D twins instead (dtrace/profile.d, flush.d, syscount.d --
+syscount_linux.d on Linux;
 mongoprobe.dtrace_engine): the same parsers read their output, DTrace's own losses
 (from its stderr) are reported on the ``lost:`` line.
 
@@ -60,7 +61,7 @@ SYSCOUNT_EXAMPLES = """examples:
   mongoprobe syscount -p 4127 -d 10       # calls and time per syscall, most called first
   mongoprobe syscount -p 4127 -d 10 --sort time -n 15
   mongoprobe syscount -p 4127 -d 10 --json
-  mongoprobe syscount -p 4127 --engine dtrace -d 10   # dtrace/syscount.d
+  mongoprobe syscount -p 4127 --engine dtrace -d 10   # dtrace/syscount_linux.d
 """
 THREADS_EXAMPLES = """examples:
   mongoprobe threads -p 4127              # every second until Ctrl-C (prstat -mL)
@@ -68,6 +69,8 @@ THREADS_EXAMPLES = """examples:
   mongoprobe threads -p 4127 -d 10 --json # one JSON object per interval
 """
 
+# dtrace/syscount_linux.d is the D twin of syscount.bt on Linux
+_LINUX = sys.platform.startswith("linux")
 RAW_SUFFIX = {"bpftrace": ".bt.txt", "perf": ".perf.txt", "dtrace": ".dtrace.txt"}
 STACK_SUFFIXES = (".folded", ".svg")
 
@@ -434,14 +437,18 @@ def cmd_syscount(args: argparse.Namespace) -> int:
     check_trace(args.engine, args.pid)
     lost_line = None
     if args.engine == "dtrace":
+        # On Linux the raw_syscalls twin: the syscall provider's ~1,440 probes take DTrace
+        # about a minute to attach and detach; numbers are named as for syscount.bt
+        script = "syscount_linux.d" if _LINUX else "syscount.d"
         t0 = time.monotonic()
-        run = _run_dtrace("syscount.d", args, banner=f"Counting syscalls of PID {args.pid} "
-                          "(dtrace syscount.d)... Hit Ctrl-C to end.")
+        run = _run_dtrace(script, args, banner=f"Counting syscalls of PID {args.pid} "
+                          f"(dtrace {script})... Hit Ctrl-C to end.")
         seconds = time.monotonic() - t0
-        try:   # D prints names, not numbers
-            df = syscount_output.parse_syscount(run.lines, source="syscount.d")
+        try:
+            df = syscount_output.parse_syscount(run.lines, syscalls.names() if _LINUX else None,
+                                                source=script)
         except ValueError as e:
-            raise CommandError(f"syscount.d output unreadable: {e}")
+            raise CommandError(f"{script} output unreadable: {e}")
         lost_line = run.loss_line()
     else:
         probe = _start_bpftrace("syscount.bt", [args.pid], json_mode=True)
@@ -462,14 +469,15 @@ def cmd_syscount(args: argparse.Namespace) -> int:
         df = df.sort_values(["time_ns", "count"], ascending=False, kind="stable")
     if args.json:
         print(json.dumps({"pid": args.pid, "duration_s": round(seconds, 3),
-                          "names_from": ("dtrace" if args.engine == "dtrace"
+                          "names_from": ("dtrace" if args.engine == "dtrace" and not _LINUX
                                          else syscalls.source()),
                           "syscalls": [{k: (v if k == "syscall" else int(v))
                                         for k, v in r.items()}
                                        for r in df.to_dict("records")]}))
     else:
         print(views.render_syscount(df, args.top), end="")
-    names_from = "dtrace's syscall provider" if args.engine == "dtrace" else syscalls.source()
+    names_from = ("dtrace's syscall provider" if args.engine == "dtrace" and not _LINUX
+                  else syscalls.source())
     _err(f"{int(df['count'].sum())} syscalls in {seconds:.1f} s; names from {names_from}")
     if lost_line:
         _err(f"lost: {lost_line}")
