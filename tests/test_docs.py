@@ -29,7 +29,8 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # Paths are recognised by their first folder: the repository's own top-level folders,
 # not those .gitignore names (runs/, build/: outputs a page may show being written).
 GITIGNORE = ROOT / ".gitignore"
-IGNORED = {x.strip().strip("/") for x in GITIGNORE.read_text().splitlines()} if GITIGNORE.exists() else set()
+IGNORED = ({x.strip().strip("/") for x in GITIGNORE.read_text().splitlines()}
+           if GITIGNORE.exists() else set())
 TOP = sorted(p.name for p in ROOT.iterdir()
              if p.is_dir() and not p.name.startswith(".") and p.name not in IGNORED
              and not p.name.endswith(".egg-info"))
@@ -95,7 +96,8 @@ def test_the_pages_are_checked() -> None:
     # them has stopped looking
     text = (ROOT / "README.md").read_text()
     assert PATH_RE.findall(text) and MODULE_RE.findall(text)
-    assert {"record", "phases", "latency"} <= set(COMMAND_RE.findall("\n".join(CODE_RE.findall(text))))
+    code = "\n".join(CODE_RE.findall(text))
+    assert {"record", "phases", "latency"} <= set(COMMAND_RE.findall(code))
 
 
 def test_the_checks_can_fail() -> None:
