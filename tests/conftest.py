@@ -102,8 +102,20 @@ ROOT_FIXTURES = {"need_bpftrace", "need_bcc", "need_dtrace", "need_capture",
 TARGET_FIXTURES = {"ferretdb", "tls_target", "tracing_and_target"}
 
 
+# Under pytest-xdist (--dist loadgroup) a module's tests stay on one worker, so that its
+# module fixtures (a recorded run, a target, a tracer) are made once; the modules named
+# here have none, and their tests go to whichever worker is free.
+SPLIT_MODULES = {"test_examples.py"}
+# modules sharing a session fixture that costs: one group, so it is made once
+SHARED_GROUPS = {"test_record.py": "recorded_run", "test_end_to_end.py": "recorded_run",
+                 "test_traffic.py": "recorded_run"}
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
+        if item.path.name not in SPLIT_MODULES:
+            item.add_marker(pytest.mark.xdist_group(
+                SHARED_GROUPS.get(item.path.name, item.path.stem)))
         names = set(item.fixturenames)
         if names & ROOT_FIXTURES and not item.get_closest_marker("root"):
             item.add_marker(pytest.mark.root)
@@ -193,6 +205,17 @@ def tracing_and_target() -> None:
     _needs(probes.why_cannot_trace())
     if not target.ferretdb_binary().exists():
         pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
+
+
+@pytest.fixture(scope="session")
+def recorded_run(tmp_path_factory, tracing_and_target):
+    """tests/helpers/recorded.py's run, recorded once for the session: (path, rc, stdout,
+    stderr, t0, t1, killed). Tests only read it (a test that changes it copies it)."""
+    from helpers import recorded
+
+    rec = recorded.record(tmp_path_factory.mktemp("recorded") / "RUN")
+    assert rec.rc == 0, rec.stderr[-3000:]
+    return rec
 
 
 @pytest.fixture(scope="session")

@@ -1,47 +1,44 @@
-"""Issue 4's end-to-end check: record a short 3-phase built-in load on the real
-target with the latency probe, a profile, vmstat/iostat and a packet capture, then read it back
-with `mongoprobe phases` and `mongoprobe report`."""
+"""Issue 4's end-to-end check: a short 4-phase built-in load recorded on the real target
+with the latency probe, a profile, vmstat/iostat and a packet capture (conftest's
+``recorded_run``, shared with test_record and test_traffic), read back with `mongoprobe
+phases` and `mongoprobe report`."""
 
 from __future__ import annotations
 
 import base64
 import json
 import re
-import sys
 
 import numpy as np
 import pytest
 
 from helpers.cli import mp
+from helpers.recorded import NAMES
 
-SPEC = "2i.1q:3s,0i.2q:3s,2i.0q:3s"
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory, tracing_and_target):
-    path = tmp_path_factory.mktemp("e2e") / "RUN"
-    r = mp("record", "--target", "embedded", "-o", str(path),
-           "--probes", "latency,profile,vmstat,iostat,pcap", "--events", "--",
-           sys.executable, "-m", "mongoprobe", "load", "--phases", SPEC)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return path
+def run(recorded_run):
+    return recorded_run.path
 
 
 def test_phase_table_zero_inserts_and_zero_queries(run):
     r = mp("phases", str(run), "--json")
     assert r.returncode == 0, r.stderr
     ph = {p["name"]: p for p in json.loads(r.stdout)["phases"]}
-    assert list(ph) == ["2i.1q", "0i.2q", "2i.0q"]
+    assert list(ph) == NAMES
     assert ph["0i.2q"]["ips_avg"] == 0 and ph["0i.2q"]["qps_avg"] > 0
     assert ph["2i.0q"]["qps_avg"] == 0 and ph["2i.0q"]["ips_avg"] > 0
     assert "insert" not in ph["0i.2q"]["latency_us"]
     assert "find" not in ph["2i.0q"]["latency_us"]
     # the load's own client-side latency: only for the operations a phase ran
     assert set(ph["2i.1q"]["client_ms"]) == {"insert", "query"}
+    assert set(ph["1i@50.2q"]["client_ms"]) == {"insert", "query"}
     assert set(ph["0i.2q"]["client_ms"]) == {"query"}
     assert set(ph["2i.0q"]["client_ms"]) == {"insert"}
     # the database grows with the inserts, and its size is known at each phase end
-    assert 0 < ph["2i.1q"]["db_mb"] <= ph["0i.2q"]["db_mb"] < ph["2i.0q"]["db_mb"]
+    assert 0 < ph["2i.1q"]["db_mb"] <= ph["1i@50.2q"]["db_mb"] <= ph["0i.2q"]["db_mb"] \
+        < ph["2i.0q"]["db_mb"]
     for p in ph.values():
         assert p["rss_mb"] is None or p["rss_mb"] > 0
         assert p["cs_per_op"] is not None and p["cs_per_op"] > 0
@@ -120,7 +117,8 @@ def test_report_renders_with_profile(run, tmp_path):
     frames = re.findall(r'<h3>([^<]+)</h3><iframe title="[^"]*" class="flame" style="width:100%;'
                         r'height:(\d+)px;border:0" src="data:image/svg\+xml;base64,([^"]+)"', text)
     titles = [t for t, _h, _d in frames]
-    assert len([t for t in titles if re.match(r"RUN - phase \S+ - pid \d+$", t)]) == 3, titles
+    assert len([t for t in titles if re.match(r"RUN - phase \S+ - pid \d+$", t)]) == len(NAMES), \
+        titles
     assert titles[-1] == "Differential: RUN - phase 2i.1q -&gt; 2i.0q - pid " + titles[0].split()[-1]
     for _t, height, data in frames:    # each a whole SVG document, its frame as tall as it
         svg = base64.b64decode(data).decode()

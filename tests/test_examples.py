@@ -40,6 +40,7 @@ from mongoprobe import flamegraph, mixedload, probes, stacks
 from mongoprobe import cli
 from mongoprobe.cli import build_parser
 from mongoprobe.pcap.capture import why_cannot_capture
+from helpers.cli import watch_stderr
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
@@ -395,20 +396,9 @@ def _run(cmd: str, tmp: Path, env: dict, target, stop_at_banner: bool):
     proc = subprocess.Popen(["bash", "-c", cmd], cwd=tmp, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     out: list[str] = []
-    err: list[str] = []
-    attached = threading.Event()
-
-    def read_err() -> None:
-        for line in proc.stderr:
-            err.append(line)
-            if "Hit Ctrl-C to end" in line:
-                attached.set()
-        attached.set()
-
-    readers = [threading.Thread(target=read_err, daemon=True),
-               threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True)]
-    for r in readers:
-        r.start()
+    err, err_reader, attached = watch_stderr(proc)
+    out_reader = threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True)
+    out_reader.start()
     if target is not None and "Hit Ctrl-C" in _BANNER.get(cmd.split()[1], ""):
         attached.wait(180)
         if proc.poll() is None:
@@ -422,7 +412,7 @@ def _run(cmd: str, tmp: Path, env: dict, target, stop_at_banner: bool):
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         pytest.fail(f"{cmd} did not end within 300 s: {''.join(err)[-2000:]}")
-    for r in readers:
+    for r in (err_reader, out_reader):
         r.join(30)
     return proc.returncode, "".join(out), "".join(err)
 

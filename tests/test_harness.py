@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import tempfile
 
 import conftest
 
@@ -33,3 +34,45 @@ def test_session_mark_finds_children():
         child.kill()
         child.wait()
     assert child.pid not in {pid for pid, _ in conftest._marked_processes(mark)}
+
+
+def test_a_serial_test_runs_alone_on_workers(tmp_path):
+    """Under pytest-xdist (scripts/test.sh), a test marked serial overlaps no other test,
+    and each worker has its own session mark."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    shutil.copy(here / "conftest.py", tmp_path / "conftest.py")
+    log = tmp_path / "log"
+    body = ("import os, time, pytest\n"
+            "def _rec(name, t0):\n"
+            f"    with open({str(log)!r}, 'a') as f:\n"
+            "        f.write(f\"{name} {t0} {time.time()} {os.environ['MONGOPROBE_TEST_SESSION']}\\n\")\n")
+    (tmp_path / "test_many.py").write_text(
+        body + "@pytest.mark.parametrize('i', range(8))\n"
+        "def test_many(i):\n    t0 = time.time(); time.sleep(0.3); _rec(f'many{i}', t0)\n")
+    (tmp_path / "test_one.py").write_text(
+        body + "def test_first():\n    t0 = time.time(); time.sleep(0.3); _rec('first', t0)\n"
+        "@pytest.mark.serial\n"
+        "def test_alone():\n    t0 = time.time(); time.sleep(1.0); _rec('alone', t0)\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in (conftest.SESSION_MARK, conftest.RUN_MARK)}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "-n", "2", "--dist", "loadgroup", "-c", os.devnull,
+                        "--rootdir", str(tmp_path), str(tmp_path)],
+                       capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    rows = [ln.split() for ln in log.read_text().splitlines()]
+    assert len(rows) == 10
+    alone = next(row for row in rows if row[0] == "alone")
+    a0, a1 = float(alone[1]), float(alone[2])
+    for name, t0, t1, _ in rows:
+        if name != "alone":
+            assert float(t1) <= a0 or float(t0) >= a1, (name, t0, t1, alone)
+    marks = {row[3] for row in rows}
+    assert len(marks) == 2 and all(m.endswith(("-gw0", "-gw1")) for m in marks), marks
+    # the locks are gone with the run
+    run = marks.pop().rsplit("-", 1)[0]
+    assert not list(Path(tempfile.gettempdir()).glob(f"mongoprobe-tests-{run}.*"))

@@ -1,8 +1,9 @@
 """mongoprobe record and load_run, for real: the embedded target, the latency probe,
-vmstat killed mid-run, a target pid that exits mid-run, and the committed sample run.
+a collector (iostat) killed mid-run, a target pid that exits mid-run, and the committed
+sample run.
 
-The end-to-end run is recorded once per module and checked from several sides: the
-manifest is complete, the probe's per-request events agree with its own in-kernel
+The end-to-end run (conftest's ``recorded_run``, shared with test_end_to_end and
+test_traffic) is recorded once and checked from several sides: the manifest is complete, the probe's per-request events agree with its own in-kernel
 counters, with FerretDB's /debug/metrics and with what the load's command monitoring
 saw — over the whole run and phase by phase.
 """
@@ -14,78 +15,31 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from helpers import recorded
 from helpers.cli import mp
 import mongoprobe
 from mongoprobe import phases, probes, rundir, target
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "load" / "run-ferretdb"
-SPEC = "2i.1q:2s,1i@50.2q:2s,0i.2q:2s"
-LOAD = [sys.executable, "-m", "mongoprobe", "load"]
+SPEC, NAMES, KILLED = recorded.SPEC, recorded.NAMES, recorded.KILLED
+LOAD = recorded.LOAD
+_wait_for, _load_text = recorded.wait_for, recorded.load_text
 LOAD_COMMANDS = ("insert", "find", "drop", "createIndexes", "endSessions")
-
-
-def _wait_for(pred, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _manifest(run: Path) -> dict:
-    try:
-        return json.loads((run / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def _load_text(run: Path) -> str:
-    try:
-        return (run / "load.out").read_text()
-    except OSError:
-        return ""
 
 
 # --- one recorded run, looked at from every side ----------------------------------------
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory, tracing_and_target):
-    run = tmp_path_factory.mktemp("record") / "RUN"
-    t0 = time.time()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mongoprobe", "record", "--target", "embedded", "-o", str(run),
-         "--engine", "bpftrace", "--probes", "latency,vmstat", "--events", "--", *LOAD,
-         "--phases", SPEC],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    killed = {}
-
-    def kill_vmstat_mid_run() -> None:
-        # When the second phase starts, kill vmstat (a collector dying mid-run).
-        try:
-            _wait_for(lambda: "### phase start name=1i@50.2q" in _load_text(run), 90,
-                      "the second phase")
-            pid = _manifest(run)["collectors"]["vmstat"]["pid"]
-            os.kill(pid, signal.SIGKILL)
-            killed.update(pid=pid, at=time.time())
-        except Exception as e:  # noqa: BLE001 - reported by the test
-            killed["error"] = repr(e)
-
-    killer = threading.Thread(target=kill_vmstat_mid_run, daemon=True)
-    killer.start()
-    out, err = proc.communicate(timeout=180)
-    killer.join(5)
-    return SimpleNamespace(path=run, rc=proc.returncode, stdout=out, stderr=err,
-                           t0=t0, t1=time.time(), killed=killed, run=mongoprobe.load_run(run))
+def recorded(recorded_run):
+    """The session's recorded run (tests/helpers/recorded.py), with its load_run."""
+    return SimpleNamespace(**vars(recorded_run), run=mongoprobe.load_run(recorded_run.path))
 
 
 def test_record_completes_with_a_full_manifest(recorded):
@@ -136,23 +90,23 @@ def test_record_completes_with_a_full_manifest(recorded):
 def test_a_collector_killed_mid_run_is_recorded_and_the_run_completes(recorded):
     assert "error" not in recorded.killed, recorded.killed
     m = recorded.run.manifest
-    vm = m["collectors"]["vmstat"]
-    assert vm["status"] == "died" and vm["returncode"] == -signal.SIGKILL
-    assert "signal 9" in vm["error"]
-    assert recorded.killed["at"] <= vm["died_at"] < m["command"]["end"]
-    assert any(n["what"].startswith("vmstat died") for n in m["notes"])
-    assert "vmstat died" in recorded.stderr
+    c = m["collectors"][KILLED]
+    assert c["status"] == "died" and c["returncode"] == -signal.SIGKILL
+    assert "signal 9" in c["error"]
+    assert recorded.killed["at"] <= c["died_at"] < m["command"]["end"]
+    assert any(n["what"].startswith(f"{KILLED} died") for n in m["notes"])
+    assert f"{KILLED} died" in recorded.stderr
     # Partial output kept; the probe and the load went on to the end.
-    assert "procs" in (recorded.path / "vmstat.txt").read_text()
+    assert "Device" in (recorded.path / f"{KILLED}.txt").read_text()
     assert m["collectors"]["latency"]["status"] == "stopped"
-    assert list(recorded.run.phases["name"]) == ["2i.1q", "1i@50.2q", "0i.2q"]
+    assert list(recorded.run.phases["name"]) == NAMES
     # ... and the phase table says so, with when it died
     lost = recorded.run.lost
-    assert [c["name"] for c in lost["collectors"]] == ["vmstat"]
+    assert [c["name"] for c in lost["collectors"]] == [KILLED]
     assert 0 < lost["collectors"][0]["died_at"] < m["end"] - m["start"]
     r = subprocess.run([sys.executable, "-m", "mongoprobe", "phases", str(recorded.path)],
                        capture_output=True, text=True, timeout=120)
-    assert "lost: collector vmstat died at " in r.stdout
+    assert f"lost: collector {KILLED} died at " in r.stdout
     # record itself ends with the same losses, after the line saying where the run is
     tail = recorded.stderr[recorded.stderr.index("mongoprobe record: run recorded in"):]
     said = [s.removeprefix("mongoprobe record: ") for s in tail.splitlines()[1:]]
@@ -210,14 +164,14 @@ def test_probe_counts_equal_load_and_ferretdb_counts(recorded):
 def test_load_run_tables(recorded):
     r = recorded.run
     iv = r.load_intervals
-    assert set(iv["phase"]) == {"2i.1q", "1i@50.2q", "0i.2q"}
+    assert set(iv["phase"]) == set(NAMES)
     assert list(r.phases.columns[:3]) == ["name", "start", "end"]
     assert (r.phases["start"] < r.phases["end"]).all()
     ll = r.load_lines
     assert set(ll["stream"]) <= {"stdout", "stderr"}
     assert ll["time"].is_monotonic_increasing
     markers = ll[ll["text"].str.startswith("### phase ")]
-    assert len(markers) == 6
+    assert len(markers) == 2 * len(NAMES)
     assert r.wall(r.manifest["clock"]["start"]["monotonic_ns"]) == \
         pytest.approx(r.manifest["clock"]["start"]["realtime_ns"] / 1e9)
 

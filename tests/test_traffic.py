@@ -1,63 +1,82 @@
 """Phases from the server's traffic (mongoprobe.traffic), on a real recording: the
 built-in load with three command mixes, its markers and header taken out of load.out
-so that no adapter can read it. Every boundary must fall within a second of the
-marker the load printed."""
+so that no adapter can read it (conftest's ``recorded_run``, shared with test_record and
+test_end_to_end). Every boundary must fall within a second of the marker the load
+printed, from the per-second histograms alone and from every request's event."""
 
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 
 import pytest
 
 import mongoprobe
 from mongoprobe import phases, traffic
 
-SPEC = "2i.1q:4s,0i.2q:4s,2i.0q:4s"
+from helpers.recorded import NAMES
+
+# the phases traffic.infer finds: 2i.1q and 1i@50.2q have one mix
+FOUND = ["insert+find", "find", "insert"]
+OF = [NAMES[0:2], NAMES[2:3], NAMES[3:4]]      # the load's phases each one spans
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory, tracing_and_target):
-    path = tmp_path_factory.mktemp("traffic") / "RUN"
-    r = subprocess.run([sys.executable, "-m", "mongoprobe", "record", "--target", "embedded",
-                        "-o", str(path), "--probes", "latency", "--", sys.executable, "-m",
-                        "mongoprobe", "load", "--phases", SPEC],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return path
+def recorded(recorded_run):
+    return recorded_run.path
 
 
-def _stripped(src, dst, keep):
+def _stripped(src, dst, keep, events=True):
+    """A copy of the run whose load.out keeps the lines ``keep`` says; without its
+    events file when not ``events`` (as if recorded without --events)."""
     shutil.copytree(src, dst)
     lines = (dst / "load.out").read_text().splitlines(keepends=True)
     (dst / "load.out").write_text("".join(s for s in lines if keep(s.split("\t", 2)[2])))
+    if not events:
+        (dst / "latency.events.parquet").unlink()
     return mongoprobe.load_run(dst)
 
 
+def _within_a_second(got, truth):
+    """The phases found, each within a second of the markers of the phases it spans."""
+    assert got["name"].tolist() == FOUND
+    for g, spans in zip(got.itertuples(), OF):
+        start, end = truth.loc[spans[0], "start"], truth.loc[spans[-1], "end"]
+        assert abs(g.start - start) < 1.0, (g.name, g.start - start)
+        assert abs(g.end - end) < 1.0, (g.name, g.end - end)
+
+
 def test_boundaries_within_a_second_of_the_markers(recorded, tmp_path):
-    truth = mongoprobe.load_run(recorded).phases
-    assert truth["name"].tolist() == ["2i.1q", "0i.2q", "2i.0q"]
-    run = _stripped(recorded, tmp_path / "run", lambda s: not s.startswith("###"))
+    truth = mongoprobe.load_run(recorded).phases.set_index("name")
+    assert truth.index.tolist() == NAMES
+    run = _stripped(recorded, tmp_path / "run", lambda s: not s.startswith("###"),
+                    events=False)
     assert run.tool_output.tool == "traffic"
-    got = run.phases
-    assert got["name"].tolist() == ["insert+find", "find", "insert"]
-    for g, t in zip(got.itertuples(), truth.itertuples()):
-        assert abs(g.start - t.start) < 1.0, (g.name, g.start - t.start)
-        assert abs(g.end - t.end) < 1.0, (g.name, g.end - t.end)
+    _within_a_second(run.phases, truth)
     # throughput then comes from the server: every work request of a phase counted once
     t = phases.phase_table(run)
     assert (t["ops_source"] == "server").all()
-    # (recorded without --events: the per-second histograms alone)
+    # (the per-second histograms alone)
     assert run.events is None
     work = traffic.per_second(run.latencies)  # the load's setup (drop, createIndexes) too
     assert set(work["command"]) == {"insert", "find", "drop", "createIndexes"}
-    # the server's rate over each phase's whole seconds (two or three of these 4-second
-    # phases) is the load's own rate over the whole phase (one document per insert
-    # here), within the second-to-second swing of FerretDB on this shared machine
+    # the server's rate over each phase's whole seconds (two or three of these 3- to
+    # 5-second phases) is the load's own rate over the phases it spans, weighted by
+    # their lengths (one document per insert here), within the second-to-second swing
+    # of FerretDB on this shared machine
     own = phases.phase_table(mongoprobe.load_run(recorded)).set_index("name")
-    for r, name in zip(t.itertuples(), ["2i.1q", "0i.2q", "2i.0q"]):
-        assert r.ops_avg == pytest.approx(own.loc[name, "ops_avg"], rel=0.3), name
+    for r, spans in zip(t.itertuples(), OF):
+        length = truth.loc[spans, "end"] - truth.loc[spans, "start"]
+        rate = (own.loc[spans, "ops_avg"] * length).sum() / length.sum()
+        assert r.ops_avg == pytest.approx(rate, rel=0.3), r.name
+
+
+def test_boundaries_from_every_request(recorded, tmp_path):
+    """With every request's event, a boundary sits on a request: within a second of
+    the marker too."""
+    truth = mongoprobe.load_run(recorded).phases.set_index("name")
+    run = _stripped(recorded, tmp_path / "run", lambda s: not s.startswith("###"))
+    assert run.events is not None
+    _within_a_second(run.phases, truth)
 
 
 def test_markers_without_the_loads_header(recorded, tmp_path):

@@ -14,12 +14,12 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import threading
 from pathlib import Path
 
 import pytest
 
 import wireclient
+from helpers.cli import watch_stderr
 from helpers.wire import wireserver
 from mongoprobe import flamegraph, probes
 
@@ -128,20 +128,8 @@ def test_latency_from_the_wheel(venv, engine, tmp_path, request):
             [venv / "bin" / "mongoprobe", "latency", "-p", str(pid), "-d", "2", "--json",
              "--engine", engine], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, env=user_env())
-        # attached once it says so on stderr (read by a thread: a pipe's lines already
-        # buffered are invisible to select); then a known load, well inside the 2 s
-        err: list[str] = []
-        attached = threading.Event()
-
-        def read_err() -> None:
-            for line in proc.stderr:
-                err.append(line)
-                if "Hit Ctrl-C to end" in line:
-                    attached.set()
-            attached.set()
-
-        reader = threading.Thread(target=read_err, daemon=True)
-        reader.start()
+        # attached once it says so on stderr; then a known load, well inside the 2 s
+        err, reader, attached = watch_stderr(proc)
         try:
             attached.wait(60)
             assert proc.poll() is None, f"mongoprobe latency --engine {engine}: {''.join(err)}"

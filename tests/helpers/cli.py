@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -45,6 +46,25 @@ def start_cli(*args: str, env: dict | None = None) -> subprocess.Popen:
     proc.kill()
     _, rest = proc.communicate()
     pytest.fail(f"mongoprobe {' '.join(args)} did not attach: {''.join(seen)}{rest}")
+
+
+def watch_stderr(proc: subprocess.Popen) -> tuple[list[str], threading.Thread, threading.Event]:
+    """Reads proc's stderr in a thread (a pipe's lines already buffered are invisible to
+    select): (its lines so far, the thread, an event set once it says it is attached --
+    or its stderr has ended)."""
+    err: list[str] = []
+    attached = threading.Event()
+
+    def read() -> None:
+        for line in proc.stderr:
+            err.append(line)
+            if READY[1] in line:
+                attached.set()
+        attached.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return err, reader, attached
 
 
 def stop_cli(proc: subprocess.Popen, timeout: float = 180) -> tuple[str, str]:
