@@ -22,7 +22,7 @@
  * MongoDB-protocol server (mongod, FerretDB, ...) from the return of the
  * receive syscall that completed it to the entry of the send syscall carrying
  * its reply: the server's own time, without network or client. At END it
- * prints, each after a title line (mongoprobe.formats.dtrace_latency reads it):
+ * prints, each after a title line (mongoprobe.formats.dtrace_wire reads it):
  *   latency_ns_by_op:, latency_ns_by_command:, latency_ns_by_conn:
  *                       quantize (log2 buckets, ns) per opcode, command, "pid fd"
  *   requests_by_op:, requests_by_command:     requests received
