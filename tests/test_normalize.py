@@ -1,6 +1,6 @@
 """mongoprobe.normalize: the seeds' per-operation metrics and throughput percentiles.
 
-The seeds printed raw columns and the normalised columns computed from them, rounded.
+The seeds (docs/sources.md) printed raw columns and the normalised columns, rounded.
 These tests recompute every normalised cell of every seed table from the raw cells of
 its row, with interval arithmetic: a printed number with d decimals stands for anything
 within half a unit of its last digit, so the recomputed value must come out, for some

@@ -442,7 +442,7 @@ class Collector:
 
 
 def unlimited_memlock() -> None:
-    """Raise RLIMIT_MEMLOCK for us and the children: bpftrace warns otherwise (DESIGN)."""
+    """Raise RLIMIT_MEMLOCK for us and the children: bpftrace warns "couldn't set RLIMIT_MEMLOCK"."""
     try:
         resource.setrlimit(resource.RLIMIT_MEMLOCK,
                            (resource.RLIM_INFINITY, resource.RLIM_INFINITY))

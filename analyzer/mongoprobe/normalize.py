@@ -1,4 +1,4 @@
-"""The seeds' throughput and per-operation metrics, from parsed interval data.
+"""The seeds' (field reports: docs/sources.md) throughput and per-operation metrics.
 
 What the insert-benchmark seeds (000, 001) report, and how it is computed here. Each
 formula was checked against the seeds' own tables (``tests/test_normalize.py``

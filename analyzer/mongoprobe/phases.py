@@ -1,7 +1,7 @@
-"""The per-phase table of a recorded run: what the seeds' authors built by hand.
+"""The per-phase table of a recorded run: what the seeds' (docs/sources.md) authors did by hand.
 
 ``phase_table(run)`` returns one row per phase (DataFrame, columns below),
-``phase_json(run)`` the ``mongoprobe phases --json`` shape of DESIGN's contract and
+``phase_json(run)`` the ``mongoprobe phases --json`` shape (README.md lists its keys) and
 ``render(run_table)`` the shell tables. Every figure is computed here, once, from the
 load tool's model (``mongoprobe.loadtools``: phases, per-interval per-operation
 counts, the tool's client latency), the server's per-request events and the
@@ -467,7 +467,7 @@ def _clean(v: Any) -> Any:
 
 
 def phase_json(run, phases: pd.DataFrame | None = None) -> dict:
-    """``{"tool", "lost", "phases"}`` (DESIGN's contract)."""
+    """``{"tool", "lost", "phases"}`` (README.md lists the keys)."""
     t = phase_table(run, phases)
     out = {"tool": tool_json(run, phases), "lost": run.lost,
            "phases": [{k: _clean(v) for k, v in rec.items()}

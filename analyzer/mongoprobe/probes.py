@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterator
 
 # bpftrace 0.17 symbolises user stacks at print time; on a large Go binary that
-# takes minutes without its symbol cache (DESIGN: known traps).
+# takes minutes of CPU without its symbol cache (BPFTRACE_CACHE_USER_SYMBOLS=1).
 # BPFTRACE_STRLEN: mongo_snoop.bt's printf of two strings overflows the 512-byte BPF
 # stack at bpftrace 0.17's default of 64 (see its header).
 # Each setting under both of its names: bpftrace 0.27 reads only the newer one

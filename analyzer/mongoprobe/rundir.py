@@ -22,7 +22,7 @@ Layout of RUN/ (every file is the tool's own output, kept as it came)::
     vmstat.txt           vmstat -n -t INTERVAL
     iostat.txt           iostat -x -t INTERVAL, ISO times
     pidstat.txt          pidstat -u -d -w -r -h -H -p PID INTERVAL, epoch times
-    capture.pcapng       packet capture of the target's port (mongoprobe.capture)
+    capture.pcapng       packet capture of the target's port (mongoprobe.pcap.capture)
     NAME.err             each collector's stderr
     metrics.before.txt   FerretDB /debug/metrics before the collectors started and
     metrics.after.txt    after they stopped (when the target's metrics URL is known)

@@ -68,7 +68,7 @@ def tool_unavailable(tool: str, binary: str | None = None) -> str | None:
         return f"bcc cannot be imported by {binary} (Debian python3-bpfcc): {error}"
     headers = Path("/lib/modules") / os.uname().release / "build"
     if not headers.exists():
-        return f"bcc needs kernel headers at {headers} (see DESIGN.md, known traps)"
+        return f"bcc needs kernel headers at {headers} (scripts/setup.sh links Debian 12's)"
     return None
 
 

@@ -7,7 +7,7 @@ holds stacks, in both of bpftrace's output forms -- text, and ``-f json`` -- suc
     BPFTRACE_CACHE_USER_SYMBOLS=1 bpftrace -e 'profile:hz:99 /pid == 4127/
         { @[elapsed / 1000000000, tid, comm, kstack, ustack] = count(); }'
 
-Example input (``samples/stacks/bpftrace-ferretdb-s.txt``, one entry, trimmed)::
+Example input (text form, one entry, trimmed; real ones of both forms: ``samples/stacks/``)::
 
     @[2, 12806, ferretdb,
         _raw_spin_unlock_irq+17

@@ -1,6 +1,6 @@
 """Insert-benchmark (iibench) result tables and response-time histograms -> DataFrames.
 
-The seeds' tables (``samples/insert_benchmark/``, copied from seeds 000 and 001), two
+The seeds' tables (field reports 000 and 001, docs/sources.md: ``samples/insert_benchmark/``), two
 shapes, both read by header name::
 
     # engine first, unnamed (seed 000, the 2015 blog post)
