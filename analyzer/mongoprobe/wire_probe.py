@@ -236,8 +236,10 @@ def bpftrace_tls_hook(pid: int, mode: str):
         why.append(f"OpenSSL without SSL_free in {ssl[0].shown}: mongo_latency_tls.bt "
                    "hooks it (memory-BIO connections are freed there)")
     if any(h.kind == "go" for h in hooks):
-        why.append("Go crypto/tls: bpftrace 0.17 cannot place its return probes (uprobes "
-                   "inside a function)")
+        # not a version's limit: the bpftrace tool has no probes at each RET of Go's
+        # functions (uretprobes break Go's moving stacks); the bcc tool places them
+        why.append("Go crypto/tls: mongo_latency_tls.bt does not decode it (its returns "
+                   "need uprobes inside the function, which the bcc tool places)")
     if not why:
         if mode == "on":
             raise probes.ProbeError(f"--tls on: PID {pid} has no TLS library to hook "
