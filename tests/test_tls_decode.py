@@ -425,7 +425,7 @@ def test_cli_bpftrace_openssl(tmp_path, need_bpftrace):
 
 
 def test_cli_bpftrace_tls_on_refuses_go(tls_target, need_bpftrace):
-    """FerretDB's TLS is Go's crypto/tls, whose return probes bpftrace 0.17 cannot place:
+    """FerretDB's TLS is Go's crypto/tls, which the bpftrace tool does not decode:
     --engine bpftrace --tls on fails with the reason and the engine that decodes it."""
     r = subprocess.run([sys.executable, "-m", "mongoprobe", "latency", "-p",
                         str(tls_target.pid), "--engine", "bpftrace", "--tls", "on", "-d", "1"],
