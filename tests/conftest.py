@@ -40,13 +40,19 @@ def pytest_configure(config) -> None:
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     run = os.environ.setdefault(RUN_MARK, uuid.uuid4().hex)     # workers inherit it
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    worker = _worker(config)
     os.environ[SESSION_MARK] = f"{run}-{worker}" if worker else run
     os.environ.setdefault("MONGOPROBE_MAX_CONNECTIONS", TEST_MAX_CONNECTIONS)
 
 
+def _worker(config) -> str | None:
+    """This process's xdist worker id (gw0...), None in the controller or without xdist;
+    from the config, not PYTEST_XDIST_WORKER, which a pytest run by a test inherits."""
+    return getattr(config, "workerinput", {}).get("workerid")
+
+
 def pytest_unconfigure(config) -> None:
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
+    if not _worker(config):
         for lock in _room_locks():
             with contextlib.suppress(OSError):
                 lock.unlink()
@@ -87,7 +93,7 @@ def _room(alone: bool):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
+    if not _worker(item.config):
         yield                       # one process: every test runs alone anyway
         return
     with _room(item.get_closest_marker("serial") is not None):
