@@ -224,7 +224,7 @@ def test_churn_exact_on_dtrace(big_target, request):
 
 # what a full map is called in each engine's hint (DTrace: its own buffers, of which
 # -x aggsize fills first; its minimum, 4m, holds fewer than 3,000 connections)
-TOO_SMALL = {"bpftrace": (1500, "map @s full"), "bcc": (1500, "map conns full"),
+TOO_SMALL = {"bpftrace": (1500, "map @slot_cmd full"), "bcc": (1500, "map conns full"),
              "dtrace": (3000, "aggregation space full")}
 
 

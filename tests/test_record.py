@@ -141,7 +141,7 @@ def test_probe_counts_equal_load_and_ferretdb_counts(recorded):
     assert not (recorded.path / "latency.bt.json").exists()
     with open(recorded.path / "latency.bt.json.zst", "rb") as raw:
         text = rundir.text_of(raw, recorded.path / "latency.bt.json.zst").read()
-    assert '"@e0"' not in text and '"@closed_requests"' in text
+    assert '"@events0"' not in text and '"@e0"' not in text and '"@closed_requests"' in text
     assert r.manifest["files"]["latency_events"] == "latency.events.parquet"
     assert probe == r.metrics_delta          # handshakes (ismaster) included
 

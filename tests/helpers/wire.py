@@ -33,7 +33,9 @@ BCC_TOOL = ROOT / "probes" / "mongolatency.py"
 DTRACE_TOOL = ROOT / "dtrace" / "mongo_time.d"
 SYSTEM_PYTHON = mp_probes.bcc_python()  # Debian's python3-bpfcc, or $MONGOPROBE_BCC_PYTHON
 BPFTRACE = mp_probes.bpftrace_binary()  # bpftrace on PATH, or $MONGOPROBE_BPFTRACE
-ATTACH_TIMEOUT = 60.0  # bpftrace 0.17 and bcc compile and load for seconds on a busy box
+# a guard against hangs: bcc and DTrace compile for tens of seconds on a busy box (the
+# suite runs on a worker per CPU; a DTrace TLS script took over 60 s beside another test)
+ATTACH_TIMEOUT = 300.0
 STOP_TIMEOUT = 30.0
 CONNECTIONS = 4  # the client's concurrent connections (each scenario on each)
 
