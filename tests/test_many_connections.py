@@ -171,7 +171,9 @@ def live_slots(map_id: int, field: str = "live") -> int:
 
 # the per-connection maps of each engine (kernel names: bpftrace prefixes AT_); bcc's
 # conns is an array: its live slots are counted, conn_ix maps the fds beyond its first half
-CONN_MAPS = {"bpftrace": {"AT_c", "AT_s", "AT_r", "AT_t", "AT_sid"}, "bcc": {"conns", "conn_ix"}}
+CONN_MAPS = {"bpftrace": {"AT_conn", "AT_slot_cmd", "AT_slot_hdr", "AT_rx_pending", "AT_tx_kept",
+                          "AT_stream_rid"},
+             "bcc": {"conns", "conn_ix"}}
 
 
 @pytest.mark.parametrize("engine", ["bpftrace", "bcc"])
