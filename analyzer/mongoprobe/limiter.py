@@ -55,6 +55,9 @@ RESOURCES = ("load-tool", "network", "server-cpu", "server-disk", "server-lock",
 # (the USE method's saturation); on a shared machine that is also others' load,
 # which is still the CPU the benchmark gets
 RUNQ_SATURATED = 0.25
+# ... and waits at least a twentieth of a thread: less holds nothing (a CPU quota
+# holds a tool to little CPU, so the floor is on the wait, not on its CPU)
+RUNQ_FLOOR = 0.05
 # ... or one using nearly every core is busy whatever its queue
 CPU_BUSY = 0.85
 # a flush in flight half of the phase's time: the disk is the serial path (SQLite
@@ -175,7 +178,7 @@ def decide(fig: Figures) -> Verdict:
     if fig.srv_cpu is not None:
         cpu, runq = fig.srv_cpu + down["cpu"], fig.srv_runq + down["runq"]
         comp["server-cpu"] = cpu + runq
-        sat["server-cpu"] = (runq >= RUNQ_SATURATED * cpu and cpu > 0.05
+        sat["server-cpu"] = (runq >= RUNQ_SATURATED * cpu and runq >= RUNQ_FLOOR
                              or cpu >= CPU_BUSY * ncpu)
         line = (f"server CPU {cpu:.2f} of {ncpu} cores, its threads waited "
                 f"{runq:.2f} s/s for a CPU")
@@ -244,7 +247,8 @@ def decide(fig: Figures) -> Verdict:
     tool = None
     if fig.tool_cpu is not None:
         tool = fig.tool_cpu + fig.tool_runq
-        sat["load-tool"] = (fig.tool_runq >= RUNQ_SATURATED * fig.tool_cpu and fig.tool_cpu > 0.05
+        sat["load-tool"] = (fig.tool_runq >= RUNQ_SATURATED * fig.tool_cpu
+                            and fig.tool_runq >= RUNQ_FLOOR
                             or fig.tool_cpu >= CPU_BUSY * ncpu)
         ev["load-tool"].append(f"load tool CPU {fig.tool_cpu:.2f} of {ncpu} cores, its "
                                f"threads waited {fig.tool_runq:.2f} s/s for a CPU")
@@ -284,6 +288,15 @@ def decide(fig: Figures) -> Verdict:
         ev["server-cpu"].insert(0, f"{fig.server_s:.2f} requests inside the server on average"
                                 f" ({_f(fig.server_us, ',.0f')} us each)")
 
+    inside = [r for r in ("server-cpu", "server-disk", "server-lock", "server-downstream")
+              if comp.get(r) is not None]
+    held = sum(comp[r] for r in inside)
+    if fig.server_s and held > fig.server_s:
+        # the server's threads (a Go runtime's, its backend's processes) can spend more
+        # thread-seconds than the benchmark's requests spent inside it: the shares are
+        # of the benchmark's threads, so its time inside is split by what they did
+        for r in inside:
+            comp[r] *= fig.server_s / held
     known = {r: v for r, v in comp.items() if v is not None}
     total = sum(known.values()) + idle
     limits = []
