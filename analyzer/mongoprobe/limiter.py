@@ -16,17 +16,6 @@ Where the time is measured (per phase, thread-seconds per second):
     server-lock        off-CPU in a lock wait (SQLite's busy handler, futex locks)
     server-downstream  off-CPU waiting on another process (a storage backend's socket)
                        for what that process's own figures do not explain
-
-A server with a local storage backend (FerretDB on PostgreSQL) waits on it: the
-requests' time in the server beyond its own threads' is spent there. That process is
-not a resource: its figures (treestat's ``downstream`` lines: its CPU and run queue,
-its threads' time in flush and lock-wait syscalls, sampled) say which resource the
-wait is, and that resource is charged: the backend's CPU to server-cpu (the same
-cores), its fsync/fdatasync to server-disk (the flush the server's writes wait for,
-made by another process), its lock waits to server-lock. server-downstream is what
-its backends did while serving that the samples cannot name (blocked in another
-syscall); the part of the wait its processes do not account for at all (a Go server's
-goroutines queued for a thread) is not the downstream's and is charged to nothing.
     load-tool          the tool's process tree on a CPU + waiting for one (treestat;
                        a CPU quota's throttling counts as waiting)
     network            the time the tool's requests spend outside the server that the
@@ -39,6 +28,21 @@ the server's. A resource is *saturated* when its own figures say so (the thresho
 below); the limiter is the saturated resource with the largest share, ``none`` when
 nothing is saturated (a rate-limited phase). What was not recorded is named, with
 the probe or option that would measure it, never guessed.
+
+A server with a local storage backend (FerretDB on PostgreSQL) waits on it: the
+requests' time in the server beyond its own threads' is spent there. That process is
+not a resource: its figures (treestat's ``downstream`` lines: its CPU and run queue,
+its threads' time in flush and lock-wait syscalls, sampled) say which resource the
+wait is, and that resource is charged: the backend's CPU to server-cpu (the same
+cores), its fsync/fdatasync to server-disk (the flush the server's writes wait for,
+made by another process), its lock waits to server-lock. server-downstream is what
+its backends did while serving that the samples cannot name (blocked in another
+syscall); the part of the wait its processes do not account for at all (a Go server's
+goroutines queued for a thread) is not the downstream's and is charged to nothing.
+
+The server's side's thread-seconds (a Go runtime's threads, the backend's processes)
+can outnumber the requests inside it: they are scaled to the requests' time inside,
+so every share is of the benchmark's threads.
 """
 
 from __future__ import annotations
@@ -350,8 +354,9 @@ def _downstream(fig: Figures, off: dict) -> dict:
     """The requests' wait on the downstream (``wait``: their time in the server beyond
     its own threads', ``mine``) and what the downstream's figures make of it, thread-s/s:
     its ``cpu`` and ``runq``, ``flush`` and ``lock`` waits (each its whole measured
-    time: it is that resource's use by the server's side), ``rest`` the wait they leave
-    unexplained. All zero without a downstream."""
+    time: it is that resource's use by the server's side), ``rest`` its backends'
+    time serving that the samples cannot name (server-downstream), ``outside`` the
+    wait none of its processes accounts for. All zero without a downstream."""
     if fig.down_cpu is None:
         return dict(wait=0.0, mine=0.0, cpu=0.0, runq=0.0, flush=0.0, lock=0.0, rest=0.0,
                     outside=0.0)
