@@ -15,6 +15,7 @@ Where the time is measured (per phase, thread-seconds per second):
                        (offcpu.bt's stacks, ``offcpu_reason``)
     server-lock        off-CPU in a lock wait (SQLite's busy handler, futex locks)
     server-downstream  off-CPU waiting on another process (a storage backend's socket)
+                       for what that process's own figures do not explain
     load-tool          the tool's process tree on a CPU + waiting for one (treestat;
                        a CPU quota's throttling counts as waiting)
     network            the time the tool's requests spend outside the server that the
@@ -27,6 +28,21 @@ the server's. A resource is *saturated* when its own figures say so (the thresho
 below); the limiter is the saturated resource with the largest share, ``none`` when
 nothing is saturated (a rate-limited phase). What was not recorded is named, with
 the probe or option that would measure it, never guessed.
+
+A server with a local storage backend (FerretDB on PostgreSQL) waits on it: the
+requests' time in the server beyond its own threads' is spent there. That process is
+not a resource: its figures (treestat's ``downstream`` lines: its CPU and run queue,
+its threads' time in flush and lock-wait syscalls, sampled) say which resource the
+wait is, and that resource is charged: the backend's CPU to server-cpu (the same
+cores), its fsync/fdatasync to server-disk (the flush the server's writes wait for,
+made by another process), its lock waits to server-lock. server-downstream is what
+its backends did while serving that the samples cannot name (blocked in another
+syscall); the part of the wait its processes do not account for at all (a Go server's
+goroutines queued for a thread) is not the downstream's and is charged to nothing.
+
+The server's side's thread-seconds (a Go runtime's threads, the backend's processes)
+can outnumber the requests inside it: they are scaled to the requests' time inside,
+so every share is of the benchmark's threads.
 """
 
 from __future__ import annotations
@@ -43,6 +59,9 @@ RESOURCES = ("load-tool", "network", "server-cpu", "server-disk", "server-lock",
 # (the USE method's saturation); on a shared machine that is also others' load,
 # which is still the CPU the benchmark gets
 RUNQ_SATURATED = 0.25
+# ... and waits at least a twentieth of a thread: less holds nothing (a CPU quota
+# holds a tool to little CPU, so the floor is on the wait, not on its CPU)
+RUNQ_FLOOR = 0.05
 # ... or one using nearly every core is busy whatever its queue
 CPU_BUSY = 0.85
 # a flush in flight half of the phase's time: the disk is the serial path (SQLite
@@ -97,6 +116,10 @@ class Figures:
     srv_runq: float | None = None
     down_cpu: float | None = None         # the server's downstream processes (treestat)
     down_runq: float | None = None
+    down_flush: float | None = None       # its threads in flush syscalls (thread-s/s)
+    down_lock: float | None = None        # ... in lock-wait syscalls, or a lock (title)
+    down_other: float | None = None       # its backends serving, blocked in anything else
+    down_flush_by: dict = field(default_factory=dict)   # {process kind: thread-s/s}
     tool_cpu: float | None = None
     tool_runq: float | None = None
     sendq: float | None = None            # mean queued bytes, server's + tool's sockets
@@ -153,25 +176,33 @@ def decide(fig: Figures) -> Verdict:
     sat: dict[str, bool] = {r: False for r in RESOURCES}
     ncpu = fig.ncpu or 1
 
-    # the server's CPU
+    # the downstream process's share of the requests' time, split by its own figures
+    down = _downstream(fig, off)
+    # the server's CPU (with the downstream's: the same cores, the same requests)
     if fig.srv_cpu is not None:
-        comp["server-cpu"] = fig.srv_cpu + fig.srv_runq
-        sat["server-cpu"] = (fig.srv_runq >= RUNQ_SATURATED * fig.srv_cpu and fig.srv_cpu > 0.05
-                             or fig.srv_cpu >= CPU_BUSY * ncpu)
-        line = (f"server CPU {fig.srv_cpu:.2f} of {ncpu} cores, its threads waited "
-                f"{fig.srv_runq:.2f} s/s for a CPU")
-        if fig.machine_busy is not None and fig.srv_cpu < CPU_BUSY * ncpu:
+        cpu, runq = fig.srv_cpu + down["cpu"], fig.srv_runq + down["runq"]
+        comp["server-cpu"] = cpu + runq
+        sat["server-cpu"] = (runq >= RUNQ_SATURATED * cpu and runq >= RUNQ_FLOOR
+                             or cpu >= CPU_BUSY * ncpu)
+        line = (f"server CPU {cpu:.2f} of {ncpu} cores, its threads waited "
+                f"{runq:.2f} s/s for a CPU")
+        if fig.down_cpu is not None:
+            line += (f" (its downstream's {fig.down_cpu:.2f} and {fig.down_runq:.2f} of "
+                     "them)")
+        if fig.machine_busy is not None and cpu < CPU_BUSY * ncpu:
             line += (f"; the machine's CPUs {fig.machine_busy:.0f}% busy (vmstat): "
                      "other processes take the rest")
         ev["server-cpu"].append(line)
         if fig.categories:
             cat, share = max(fig.categories.items(), key=lambda kv: kv[1])
             ev["server-cpu"].append(f"{share:.0%} of on-CPU samples in {cat}")
-    # the server's off-CPU reasons
+    # the server's off-CPU reasons, and the downstream's
     if fig.off is not None:
-        disk, lock = off.get("disk", 0.0), off.get("lock", 0.0)
+        disk = off.get("disk", 0.0) + down["flush"]
+        lock = off.get("lock", 0.0) + down["lock"]
         comp["server-disk"], comp["server-lock"] = disk, lock
-        comp["server-downstream"] = off.get("downstream", 0.0)
+        comp["server-downstream"] = (down["rest"] if fig.down_cpu is not None
+                                     else off.get("downstream", 0.0))
         for r, k in (("server-disk", "disk"), ("server-lock", "lock"),
                      ("server-downstream", "downstream")):
             what = {"disk": "in fsync/fdatasync or I/O waits", "lock": "in lock waits",
@@ -181,32 +212,38 @@ def decide(fig: Figures) -> Verdict:
             if top:
                 line += f" ({top[1]:.0%} under {top[0]})"
             ev[r].append(line)
+        if down["flush"] > 0:
+            by = ", ".join(f"{k} {v:.2f}" for k, v in fig.down_flush_by.items() if v >= 0.005)
+            ev["server-disk"].insert(0, (
+                f"its downstream's processes in fsync/fdatasync {down['flush']:.2f} s/s"
+                + (f" ({by})" if by else "") + f", while requests waited on it "
+                f"{down['wait']:.2f} s/s: the disk, reached through another process"))
+        if down["lock"] > 0:
+            ev["server-lock"].insert(0, f"its downstream's processes in lock waits "
+                                        f"{down['lock']:.2f} s/s (futex, semop, flock, or "
+                                        "a row's or transaction's lock)")
         if disk >= DISK_SERIAL and lock > 0:
             # writers queue on the lock the flushing writer holds: the disk's queue
             comp["server-disk"], comp["server-lock"] = disk + lock, 0.0
-            ev["server-disk"].append(f"lock waits {lock:.2f} s/s queue behind a flush in "
-                                     f"flight {min(disk, 1.0):.0%} of the time: the disk's queue")
+            ev["server-disk"].insert(1, f"lock waits {lock:.2f} s/s queue behind a flush in "
+                                        f"flight {min(disk, 1.0):.0%} of the time: the disk's queue")
         sat["server-disk"] = comp["server-disk"] >= DISK_SERIAL or (
             fig.disk_util is not None and fig.disk_util >= 80)
         sat["server-lock"] = comp["server-lock"] >= WAIT_SATURATED
         sat["server-downstream"] = comp["server-downstream"] >= WAIT_SATURATED
     if fig.down_cpu is not None:
-        # a request waiting on the backend parks in the server (a Go server's
-        # goroutine leaves no thread waiting): its time in the server beyond what
-        # the server's own threads did is the wait; the backend's CPU at least
-        mine = ((fig.srv_cpu or 0.0) + (fig.srv_runq or 0.0) + off.get("disk", 0.0)
-                + off.get("lock", 0.0))
-        rest = max(0.0, (fig.server_s or 0.0) - mine)
-        down = fig.down_cpu + fig.down_runq
-        comp["server-downstream"] = max(comp.get("server-downstream") or 0.0, rest, down)
-        sat["server-downstream"] = (comp["server-downstream"] >= WAIT_SATURATED
-                                    or fig.down_runq >= RUNQ_SATURATED * fig.down_cpu
-                                    and fig.down_cpu > 0.05)
         ev["server-downstream"] = [
-            f"requests waited on another process {rest:.2f} s/s (their time in the "
-            f"server beyond its threads' {mine:.2f})",
+            f"requests waited on another process {down['wait']:.2f} s/s (their time in the "
+            f"server beyond its threads' {down['mine']:.2f}); its backends serving, "
+            f"blocked in other syscalls {down['rest']:.2f} s/s"
+            + (f"; {down['outside']:.2f} s/s of the wait not in its processes (the "
+               "server's own queueing)" if down["outside"] >= 0.005 else ""),
             f"its processes on CPU {fig.down_cpu:.2f} cores, waited "
             f"{fig.down_runq:.2f} s/s for one"]
+        if fig.down_other is None:
+            ev["server-downstream"].append("its threads' flush and lock waits not sampled "
+                                           "(treestat v1, or an unknown architecture): "
+                                           "the wait its CPU does not explain is counted")
     if fig.disk_util is not None:
         ev["server-disk"].append(f"disk {fig.disk_util:.0f}% busy, await "
                                  f"{_f(fig.disk_await, '.1f')} ms (iostat)")
@@ -214,7 +251,8 @@ def decide(fig: Figures) -> Verdict:
     tool = None
     if fig.tool_cpu is not None:
         tool = fig.tool_cpu + fig.tool_runq
-        sat["load-tool"] = (fig.tool_runq >= RUNQ_SATURATED * fig.tool_cpu and fig.tool_cpu > 0.05
+        sat["load-tool"] = (fig.tool_runq >= RUNQ_SATURATED * fig.tool_cpu
+                            and fig.tool_runq >= RUNQ_FLOOR
                             or fig.tool_cpu >= CPU_BUSY * ncpu)
         ev["load-tool"].append(f"load tool CPU {fig.tool_cpu:.2f} of {ncpu} cores, its "
                                f"threads waited {fig.tool_runq:.2f} s/s for a CPU")
@@ -254,6 +292,15 @@ def decide(fig: Figures) -> Verdict:
         ev["server-cpu"].insert(0, f"{fig.server_s:.2f} requests inside the server on average"
                                 f" ({_f(fig.server_us, ',.0f')} us each)")
 
+    inside = [r for r in ("server-cpu", "server-disk", "server-lock", "server-downstream")
+              if comp.get(r) is not None]
+    held = sum(comp[r] for r in inside)
+    if fig.server_s and held > fig.server_s:
+        # the server's threads (a Go runtime's, its backend's processes) can spend more
+        # thread-seconds than the benchmark's requests spent inside it: the shares are
+        # of the benchmark's threads, so its time inside is split by what they did
+        for r in inside:
+            comp[r] *= fig.server_s / held
     known = {r: v for r, v in comp.items() if v is not None}
     total = sum(known.values()) + idle
     limits = []
@@ -301,6 +348,32 @@ def decide(fig: Figures) -> Verdict:
         limits.remove(top)
     return Verdict(fig.phase, top, [top] + limits if top.resource != "none" else limits,
                    _time_split(fig, off), list(fig.missing), decided, fig)
+
+
+def _downstream(fig: Figures, off: dict) -> dict:
+    """The requests' wait on the downstream (``wait``: their time in the server beyond
+    its own threads', ``mine``) and what the downstream's figures make of it, thread-s/s:
+    its ``cpu`` and ``runq``, ``flush`` and ``lock`` waits (each its whole measured
+    time: it is that resource's use by the server's side), ``rest`` its backends'
+    time serving that the samples cannot name (server-downstream), ``outside`` the
+    wait none of its processes accounts for. All zero without a downstream."""
+    if fig.down_cpu is None:
+        return dict(wait=0.0, mine=0.0, cpu=0.0, runq=0.0, flush=0.0, lock=0.0, rest=0.0,
+                    outside=0.0)
+    mine = ((fig.srv_cpu or 0.0) + (fig.srv_runq or 0.0) + off.get("disk", 0.0)
+            + off.get("lock", 0.0))
+    wait = max(0.0, (fig.server_s or 0.0) - mine)
+    flush, lock = fig.down_flush or 0.0, fig.down_lock or 0.0
+    named = fig.down_cpu + fig.down_runq + flush + lock
+    if fig.down_other is None:
+        # its waits not sampled: whatever its CPU does not explain may be in it
+        rest = max(0.0, wait - named)
+        outside = 0.0
+    else:
+        rest = min(wait, fig.down_other)
+        outside = max(0.0, wait - named - rest)
+    return dict(wait=wait, mine=mine, cpu=fig.down_cpu, runq=fig.down_runq, flush=flush,
+                lock=lock, rest=rest, outside=outside)
 
 
 def _time_split(fig: Figures, off: dict) -> dict:
@@ -378,6 +451,15 @@ def figures(run, table) -> list[Figures]:
                     f.tool_cpu, f.tool_runq = float(cpu), float(rq)
                 else:
                     f.down_cpu, f.down_runq = float(cpu), float(rq)
+                    if t["flush_s"].notna().all():
+                        f.down_flush = float(t["flush_s"].sum() / secs)
+                        f.down_lock = float(t["lock_s"].sum() / secs)
+                        f.down_other = float(t["other_s"].sum() / secs)
+                        by: dict[str, float] = {}
+                        for d in t["flush_by"]:
+                            for k, v in d.items():
+                                by[k] = by.get(k, 0.0) + v / secs
+                        f.down_flush_by = dict(sorted(by.items(), key=lambda kv: -kv[1]))
             q = tree[(tree["time"] > r.start) & (tree["time"] <= r.end + 0.5)]
             sq = q.groupby("time")["sendq_bytes"].sum(min_count=1).dropna()
             f.sendq = float(sq.mean()) if len(sq) else None

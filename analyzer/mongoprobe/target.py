@@ -12,7 +12,8 @@ With ``backend="postgresql"`` FerretDB stores its data in a private PostgreSQL
 made by ``initdb`` in ``STATE/pg`` (owned by the ``postgres`` user, trust
 authentication on a Unix socket and 127.0.0.1 only), started before FerretDB and
 stopped after it; ``backend_pid`` is its postmaster, whose children (one backend per
-FerretDB connection) do the storage work.
+FerretDB connection) do the storage work. ``backend_wrapper`` runs the postmaster under
+a command (``strace -f ... --``, to inject faults into every PostgreSQL process).
 
 With ``tls=True`` it serves TLS only (``--listen-tls``, no plain port), with a
 self-signed certificate for 127.0.0.1 made at start by ``openssl`` in
@@ -78,6 +79,7 @@ class TargetInfo:
     group: int | None = None      # the process group stop() ends (a wrapper's), if not pid
     backend: str = "sqlite"
     backend_pid: int | None = None   # PostgreSQL's postmaster (backend "postgresql")
+    backend_group: int | None = None  # its wrapper's process group, if it has one
 
     def json(self) -> str:
         return json.dumps(asdict(self))
@@ -119,9 +121,10 @@ def postgres_bin() -> Path:
     return versions[-1].parent
 
 
-def _start_postgres(pg: Path, fresh: bool, timeout: float) -> tuple[int, int]:
+def _start_postgres(pg: Path, fresh: bool, timeout: float,
+                    wrapper: list[str] | None = None) -> tuple[int, int, int]:
     """A private PostgreSQL cluster in ``pg``, run as the ``postgres`` user (it refuses
-    root): (postmaster pid, port)."""
+    root), under ``wrapper`` if given: (postmaster pid, its process group, port)."""
     import pwd
 
     bin_ = postgres_bin()
@@ -147,8 +150,9 @@ def _start_postgres(pg: Path, fresh: bool, timeout: float) -> tuple[int, int]:
             raise TargetError(f"initdb failed: {r.stderr.strip().splitlines()[-1:]}")
     port = free_port()
     log = open(pg.parent / "postgres.log", "ab")
-    proc = subprocess.Popen([str(bin_ / "postgres"), "-D", str(pg), "-p", str(port), "-k",
-                             str(pg), "-c", "listen_addresses=127.0.0.1"],
+    proc = subprocess.Popen([*(wrapper or []), str(bin_ / "postgres"), "-D", str(pg),
+                             "-p", str(port), "-k", str(pg), "-c",
+                             "listen_addresses=127.0.0.1"],
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/",
                             start_new_session=True, **as_pg)
     log.close()
@@ -160,7 +164,8 @@ def _start_postgres(pg: Path, fresh: bool, timeout: float) -> tuple[int, int]:
         r = subprocess.run([str(bin_ / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)],
                            capture_output=True)
         if r.returncode == 0:
-            return proc.pid, port
+            return (_wrapped(proc.pid, bin_ / "postgres") if wrapper else proc.pid,
+                    proc.pid, port)
         time.sleep(0.2)
     _kill(proc.pid)
     raise TargetError(f"postgres did not answer on port {port} within {timeout:.0f}s")
@@ -213,13 +218,15 @@ def _self_signed(d: Path) -> tuple[Path, Path]:
 
 def start(state_dir: Path | None = None, port: int | None = None, fresh: bool = True,
           timeout: float = 30.0, tls: bool = False, host: str = "127.0.0.1",
-          wrapper: list[str] | None = None, backend: str = "sqlite") -> TargetInfo:
+          wrapper: list[str] | None = None, backend: str = "sqlite",
+          backend_wrapper: list[str] | None = None) -> TargetInfo:
     """Start FerretDB on a free loopback port; return its pid, URI and metrics URL.
     ``tls``: serve TLS only, with a self-signed certificate made now. ``host``: the
     address it listens on (one of this host's, e.g. a veth's for a shaped path).
     ``wrapper``: a command FerretDB runs under (``strace -f ... --``, to inject
     faults); the pid returned is FerretDB's own, the wrapper's group is stopped.
-    ``backend``: ``sqlite`` or ``postgresql`` (a private PostgreSQL, started here)."""
+    ``backend``: ``sqlite`` or ``postgresql`` (a private PostgreSQL, started here);
+    ``backend_wrapper``: a command its postmaster runs under (as ``wrapper``)."""
     state_dir = state_dir or default_state_dir()
     running = status(state_dir)
     if running:
@@ -236,9 +243,11 @@ def start(state_dir: Path | None = None, port: int | None = None, fresh: bool = 
     if fresh and data.exists():
         shutil.rmtree(data)
     data.mkdir(parents=True, exist_ok=True)
-    pg_pid, store = None, [f"--handler=sqlite", f"--sqlite-url=file:{data}/"]
+    pg_pid = pg_group = None
+    store = [f"--handler=sqlite", f"--sqlite-url=file:{data}/"]
     if backend == "postgresql":
-        pg_pid, pg_port = _start_postgres(state_dir / "pg", fresh, timeout)
+        pg_pid, pg_group, pg_port = _start_postgres(state_dir / "pg", fresh, timeout,
+                                                    backend_wrapper)
         store = ["--handler=postgresql",
                  f"--postgresql-url=postgres://postgres@127.0.0.1:{pg_port}/postgres"]
     port = port or free_port()
@@ -264,8 +273,8 @@ def start(state_dir: Path | None = None, port: int | None = None, fresh: bool = 
         pid = _wrapped(proc.pid, binary) if wrapper else proc.pid
     except TargetError:
         _kill(proc.pid)
-        if pg_pid:
-            _kill(pg_pid)
+        if pg_group:
+            _kill(pg_group)
         raise
     uri = f"mongodb://{host}:{port}/"
     if tls:
@@ -274,7 +283,8 @@ def start(state_dir: Path | None = None, port: int | None = None, fresh: bool = 
                       debug_port=debug_port, state_dir=str(state_dir), binary=str(binary),
                       version=FERRETDB_VERSION, tls=tls, ca_file=ca_file,
                       group=proc.pid if wrapper else None, backend=backend,
-                      backend_pid=pg_pid)
+                      backend_pid=pg_pid,
+                      backend_group=pg_group if pg_group != pg_pid else None)
     (state_dir / "target.json").write_text(info.json() + "\n")
     return info
 
@@ -304,7 +314,8 @@ def stop(state_dir: Path | None = None) -> bool:
     if info:
         _kill(info.group or info.pid)
         if info.backend_pid:
-            _kill(info.backend_pid)       # after FerretDB: no client keeps it waiting
+            # after FerretDB: no client keeps it waiting
+            _kill(info.backend_group or info.backend_pid)
     (state_dir / "target.json").unlink(missing_ok=True)
     return info is not None
 

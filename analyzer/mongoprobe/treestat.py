@@ -23,15 +23,33 @@ before: read them over a phase, not one by one. The trees:
 
 Format (whitespace-separated, one line per tree and sample)::
 
-    # treestat v1 time role seconds cpu_s runq_s procs threads sendq_bytes recvq_bytes
-    1795607660.001 server 1.000 0.912 0.104 1 14 0 0
-    1795607660.001 tool 1.000 0.531 0.020 1 6 - -
+    # treestat v2 time role seconds cpu_s runq_s procs threads sendq_bytes recvq_bytes flush_s lock_s flush_by
+    1795607660.001 server 1.000 0.912 0.104 1 14 0 0 - - - -
+    1795607660.001 downstream 1.000 0.402 0.051 9 9 - - 0.880 0.320 0.012 backend=0.840,walwriter=0.040
+    1795607660.001 tool 1.000 0.531 0.020 1 6 - - - - - -
 
 ``time`` is the sample's wall clock (epoch s), ``seconds`` the time since the previous
 one, ``cpu_s`` and ``runq_s`` the tree's thread-seconds on a CPU and waiting for one
 in that time; ``sendq_bytes``/``recvq_bytes`` the summed send and receive queues of the
 tree's TCP sockets at the sample (the server's own process; every process of the
 tool's session, in its own network namespace); ``-`` when none could be read.
+
+v2 adds, on the downstream's lines only (``-`` elsewhere), why its threads were off
+CPU, in thread-seconds: ``flush_s`` inside a flush syscall (fsync, fdatasync,
+sync_file_range, msync); ``lock_s`` in a lock-wait syscall (futex, semop, flock, fcntl)
+or, for a PostgreSQL process, while its title says ``waiting`` (a heavyweight lock:
+a row's or a transaction's, which PostgreSQL waits for on its latch, in epoll_wait);
+``other_s`` a backend blocked in any other syscall while its title does not say
+``idle`` (serving a statement: a read, a wait none of the above names; not a send,
+which waits for the client to read); and
+``flush_by``, the flush time by kind of process (``backend=0.81,walwriter=0.04``: a
+backend's title names its client's address, the others are named by their title).
+A backend whose title says ``idle`` waits for its client: that time is not counted.
+The offcpu probe traces the server's own process only; these come from sampling each
+downstream thread's ``/proc/PID/task/TID/syscall`` (the syscall it is blocked in, also
+while a tracer holds it at its entry) and its process's title at ``WAIT_HZ``, each
+sample counting for the time since the last one: an estimate, good to a few
+hundredths of a thread over a phase of seconds.
 """
 
 from __future__ import annotations
@@ -41,9 +59,21 @@ import threading
 import time
 from pathlib import Path
 
-HEADER = ("# treestat v1 time role seconds cpu_s runq_s procs threads sendq_bytes "
-          "recvq_bytes")
+HEADER = ("# treestat v2 time role seconds cpu_s runq_s procs threads sendq_bytes "
+          "recvq_bytes flush_s lock_s other_s flush_by")
 COLUMNS = HEADER.split()[3:]
+
+# downstream wait sampling: often enough for a few hundred samples per thread in a
+# phase of seconds, rarely enough to cost ~1% of a core for a dozen threads
+WAIT_HZ = 25
+# syscall numbers (/proc/PID/syscall's first field) by architecture
+_FLUSH = {"x86_64": {74, 75, 277, 26}, "aarch64": {82, 83, 84, 227}}
+# a backend blocked sending (write, writev, sendto, sendmsg) waits for its client to
+# read its reply: the server's time, not the downstream's
+_SEND = {"x86_64": {1, 20, 44, 46}, "aarch64": {64, 66, 206, 211}}
+# PostgreSQL's titles of a backend waiting for its client
+IDLE = (" idle", " idle in transaction", " idle in transaction (aborted)")
+_LOCK = {"x86_64": {202, 65, 220, 73, 72, 449}, "aarch64": {98, 193, 192, 32, 25, 449}}
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -138,6 +168,41 @@ def socket_queues(pid: int) -> tuple[int, int] | None:
     return tx, rx
 
 
+def blocked_in(pid: int, tid: int) -> int | None:
+    """The syscall number thread ``tid`` is blocked in, None when it runs or is gone."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/syscall") as fh:
+            first = fh.read().split(" ", 1)[0]
+    except OSError:
+        return None
+    return int(first) if first.lstrip("-").isdigit() and first != "-1" else None
+
+
+def title(pid: int) -> str:
+    """The process's title (its command line, which PostgreSQL rewrites to say what
+    each process does: ``postgres: USER DB 127.0.0.1(PORT) INSERT waiting``)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def process_kind(pid: int) -> str:
+    """A downstream process's kind for the evidence: ``backend`` when its title names
+    a client address (PostgreSQL's ``postgres: USER DB 127.0.0.1(PORT) ...``), else
+    its title's first word after ``NAME:`` (``walwriter``), else its program's name."""
+    import re
+    title_ = title(pid)
+    if not title_:
+        return "?"
+    if re.search(r"\(\d+\)|\[local\]", title_):
+        return "backend"
+    if ": " in title_:
+        return (title_.split(": ", 1)[1].split() or ["?"])[0]
+    return os.path.basename(title_.split(" ", 1)[0]) or "?"
+
+
 def _listeners() -> dict[int, str]:
     """{port: socket inode} of the host's listening TCP sockets."""
     out = {}
@@ -179,16 +244,79 @@ class Sampler:
         self._last: dict[str, tuple[float, dict]] = {}
         self._owners: dict[str, int | None] = {}     # listener inode -> its process
         self._thread = threading.Thread(target=self._loop, daemon=True)
+        import platform
+        arch = platform.machine()
+        self._flush_nr, self._lock_nr = _FLUSH.get(arch), _LOCK.get(arch)
+        self._send_nr = _SEND.get(arch)
+        self._down: list[int] = []           # the downstream's pids, at the last sample
+        self._kinds: dict[int, str] = {}
+        self._waits = {"flush": 0.0, "lock": 0.0, "other": 0.0}
+        self._flush_by: dict[str, float] = {}
+        self._wlock = threading.Lock()
+        self._wthread = threading.Thread(target=self._wait_loop, daemon=True)
 
     def start(self) -> None:
         with open(self.path, "w") as fh:
             fh.write(HEADER + "\n")
         self._sample(write=False)
         self._thread.start()
+        if self._flush_nr is not None:     # an architecture whose numbers are known
+            self._wthread.start()
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(10)
+        if self._wthread.is_alive():
+            self._wthread.join(10)
+
+    def _wait_loop(self) -> None:
+        """Samples what each downstream thread is blocked in, WAIT_HZ times a second."""
+        last = time.monotonic()
+        while not self._stop.wait(1.0 / WAIT_HZ):
+            now = time.monotonic()
+            dt, last = now - last, now
+            for pid in list(self._down):
+                try:
+                    tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+                except OSError:
+                    continue
+                if pid not in self._kinds:
+                    self._kinds[pid] = process_kind(pid)
+                kind, state = self._kinds[pid], None
+                for tid in tids:
+                    nr = blocked_in(pid, tid)
+                    if nr is None:
+                        continue        # on a CPU or runnable: schedstat has it
+                    if nr in self._flush_nr:
+                        what = "flush"
+                    elif nr in self._lock_nr:
+                        what = "lock"
+                    else:
+                        # PostgreSQL says in its title what a blocked backend waits for
+                        state = title(pid) if state is None else state
+                        if state.endswith(" waiting"):
+                            what = "lock"
+                        elif (kind == "backend" and nr not in self._send_nr
+                              and not state.endswith(IDLE)):
+                            what = "other"
+                        else:
+                            continue
+                    if what is None:
+                        continue
+                    with self._wlock:
+                        self._waits[what] += dt
+                        if what == "flush":
+                            self._flush_by[kind] = self._flush_by.get(kind, 0.0) + dt
+
+    def _drain_waits(self) -> str:
+        """The downstream's wait columns since the last line, and zero them."""
+        if self._flush_nr is None:
+            return "- - - -"
+        with self._wlock:
+            w, by = self._waits, self._flush_by
+            self._waits, self._flush_by = {"flush": 0.0, "lock": 0.0, "other": 0.0}, {}
+        named = ",".join(f"{k}={v:.3f}" for k, v in sorted(by.items(), key=lambda kv: -kv[1]))
+        return f"{w['flush']:.3f} {w['lock']:.3f} {w['other']:.3f} {named or '-'}"
 
     def _loop(self) -> None:
         nxt = time.monotonic() + self.interval
@@ -203,6 +331,7 @@ class Sampler:
         kids = children_map()
         trees = {"server": tree_of(self.server, kids)}
         down = [p for d in self.downstreams() for p in tree_of(d, kids)]
+        self._down = down
         if down:
             trees["downstream"] = down
         if self.tool is not None:
@@ -224,7 +353,8 @@ class Sampler:
                     qs = (q[0] + qs[0], q[1] + qs[1]) if qs else q
             lines.append(f"{now:.3f} {role} {now - t0:.3f} {cpu / 1e9:.6f} {rq / 1e9:.6f} "
                          f"{len(pids)} {len(times)} "
-                         + (f"{qs[0]} {qs[1]}" if qs else "- -"))
+                         + (f"{qs[0]} {qs[1]}" if qs else "- -")
+                         + " " + (self._drain_waits() if role == "downstream" else "- - - -"))
         if lines:
             with open(self.path, "a") as fh:
                 fh.write("".join(s + "\n" for s in lines))
@@ -255,8 +385,10 @@ class Sampler:
 
 
 def read(path: str | os.PathLike):
-    """``treestat.txt`` -> DataFrame: time, seconds, cpu_s, runq_s (float64), role
-    (str), procs, threads (int64), sendq_bytes, recvq_bytes (float64, NaN for ``-``)."""
+    """``treestat.txt`` (v1 or v2) -> DataFrame: time, seconds, cpu_s, runq_s (float64),
+    role (str), procs, threads (int64), sendq_bytes, recvq_bytes, flush_s, lock_s,
+    other_s (float64, NaN for ``-`` and in v1), flush_by (dict {kind: thread-s}, empty
+    for ``-``)."""
     import pandas as pd
 
     from .formats.errors import FormatError
@@ -267,12 +399,19 @@ def read(path: str | os.PathLike):
             if not line.strip() or line.startswith("#"):
                 continue
             f = line.split()
-            if len(f) != 9:
-                raise FormatError(str(path), n, "treestat line (9 fields)", line.strip())
+            if len(f) == 9:
+                f += ["-"] * 4        # v1: no wait columns
+            if len(f) != 13:
+                raise FormatError(str(path), n, "treestat line (9 or 13 fields)",
+                                  line.strip())
+            try:
+                by = {} if f[12] == "-" else {k: float(v) for k, v in
+                                              (kv.split("=") for kv in f[12].split(","))}
+            except ValueError:
+                raise FormatError(str(path), n, "flush_by as KIND=SECONDS,...", f[12])
+            num = [float("nan") if x == "-" else float(x) for x in f[7:12]]
             rows.append([float(f[0]), f[1], float(f[2]), float(f[3]), float(f[4]),
-                         int(f[5]), int(f[6]),
-                         float("nan") if f[7] == "-" else float(f[7]),
-                         float("nan") if f[8] == "-" else float(f[8])])
+                         int(f[5]), int(f[6]), *num, by])
     cols = ["time", "role", "seconds", "cpu_s", "runq_s", "procs", "threads",
-            "sendq_bytes", "recvq_bytes"]
+            "sendq_bytes", "recvq_bytes", "flush_s", "lock_s", "other_s", "flush_by"]
     return pd.DataFrame(rows, columns=cols)
