@@ -39,7 +39,8 @@ import pytest
 
 from mongoprobe import load_run, phases, probes, target
 
-pytestmark = [pytest.mark.root, pytest.mark.target]
+# the verdicts measure CPU and waits: alone on the machine (conftest.py)
+pytestmark = [pytest.mark.root, pytest.mark.target, pytest.mark.serial]
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBES = "latency,offcpu,vmstat,iostat,pidstat"
