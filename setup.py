@@ -1,7 +1,7 @@
 """What setup.cfg cannot say: the repository's top-level probes/, dtrace/ and
 flamegraphs/ folders (run in place by users of a checkout) ship inside the package as
 mongoprobe/_data/probes, _data/dtrace and _data/flamegraphs, where
-mongoprobe.probes.data_dir() finds them once installed."""
+mongoprobe.run.tracer.data_dir() finds them once installed."""
 
 from setuptools import find_packages, setup
 

@@ -39,16 +39,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "analyzer"))
 
-from mongoprobe import stacks  # noqa: E402
-from mongoprobe.flamegraph import inferno_bin  # noqa: E402
+from mongoprobe.model import stack_samples as stacks  # noqa: E402
+from mongoprobe.views.flamegraph import inferno_bin  # noqa: E402
 
 # The children report their own peak (VmHWM, per address space, so not what a fork
 # of this big parent held before exec: ru_maxrss would include that).
 HWM = ("print([x.split()[1] for x in open('/proc/self/status') if x.startswith('VmHWM')][0])")
-CHILD_FOLD = ("import sys; sys.path.insert(0, {root!r}); from mongoprobe import stacks; "
+CHILD_FOLD = ("import sys; sys.path.insert(0, {root!r}); from mongoprobe.model import stack_samples as stacks; "
               "c = stacks.fold(sys.argv[1]); stacks.write_folded(c, open('/dev/null', 'w')); "
               + HWM)
-CHILD_IMPORT = "import sys; sys.path.insert(0, {root!r}); from mongoprobe import stacks; " + HWM
+CHILD_IMPORT = "import sys; sys.path.insert(0, {root!r}); from mongoprobe.model import stack_samples as stacks; " + HWM
 
 
 def ours(data: bytes) -> tuple[float, str]:
@@ -129,7 +129,7 @@ def main() -> int:
             rows.append((n, path))
         print("\npeak memory (VmHWM of a child process, MB):")
         imp = self_reported_mb([py, "-c", CHILD_IMPORT.format(root=str(ROOT / "analyzer"))])
-        print(f"  python importing mongoprobe.stacks only: {imp:.1f}")
+        print(f"  python importing mongoprobe.model.stack_samples only: {imp:.1f}")
         for n, path in rows:
             m = self_reported_mb([py, "-c", CHILD_FOLD.format(root=str(ROOT / "analyzer")),
                                   str(path)])

@@ -64,7 +64,7 @@ import numpy as np
 TOP = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TOP / "analyzer"))
 
-from mongoprobe import loglinear  # noqa: E402
+from mongoprobe.model import loglinear_buckets as loglinear  # noqa: E402
 from mongoprobe.formats.bpftrace_latency import PACK_BITS  # noqa: E402
 
 GOAL_S = 60.0
@@ -251,7 +251,7 @@ class ProbeWriter:
 
 def manifest(spec: Spec, every: int) -> dict:
     from mongoprobe import __version__
-    from mongoprobe.record import host_facts
+    from mongoprobe.run.record import host_facts
 
     host, kernel = host_facts()
     offset = T0 * 10**9 - MONO0 * 10**9

@@ -48,7 +48,8 @@ from mongoprobe.pcap import pcapfile, tshark_fields  # noqa: E402
 
 
 def record(tmp: Path, rounds: int) -> tuple[Path, int]:
-    from mongoprobe import mixedload, target
+    from mongoprobe.load import mixed_workload as mixedload
+    from mongoprobe.run import target
     from mongoprobe.pcap.capture import Capture
 
     out = tmp / "base.pcapng"

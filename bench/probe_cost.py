@@ -101,7 +101,7 @@ from typing import Callable
 TOP = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TOP / "analyzer"))
 
-from mongoprobe import probes, target as ferretdb  # noqa: E402
+from mongoprobe.run import tracer as probes, target as ferretdb  # noqa: E402
 from mongoprobe.pcap import capture  # noqa: E402
 
 JAR_NAME = "mongoprobe-bench.jar"

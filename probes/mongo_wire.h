@@ -29,7 +29,7 @@
  * Aggregation: the kernel time is cut into slices of MW_SLICE_NS (1 s); the
  * key of each aggregate carries its slice, so user space reads a slice once it
  * is over and deletes it: nothing is cleared under a writer, nothing is lost.
- * Histogram buckets are log-linear (mongoprobe.loglinear: 32 sub-buckets per
+ * Histogram buckets are log-linear (mongoprobe.model.loglinear_buckets: 32 sub-buckets per
  * power of two, so a percentile read from them is within 1.6%); values from
  * 2^36 ns (69 s) up share the last bucket.
  *
@@ -768,7 +768,7 @@ static __always_inline s32 mw_failed(struct mw_rhdr *r, u64 n, u64 src, u64 low,
 
 /* ---- accounting ---------------------------------------------------------- */
 
-/* log-linear bucket of v (mongoprobe.loglinear.bucket, capped at MW_NB - 1) */
+/* log-linear bucket of v (mongoprobe.model.loglinear_buckets.bucket, capped at MW_NB - 1) */
 static __always_inline u32 mw_bucket(u64 v)
 {
     if (v < (1 << MW_SUB_BITS))

@@ -189,10 +189,10 @@ def load_wirefacts():
     one stdlib-only file, loaded by its path (packagefiles) so that the package's
     __init__ (which needs pandas) does not run under the system python3; the one
     already imported when the analyzer runs this tool in-process."""
-    if "mongoprobe.wirefacts" in sys.modules:
-        return sys.modules["mongoprobe.wirefacts"]
+    if "mongoprobe.wire.facts" in sys.modules:
+        return sys.modules["mongoprobe.wire.facts"]
     from packagefiles import package_module
-    return package_module("wirefacts")
+    return package_module("wire.facts")
 
 
 wf = load_wirefacts()

@@ -9,7 +9,7 @@ from its file instead, wherever this folder is:
     anywhere else                 the importable package's folder
 
     sys.path.insert(0, HERE); from packagefiles import package_module
-    wirefacts = package_module("wirefacts")
+    wirefacts = package_module("wire.facts")
 """
 
 import importlib.util
@@ -41,7 +41,7 @@ def package_module(name):
     its file as a top-level module NAME."""
     if name in sys.modules:
         return sys.modules[name]
-    path = os.path.join(package_dir(), name + ".py")
+    path = os.path.join(package_dir(), *name.split(".")) + ".py"   # wire.facts
     if not os.path.isfile(path):
         raise ImportError("%s not found: this tool runs from probes/ in a checkout, "
                           "from the mongoprobe package's _data/probes, or with the "

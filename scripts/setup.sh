@@ -81,9 +81,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 
 # --- inferno: folded stacks -> SVG flame graphs (crates.io, pinned) ----------
-# mongoprobe.flamegraph runs $tools/inferno-VERSION/bin/inferno-*; a FlameGraph
+# mongoprobe.views.flamegraph runs $tools/inferno-VERSION/bin/inferno-*; a FlameGraph
 # checkout named by FLAMEGRAPH_DIR (flamegraph.pl) is used instead when set.
-INFERNO_VERSION=0.12.8          # keep equal to mongoprobe.flamegraph.INFERNO_VERSION
+INFERNO_VERSION=0.12.8          # keep equal to mongoprobe.views.flamegraph.INFERNO_VERSION
 if [ ! -x "$tools/inferno-$INFERNO_VERSION/bin/inferno-flamegraph" ]; then
     cargo=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
     if [ -x "$cargo" ]; then
@@ -120,7 +120,7 @@ fi
 # repository, or $MONGOPROBE_SHARED/dtrace-linux). Pinned to the tarball's commit;
 # built into $tools/dtrace-COMMIT/ when missing (about 20 s, offline). The D tools
 # (dtrace/*.d, --engine dtrace) find it there; dtrace needs debugfs mounted.
-DTRACE_COMMIT=8a1264bf          # keep equal to mongoprobe.probes.DTRACE_COMMIT
+DTRACE_COMMIT=8a1264bf          # keep equal to mongoprobe.run.tracer.DTRACE_COMMIT
 dtrace_kit=${MONGOPROBE_SHARED:-$top/../shared}/dtrace-linux
 if [ -f "$dtrace_kit/build.sh" ] && [ -f "$dtrace_kit/dtrace-utils-devel-$DTRACE_COMMIT.tar.gz" ]; then
     if [ ! -x "$tools/dtrace-$DTRACE_COMMIT/dtrace" ]; then

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mongoprobe import probes, target
+from mongoprobe.run import tracer as probes, target
 
 # Every process the session starts, however deep and even once orphaned, carries this
 # in its environment: what the leftover check below looks for. Under pytest-xdist each

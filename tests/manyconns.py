@@ -22,8 +22,8 @@ import socket
 import struct
 import time
 
-from mongoprobe.wire import OP_MSG
-from mongoprobe.wire_encode import encode_op_msg
+from mongoprobe.wire.decode import OP_MSG
+from mongoprobe.wire.encode import encode_op_msg
 
 HEADER = struct.Struct("<iiii")
 TIMEOUT = 60.0

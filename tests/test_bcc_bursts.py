@@ -12,7 +12,7 @@ the 64-key hash that was there before, 3 of 8 runs lost latencies on bcc 0.26 an
 on 0.37. Every count must be exact and nothing lost, in the per-command and in the
 per-connection view.
 
-Runs on the bcc of mongoprobe.probes.bcc_python(): set MONGOPROBE_BCC_PYTHON to a
+Runs on the bcc of mongoprobe.run.tracer.bcc_python(): set MONGOPROBE_BCC_PYTHON to a
 newer bcc's python (the tracer roots' python3-bcc-trixie, python3-bcc-sid) to test it.
 """
 

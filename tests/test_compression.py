@@ -132,7 +132,7 @@ def test_ferretdb_does_not_negotiate_compression(ferretdb):
     pymongo's compressors= sends plain OP_MSG: its own metrics count no OP_COMPRESSED."""
     import pymongo
 
-    from mongoprobe import target
+    from mongoprobe.run import target
 
     before = target.request_counts(ferretdb.metrics_url)
     client = pymongo.MongoClient(ferretdb.uri, compressors="snappy,zlib,zstd")

@@ -36,7 +36,9 @@ from helpers.cli import can_render_svg, start_cli, stop_cli
 from helpers.ferretdb import metrics_delta
 from helpers.flushloop import flushloop, loop  # noqa: F401 (fixtures)
 from helpers.wire import Probe, wireserver
-from mongoprobe import dtrace_engine, latency, mixedload, probes, target
+from mongoprobe.run import dtrace_runner as dtrace_engine, tracer as probes, target
+from mongoprobe.views import latency_table as latency
+from mongoprobe.load import mixed_workload as mixedload
 from mongoprobe.formats import dtrace_drops, dtrace_latency, stack_table, wire_events
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -317,7 +319,7 @@ def test_profile_ferretdb_flame_graph(ferretdb, tmp_path, need_dtrace):
 
 def test_run_manifest_records_the_dtrace_version(need_dtrace):
     """record's manifest ("tools") names the dtrace the D engine runs, pinned commit included."""
-    from mongoprobe import record
+    from mongoprobe.run import record
 
     v = record.tool_versions()["dtrace"]
     assert v == probes.dtrace_version()

@@ -34,7 +34,8 @@ from pathlib import Path
 import pytest
 
 import wireclient
-from mongoprobe import dtrace_engine, mixedload, probes, target
+from mongoprobe.run import dtrace_runner as dtrace_engine, tracer as probes, target
+from mongoprobe.load import mixed_workload as mixedload
 from helpers.cli import start_cli, stop_cli
 from helpers.tls import CONNECTIONS, traced_tls_scenarios
 from helpers.wire import Probe, from_dtrace, wireserver

@@ -67,8 +67,8 @@ def test_histogram_percentiles_within_the_bound_of_the_exact_ones(run):
     --events) against the exact nearest-rank figures of every request's event over the
     same whole seconds: counts equal, percentiles within the buckets' 1.6%."""
     import mongoprobe
-    from mongoprobe import loglinear
-    from mongoprobe.latencies import Latencies, nearest_rank
+    from mongoprobe.model import loglinear_buckets as loglinear
+    from mongoprobe.model.latencies import Latencies, nearest_rank
 
     r = mongoprobe.load_run(run)
     full = r.latencies

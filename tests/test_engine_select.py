@@ -28,7 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from mongoprobe import engines, mixedload, probes, rundir, target
+from mongoprobe.run import engine_choice as engines, tracer as probes, run_folder as rundir, target
+from mongoprobe.load import mixed_workload as mixedload
 from helpers.cli import stop_cli
 from helpers.ferretdb import metrics_delta
 

@@ -1,4 +1,4 @@
-"""mongoprobe.event_store: the figures read in batches -- from a DataFrame or from a
+"""mongoprobe.model.event_store: the figures read in batches -- from a DataFrame or from a
 run's Parquet file, row group by row group -- equal those computed directly on the
 whole table with numpy/pandas: counts, exact latency sums, nearest-rank percentiles
 and maxima over any window, per-second counts and busy time, requests per interval.
@@ -14,7 +14,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mongoprobe import event_store, latencies, loglinear, progress, traffic
+from mongoprobe import progress
+from mongoprobe.model import event_store, latencies, loglinear_buckets as loglinear
+from mongoprobe.analysis import traffic_phases as traffic
 from mongoprobe.formats import wire_events
 
 T0 = 1_795_000_000.0

@@ -36,7 +36,10 @@ from pathlib import Path
 
 import pytest
 
-from mongoprobe import flamegraph, mixedload, probes, stacks
+from mongoprobe.views import flamegraph
+from mongoprobe.load import mixed_workload as mixedload
+from mongoprobe.run import tracer as probes
+from mongoprobe.model import stack_samples as stacks
 from mongoprobe import cli
 from mongoprobe.cli import build_parser
 from mongoprobe.pcap.capture import why_cannot_capture
@@ -299,7 +302,7 @@ def _needs(example: str) -> list[str]:
 
 
 def _why_not(needs: list[str]) -> str | None:
-    from mongoprobe import target
+    from mongoprobe.run import target
     for n in needs:
         why = {"bpftrace": probes.why_cannot_trace, "bcc": probes.why_cannot_bcc,
                # --engine auto runs where any engine does (bcc, bpftrace, dtrace)
@@ -319,7 +322,7 @@ def _why_not(needs: list[str]) -> str | None:
 
 
 def _why_no_postgresql() -> str | None:
-    from mongoprobe import target
+    from mongoprobe.run import target
     try:
         target.postgres_bin()
     except target.TargetError as e:

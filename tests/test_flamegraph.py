@@ -14,7 +14,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 from helpers.cli import mp
-from mongoprobe import categories, flamegraph, heatmap, run_profile, stacks
+from mongoprobe.analysis import cpu_categories as categories, run_profile
+from mongoprobe.views import flamegraph, heatmap
+from mongoprobe.model import stack_samples as stacks
 
 SAMPLES = ROOT / "samples" / "stacks"
 PERF = SAMPLES / "perf-ferretdb-mixedload.txt"
@@ -150,7 +152,7 @@ def test_palette_colours_frames_by_their_category() -> None:
 
 
 class _Run:
-    """What run_profile uses of mongoprobe.rundir.Run."""
+    """What run_profile uses of mongoprobe.run.run_folder.Run."""
 
     def __init__(self, tmp_path: Path):
         self.path = tmp_path / "run-1"
@@ -227,7 +229,8 @@ def test_latency_heatmap_of_a_run_from_batches_beyond_memory(tmp_path, monkeypat
     import numpy as np
 
     import mongoprobe
-    from mongoprobe import cli, event_store
+    from mongoprobe import cli
+    from mongoprobe.model import event_store
 
     run_dir = ROOT / "samples" / "load" / "run-ferretdb"
     run = mongoprobe.load_run(run_dir)

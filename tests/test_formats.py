@@ -812,7 +812,7 @@ def test_every_cli_example_on_a_sample_runs() -> None:
 def test_stack_samples_detect_and_parse_through_the_registry(case: str) -> None:
     """One registry for every format: a stack sample is detected as its stack format,
     and parsing it gives the stack-sample table with the same totals as the folder."""
-    from mongoprobe import stacks
+    from mongoprobe.model import stack_samples as stacks
 
     path = SAMPLES / "stacks" / case
     want = stacks.FORMATS[case.split("-")[0]]

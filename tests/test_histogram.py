@@ -1,4 +1,4 @@
-"""mongoprobe.histogram: log2 bucketing, arithmetic, estimates and DTrace quantize text.
+"""mongoprobe.model.log2_histogram: log2 bucketing, arithmetic, estimates and DTrace quantize text.
 
 The rendering goldens are the real quantize blocks of Max Bruning's mongo_time.d runs
 (samples/quantize/dtrace-mongo_time-*.txt, copied verbatim from the seed): parsed with
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mongoprobe import histogram as H
+from mongoprobe.model import log2_histogram as H
 from mongoprobe.formats.quantize import parse_quantize, to_histograms
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "quantize"
@@ -229,8 +229,9 @@ def _bcc_tool():
 
 def test_bcc_tool_uses_the_analyzers_wirefacts():
     """probes/mongolatency.py bounds its kernel's log-linear buckets and computes its
-    percentiles with the analyzer's own module (mongoprobe.wirefacts), not a copy."""
-    from mongoprobe import loglinear, wirefacts
+    percentiles with the analyzer's own module (mongoprobe.wire.facts), not a copy."""
+    from mongoprobe.model import loglinear_buckets as loglinear
+    from mongoprobe.wire import facts as wirefacts
 
     tool = _bcc_tool()
     assert tool.wf is wirefacts          # the analyzer had imported it: the same module

@@ -1,4 +1,4 @@
-"""mongoprobe.latencies: per-request events and the per-interval histograms made from
+"""mongoprobe.model.latencies: per-request events and the per-interval histograms made from
 them give the same windows -- counts, averages and maxima exactly, percentiles within
 the log-linear bound, rates and per-second counts exactly on interval edges."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mongoprobe import latencies, loglinear
+from mongoprobe.model import latencies, loglinear_buckets as loglinear
 from mongoprobe.formats import wire_events
 
 T0 = 1_795_000_000.0

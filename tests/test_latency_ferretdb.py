@@ -16,7 +16,8 @@ import pytest
 from helpers.cli import start_cli, stop_cli
 from helpers.ferretdb import (WORKLOAD_COMMANDS, check_failures, failed_responses, metrics_delta,
                               refused_workload, response_counts)
-from mongoprobe import mixedload, procnet, target
+from mongoprobe.load import mixed_workload as mixedload
+from mongoprobe.run import procnet, target
 from mongoprobe.formats import wire_events
 
 pytestmark = [pytest.mark.root, pytest.mark.target]

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from mongoprobe import limiter, load_run, phases, stacks, treestat
+from mongoprobe import load_run
+from mongoprobe.analysis import limiter, phase_table as phases
+from mongoprobe.model import stack_samples as stacks
+from mongoprobe.run import treestat
 
 ROOT = Path(__file__).resolve().parents[1]
 OFFCPU = ROOT / "samples/profile/ferretdb-offcpu.bt.txt"

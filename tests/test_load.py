@@ -20,7 +20,8 @@ import pytest
 
 from helpers.cli import mp
 from helpers.ferretdb import metrics_delta
-from mongoprobe import load, target
+from mongoprobe.load import insert_workload as load
+from mongoprobe.run import target
 from mongoprobe.formats import mongoprobe_load
 from mongoprobe.formats.errors import FormatError
 

@@ -1,5 +1,5 @@
 """Load-tool adapters (mongoprobe.loadtools) on real outputs, and the phase rows the one
-phase model (mongoprobe.phases) computes from them.
+phase model (mongoprobe.analysis.phase_table) computes from them.
 
 Goldens: tests/expected/loadtools/ (tests/golden.py: MONGOPROBE_BLESS=1 re-blesses)."""
 
@@ -16,7 +16,8 @@ import pytest
 
 from helpers.cli import mp
 import mongoprobe
-from mongoprobe import loadtools, phases, traffic
+from mongoprobe import loadtools
+from mongoprobe.analysis import phase_table as phases, traffic_phases as traffic
 from mongoprobe.formats import loadout, phase_markers
 from mongoprobe.formats.ycsb import parse_ycsb_summary
 

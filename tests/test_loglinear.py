@@ -1,4 +1,4 @@
-"""The log-linear bucket rule (mongoprobe.loglinear): contiguous buckets, every value
+"""The log-linear bucket rule (mongoprobe.model.loglinear_buckets): contiguous buckets, every value
 inside its bucket's bounds, the vectorised index equal to the scalar rule, and
 percentiles from bucket counts within 1.6% of the exact nearest-rank percentile."""
 
@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mongoprobe import loglinear as ll
+from mongoprobe.model import loglinear_buckets as ll
 
 
 def test_buckets_are_half_open_contiguous_and_hold_their_values():

@@ -17,8 +17,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mongoprobe import event_store, loglinear, phases, traffic
-from mongoprobe.rundir import load_run
+from mongoprobe.model import event_store, loglinear_buckets as loglinear
+from mongoprobe.analysis import phase_table as phases, traffic_phases as traffic
+from mongoprobe.run.run_folder import load_run
 
 TOP = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("longrun", TOP / "bench" / "longrun.py")

@@ -35,7 +35,7 @@ import pytest
 import manyconns
 from helpers.cli import start_cli
 from helpers.ferretdb import metrics_delta
-from mongoprobe import target, wire_probe
+from mongoprobe.run import target, wire_probe
 
 pytestmark = [pytest.mark.root, pytest.mark.scale]
 

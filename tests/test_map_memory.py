@@ -1,5 +1,5 @@
 """What the wire probes pin in kernel memory, computed before they load
-(``mongoprobe.mapmem``): checked against the kernel's own accounting of the real
+(``mongoprobe.run.map_memory``): checked against the kernel's own accounting of the real
 tool here, kept under 256 MB by default on a 64-CPU machine for every engine, and
 refused, before loading, when the sizes asked would take over a quarter of the
 memory available.
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from mongoprobe import dtrace_engine, mapmem, probes
+from mongoprobe.run import dtrace_runner as dtrace_engine, map_memory as mapmem, tracer as probes
 
 MB = 1 << 20
 
@@ -67,7 +67,7 @@ def test_dtrace_default_under_budget_on_64_cpus(script):
 def test_bpftrace_model_is_the_kernels_accounting(ferretdb, need_bpftrace):
     """mongo_latency.bt sized for 1,250 connections (5,000 keys), run here: the kernel's
     memlock of its maps is what the model computed before loading, to the byte."""
-    from mongoprobe import wire_probe
+    from mongoprobe.run import wire_probe
     wp = wire_probe.WireProbe("bpftrace", ferretdb.pid, max_connections=1250, tls="off")
     try:
         measured = wp.map_bytes

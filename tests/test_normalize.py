@@ -1,4 +1,4 @@
-"""mongoprobe.normalize: the seeds' per-operation metrics and throughput percentiles.
+"""mongoprobe.analysis.normalize: the seeds' per-operation metrics and throughput percentiles.
 
 The seeds (docs/sources.md) printed raw columns and the normalised columns, rounded.
 These tests recompute every normalised cell of every seed table from the raw cells of
@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mongoprobe import normalize as nz
+from mongoprobe.analysis import normalize as nz
 from mongoprobe.formats.insert_benchmark import parse_insert_benchmark, wide_tables
 from mongoprobe.formats.iostat import parse_iostat
 from mongoprobe.formats.vmstat import parse_vmstat
@@ -190,7 +190,8 @@ def test_system_means_drop_the_since_boot_row() -> None:
 def test_the_phase_model_on_ycsb_intervals() -> None:
     # the YCSB adapter's intervals through the one phase model: avg over the phase,
     # p95 the nearest-rank 5th percentile of the full intervals' rates
-    from mongoprobe import loadtools, phases
+    from mongoprobe import loadtools
+    from mongoprobe.analysis import phase_table as phases
     from mongoprobe.formats import loadout
 
     text = (ROOT / "samples/ycsb/ycsb-0.17-load.status.txt").read_text()
@@ -207,7 +208,7 @@ def test_the_phase_model_on_ycsb_intervals() -> None:
 
 def test_phase_table_of_a_recorded_run() -> None:
     import mongoprobe
-    from mongoprobe import phases
+    from mongoprobe.analysis import phase_table as phases
 
     run = mongoprobe.load_run(ROOT / "samples/load/run-ferretdb")
     t = phases.phase_table(run)
@@ -226,7 +227,7 @@ def test_phase_tables_keep_their_columns_whatever_the_values() -> None:
     is shortened, never wrapped onto a line of its own; a missing one is a ``-`` where
     the number would end; command names keep 20 characters."""
     import mongoprobe
-    from mongoprobe import phases
+    from mongoprobe.analysis import phase_table as phases
 
     run = mongoprobe.load_run(ROOT / "samples/load/run-ferretdb")
     t = phases.phase_table(run)

@@ -1,7 +1,7 @@
 """One statistic in every view: the same requests give the same count, p50, p95, p99 and
 max in ``latency --json`` (from events, and from a run's histograms), ``phases`` (whose
 figures ``report``'s table prints), ``pcap --json``, and ``probes/mongolatency.py -j``
-run under the system python3, which has no pandas (``mongoprobe.wirefacts``).
+run under the system python3, which has no pandas (``mongoprobe.wire.facts``).
 
 Input: a real recorded run, ``samples/probes/mongo_latency-ferretdb-packed.json``
 (bpftrace, FerretDB v1.24.0, every request's event and the per-second log-linear
@@ -23,9 +23,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mongoprobe import histogram, latency, loglinear, phases, wirefacts
+from mongoprobe.model import log2_histogram as histogram, loglinear_buckets as loglinear
+from mongoprobe.views import latency_table as latency
+from mongoprobe.analysis import phase_table as phases
+from mongoprobe.wire import facts as wirefacts
 from mongoprobe.formats.bpftrace_latency import read_bpftrace_latency
-from mongoprobe.latencies import Latencies
+from mongoprobe.model.latencies import Latencies
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "probes" / "mongo_latency-ferretdb-packed.json"
@@ -236,7 +239,7 @@ def test_bcc_tool_prints_the_analyzers_lines(run, capsys):
             assert f"failed (ok: 0): {g.errors}   {wirefacts.error_summary(g.codes)}" in text
     assert tool.errors_text(agg) == ("  errors 7 (59 CommandNotFound: 4, 11601 Interrupted: "
                                      "2, no code: 1)")
-    from mongoprobe import wire
+    from mongoprobe.wire import decode as wire
     from mongoprobe.formats import wire_slices
     assert tool.opname(2010) == wire.opcode_name(2010) == wire_slices.opcode_name(2010) \
         == "OP_UNKNOWN(2010)"
@@ -244,7 +247,7 @@ def test_bcc_tool_prints_the_analyzers_lines(run, capsys):
 
 def test_error_table_is_complete():
     """The 14 codes the bcc tool's copy lacked are named, by the one table."""
-    from mongoprobe import errorcodes
+    from mongoprobe.wire import error_codes as errorcodes
 
     for code in (6, 8, 28, 40, 52, 66, 91, 96, 121, 189, 262, 352, 11601, 13436):
         assert wirefacts.error_name(code) and errorcodes.name(code) == wirefacts.error_name(code)
@@ -295,7 +298,7 @@ def test_live_bcc_tool_json_is_the_analyzers_of_its_own_events(tmp_path):
 @pytest.mark.parametrize("layout", ["_data/probes", "elsewhere"])
 def test_bcc_tool_finds_wirefacts_installed_without_running_the_package(tmp_path, layout):
     """Installed, the tools live in the package (mongoprobe/_data/probes/) or anywhere
-    with the package importable: they load its wirefacts.py by path, and the package's
+    with the package importable: they load its wire/facts.py by path, and the package's
     __init__ (pandas) never runs under the system python3."""
     if not shutil.which(SYSTEM_PYTHON):
         pytest.skip("no system python3")
@@ -305,7 +308,8 @@ def test_bcc_tool_finds_wirefacts_installed_without_running_the_package(tmp_path
     pkg.mkdir(parents=True, exist_ok=True)
     for f in (*TOOL.parent.glob("*.py"), *TOOL.parent.glob("*.h")):
         shutil.copy(f, tools / f.name)
-    shutil.copy(wirefacts.__file__, pkg / "wirefacts.py")
+    (pkg / "wire").mkdir()
+    shutil.copy(wirefacts.__file__, pkg / "wire" / "facts.py")
     (pkg / "__init__.py").write_text('raise ImportError("the package ran: pandas needed")\n')
     script = ("import importlib.util, sys\n"
               f"spec = importlib.util.spec_from_file_location('t', {str(tools / TOOL.name)!r})\n"
@@ -316,4 +320,4 @@ def test_bcc_tool_finds_wirefacts_installed_without_running_the_package(tmp_path
                        cwd=tmp_path, env={"PYTHONPATH": str(pkg.parent)}, timeout=60)
     assert p.returncode == 0, p.stderr
     path, ran = p.stdout.split()
-    assert Path(path).resolve() == (pkg / "wirefacts.py").resolve() and ran == "False"
+    assert Path(path).resolve() == (pkg / "wire" / "facts.py").resolve() and ran == "False"

@@ -33,7 +33,10 @@ import pytest
 
 from helpers.cli import mp
 from helpers.ferretdb import metrics_delta
-from mongoprobe import mixedload, pcap, target, wire, wire_encode
+from mongoprobe import pcap
+from mongoprobe.load import mixed_workload as mixedload
+from mongoprobe.run import target
+from mongoprobe.wire import decode as wire, encode as wire_encode
 from mongoprobe.formats import wire_events
 from mongoprobe.pcap import capture, tshark_fields
 
@@ -204,7 +207,7 @@ def test_cli_json_golden(name):
 def test_cli_json_keys_equal_latency_json():
     """pcap --json has the top-level keys of latency --json (LatencySummary.to_json), plus
     its own "pcap" section."""
-    from mongoprobe.latency import LatencySummary
+    from mongoprobe.views.latency_table import LatencySummary
 
     r = mp("pcap", sample("ferretdb-mixedload"), "--port",
            str(sidecar("ferretdb-mixedload")["port"]), "--json", cwd=TOP)

@@ -4,7 +4,7 @@ requests the two cover (the server's whole seconds only)."""
 
 import pandas as pd
 
-from mongoprobe import phases
+from mongoprobe.analysis import phase_table as phases
 
 
 def _table(diff: dict, how: str) -> pd.DataFrame:

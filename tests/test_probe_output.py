@@ -1,6 +1,6 @@
 """Parsers of the probes' own output, on real recorded runs (samples/probes/).
 
-All three on FerretDB v1.24.0 under ``python -m mongoprobe.mixedload --threads 4``:
+All three on FerretDB v1.24.0 under ``python -m mongoprobe.load.mixed_workload --threads 4``:
 
 * mongo_latency-ferretdb.json: ``bpftrace -f json mongo_latency.bt PID 0 1`` (per-second
   histograms, and every request's event), ``--rounds 3``; -v1.json the same from the
@@ -17,12 +17,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mongoprobe import histogram, latency, loglinear
+from mongoprobe.model import log2_histogram as histogram, loglinear_buckets as loglinear
+from mongoprobe.views import latency_table as latency
 from mongoprobe.formats import quantize, wire_events
 from mongoprobe.formats.bpftrace_latency import read_bpftrace_latency, unpack
 from mongoprobe.formats.errors import FormatError
 from mongoprobe.formats.wire_slices import LOST_KEYS, name_of_words, read_bcc_slices
-from mongoprobe.latencies import Latencies
+from mongoprobe.model.latencies import Latencies
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "probes"
 
@@ -221,7 +222,7 @@ def test_bcc_tool_names_compressed_requests_from_their_first_bytes(codec):
     OP_QUERY commands (wrapped in $query too); zstd only when the body fits in them."""
     import importlib.util
 
-    from mongoprobe.wire_encode import encode_op_compressed, encode_op_msg, encode_op_query
+    from mongoprobe.wire.encode import encode_op_compressed, encode_op_msg, encode_op_query
 
     spec = importlib.util.spec_from_file_location("mongolatency", SAMPLES.parents[1] / "probes"
                                                   / "mongolatency.py")
@@ -275,7 +276,7 @@ def test_recorded_events_name_compressed_commands(tmp_path):
 
     import pandas as pd
 
-    from mongoprobe.collectors import events_to_parquet
+    from mongoprobe.run.collectors import events_to_parquet
 
     sample = SAMPLES / "mongo_latency-wireserver-snappy.json"
     (tmp_path / "latency.bt.json").write_text(sample.read_text())

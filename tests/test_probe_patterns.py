@@ -43,7 +43,7 @@ from helpers.wire import (BCC_TOOL, BPFTRACE_TOOL, CONNECTIONS, DTRACE_TOOL, UNA
                           all_modes_server, bcc_report, from_bcc, from_bpftrace, from_dtrace,
                           tool_unavailable)
 from wireserver import MODES    # the server patterns, each run under every engine
-from mongoprobe import probes as mp_probes
+from mongoprobe.run import tracer as mp_probes
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(UNAVAILABLE is not None, reason=str(UNAVAILABLE))]
 

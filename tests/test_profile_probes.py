@@ -1,6 +1,6 @@
 """The profiling probes (issue 3) and their CLI, on real processes.
 
-Real probes, real targets: the embedded FerretDB under ``mongoprobe.mixedload`` (its
+Real probes, real targets: the embedded FerretDB under ``mongoprobe.load.mixed_workload`` (its
 own Go frames and modernc.org/sqlite's transpiled SQLite must appear, symbolised;
 SQLite's fsync calls must be counted with their stacks), and ``tests/flushloop.c``,
 which makes a known number of known calls (msync x50 and the other flushes, getppid
@@ -30,7 +30,8 @@ from helpers.cli import can_render_svg, mp, start_cli
 from helpers.flushloop import flushloop, loop  # noqa: F401 (fixtures)
 from helpers.versions import dry_run_flag
 
-from mongoprobe import mixedload, probes
+from mongoprobe.load import mixed_workload as mixedload
+from mongoprobe.run import tracer as probes
 from mongoprobe.formats import bpftrace_stacks, flush_output, syscount_output, threads_output
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -24,7 +24,8 @@ import pytest
 from helpers import recorded
 from helpers.cli import mp
 import mongoprobe
-from mongoprobe import phases, probes, rundir, target
+from mongoprobe.analysis import phase_table as phases
+from mongoprobe.run import tracer as probes, run_folder as rundir, target
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "load" / "run-ferretdb"
 SPEC, NAMES, KILLED = recorded.SPEC, recorded.NAMES, recorded.KILLED
@@ -284,7 +285,7 @@ def test_events_move_to_parquet_in_batches(tmp_path):
     """record's end moves the probe's event maps to Parquet a batch at a time (an hour of
     events does not fit in memory): in small batches, the same table as in one, and the
     JSON keeps everything else."""
-    from mongoprobe import collectors
+    from mongoprobe.run import collectors
     from mongoprobe.formats import wire_events
 
     sample = Path(__file__).parent.parent / "samples/probes/mongo_latency-ferretdb.json"
@@ -312,7 +313,7 @@ def test_failed_replies_in_events_and_phases(recorded):
     """FerretDB refuses endSessions (CommandNotFound): each is a failed reply in the events,
     with its code; the phase table counts the failed replies inside each phase, and
     `phases` shows them."""
-    from mongoprobe import phases
+    from mongoprobe.analysis import phase_table as phases
 
     ev = recorded.run.events
     failed = ev[ev["error_code"] != 0]

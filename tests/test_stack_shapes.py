@@ -18,7 +18,8 @@ import threading
 
 import pytest
 
-from mongoprobe import mixedload, probes
+from mongoprobe.load import mixed_workload as mixedload
+from mongoprobe.run import tracer as probes
 from mongoprobe.formats import bpftrace_stacks
 
 pytestmark = pytest.mark.root
@@ -61,7 +62,7 @@ def _fold(text: str) -> collections.Counter:
 
 @pytest.fixture(scope="module")
 def profile(ferretdb):
-    from mongoprobe import probes
+    from mongoprobe.run import tracer as probes
     why = probes.why_cannot_trace()
     if why:
         pytest.skip(why)

@@ -1,4 +1,4 @@
-"""mongoprobe.stacks and its parsers (formats/perf_script, bpftrace_stacks, dtrace_stacks).
+"""mongoprobe.model.stack_samples and its parsers (formats/perf_script, bpftrace_stacks, dtrace_stacks).
 
 Every real sample in samples/stacks/ is folded and diffed against its golden files in
 tests/expected/stacks/ (tests/golden.py: ``MONGOPROBE_BLESS=1`` re-blesses them; review
@@ -21,7 +21,8 @@ import pytest
 
 from helpers.cli import mp
 import golden
-from mongoprobe import categories, stacks
+from mongoprobe.analysis import cpu_categories as categories
+from mongoprobe.model import stack_samples as stacks
 from mongoprobe.formats import bpftrace_stacks, perf_script
 from mongoprobe.formats.errors import FormatError
 
@@ -58,7 +59,7 @@ def render(case: str) -> dict[str, str]:
 
 
 def _inferno(tool: str) -> Path:
-    from mongoprobe.flamegraph import inferno_bin
+    from mongoprobe.views.flamegraph import inferno_bin
     b = inferno_bin(tool)
     if not b.exists():
         pytest.skip(f"{b} not installed: run scripts/setup.sh")
@@ -186,7 +187,7 @@ def test_live_perf_profile_of_ferretdb_folds_like_inferno(ferretdb, tmp_path) ->
     if os.geteuid() != 0 or not shutil.which("perf"):
         pytest.skip("needs root and perf (linux-perf)")
     b = _inferno("inferno-collapse-perf")
-    from mongoprobe import mixedload
+    from mongoprobe.load import mixed_workload as mixedload
     load = threading.Thread(target=mixedload.run, args=(ferretdb.uri, 4, 15), daemon=True)
     load.start()
     data = tmp_path / "perf.data"
@@ -570,7 +571,7 @@ def test_cli_help_examples() -> None:
 def test_bpftrace_entry_with_an_empty_user_stack():
     # Real profile.bt output (a `mongoprobe record` run): a failed user-stack lookup
     # prints the key as "kstack, ]: N". The kernel frames are still a sample.
-    from mongoprobe import stacks
+    from mongoprobe.model import stack_samples as stacks
 
     path = SAMPLES / "bpftrace-profile-empty-ustack.txt"
     df = stacks.load(path)

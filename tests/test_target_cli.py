@@ -8,7 +8,7 @@ import os
 import pytest
 
 from helpers.cli import mp
-from mongoprobe import target
+from mongoprobe.run import target
 
 
 @pytest.mark.target

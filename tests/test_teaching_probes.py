@@ -20,7 +20,7 @@ import pytest
 import wireclient
 from helpers.versions import version_rows
 from helpers.wire import ROOT, UNAVAILABLE, Probe, all_modes_server, tool_unavailable
-from mongoprobe import probes as mp_probes
+from mongoprobe.run import tracer as mp_probes
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(UNAVAILABLE is not None, reason=str(UNAVAILABLE))]

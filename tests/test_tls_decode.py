@@ -35,8 +35,9 @@ from pathlib import Path
 import pytest
 
 import wireclient
-from mongoprobe import mixedload, target
-from mongoprobe import probes as mp_probes
+from mongoprobe.load import mixed_workload as mixedload
+from mongoprobe.run import target
+from mongoprobe.run import tracer as mp_probes
 from mongoprobe.formats import wire_events
 from helpers.cli import start_cli, stop_cli
 from helpers.ferretdb import (REFUSED, WORKLOAD_COMMANDS, failed_responses, metrics_delta,
@@ -84,7 +85,7 @@ def test_ferretdb_tls_counts_match_metrics(tls_target, tmp_path, need_bcc):
     refused = [next(iter(cmd)) for cmd, _ in REFUSED]
     for cmd in WORKLOAD_COMMANDS:
         assert probe_counts[cmd] == load.counts[cmd] + refused.count(cmd), cmd
-    from mongoprobe import errorcodes
+    from mongoprobe.wire import error_codes as errorcodes
     errors = {(cmd, errorcodes.name(int(c)) or c): n for cmd, v in result["by_command"].items()
               for c, n in v.get("error_codes", {}).items()}
     assert errors == failed_responses(before_resp, response_counts(info.metrics_url))
@@ -116,7 +117,7 @@ def _openssl_probe(engine: str, pid: int, tmp_path: Path) -> Probe:
     if engine == "bcc":
         return Probe([SYSTEM_PYTHON, str(BCC_TOOL), "-p", str(pid), "-j", "--tls", "on"],
                      lambda p: sleeping_in_main_loop(p.proc.pid), tmp_path / "probe.err")
-    from mongoprobe import wire_probe
+    from mongoprobe.run import wire_probe
     hook, notes = wire_probe.bpftrace_tls_hook(pid, "on")
     assert notes == [f"mongo_latency_tls.bt: TLS plaintext from {hook.describe()}"]
     return Probe([mp_probes.bpftrace_binary(), "-f", "json", *mp_probes.BPFTRACE_WIRE_OPTS,

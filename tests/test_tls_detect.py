@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from mongoprobe import target
-from mongoprobe.wire_encode import encode_op_msg
+from mongoprobe.run import target
+from mongoprobe.wire.encode import encode_op_msg
 
 pytestmark = pytest.mark.root
 

@@ -19,7 +19,7 @@ import pytest
 import wireclient
 from helpers.versions import version_rows
 from helpers.wire import ROOT, UNAVAILABLE, Probe, all_modes_server
-from mongoprobe import probes as mp_probes
+from mongoprobe.run import tracer as mp_probes
 from mongoprobe.formats.wire_events import parse_snoop
 
 CONNECTIONS = 4

@@ -4,7 +4,7 @@ every bpftrace version here, each started once per version against a real busy p
 Versions: the system's ``bpftrace`` (Debian 12: 0.17) and each
 ``~/.cache/mongoprobe/bin/bpftrace-SUITE`` wrapper that exists (trixie: 0.23, sid:
 0.27; ``scripts/tracer-roots.sh`` builds them), run through ``MONGOPROBE_BPFTRACE``
-as a user would. (A local discovery: ``mongoprobe.probes`` has no list of versions
+as a user would. (A local discovery: ``mongoprobe.run.tracer`` has no list of versions
 yet.)
 
 Per version, one ``mongoprobe record --probes profile,offcpu,threads,syscount`` of
@@ -33,7 +33,7 @@ from conftest import build_c
 from helpers.cli import mp
 from helpers.versions import dry_run_flag
 
-from mongoprobe import collectors, probes
+from mongoprobe.run import collectors, tracer as probes
 from mongoprobe.formats import bpftrace_stacks, syscount_output, threads_output
 
 pytestmark = pytest.mark.root     # (it traces through its own checks, not need_bpftrace)

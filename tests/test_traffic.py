@@ -1,4 +1,4 @@
-"""Phases from the server's traffic (mongoprobe.traffic), on a real recording: the
+"""Phases from the server's traffic (mongoprobe.analysis.traffic_phases), on a real recording: the
 built-in load with three command mixes, its markers and header taken out of load.out
 so that no adapter can read it (conftest's ``recorded_run``, shared with test_record and
 test_end_to_end). Every boundary must fall within a second of the marker the load
@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 import mongoprobe
-from mongoprobe import phases, traffic
+from mongoprobe.analysis import phase_table as phases, traffic_phases as traffic
 
 from helpers.recorded import NAMES
 
@@ -89,7 +89,7 @@ def test_markers_without_the_loads_header(recorded, tmp_path):
 
 def _lat(grid0, seconds):
     """Per-second totals only (no events), intervals starting at grid0 + k."""
-    from mongoprobe.latencies import Latencies, TOTAL_COLUMNS, HIST_COLUMNS
+    from mongoprobe.model.latencies import Latencies, TOTAL_COLUMNS, HIST_COLUMNS
     import pandas as pd
     rows = [(grid0 + k, 1.0, cmd, "OP_MSG", n, int(n * busy * 1e9), 0, 0, 0)
             for k, mix in enumerate(seconds) for cmd, (n, busy) in mix.items()]

@@ -1,4 +1,4 @@
-"""The verdict (``mongoprobe.limiter``) on real runs with a known bottleneck injected.
+"""The verdict (``mongoprobe.analysis.limiter``) on real runs with a known bottleneck injected.
 
 Each scenario is one short ``mongoprobe record`` of the built-in load against a real
 FerretDB, with the probes the verdict reads (latency with every request's event,
@@ -37,7 +37,9 @@ from pathlib import Path
 
 import pytest
 
-from mongoprobe import load_run, phases, probes, target
+from mongoprobe import load_run
+from mongoprobe.analysis import phase_table as phases
+from mongoprobe.run import tracer as probes, target
 
 # the verdicts measure CPU and waits: alone on the machine (conftest.py)
 pytestmark = [pytest.mark.root, pytest.mark.target, pytest.mark.serial]
@@ -386,7 +388,7 @@ done
 
 def test_postgresql_backends_are_measured_as_the_servers_downstream(pg_run):
     run, ph = pg_run
-    from mongoprobe import treestat
+    from mongoprobe.run import treestat
     t = treestat.read(run / "treestat.txt")
     down = t[t["role"] == "downstream"]
     # the postmaster and its backends, found from FerretDB's connections; their

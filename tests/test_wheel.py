@@ -21,7 +21,8 @@ import pytest
 import wireclient
 from helpers.cli import watch_stderr
 from helpers.wire import wireserver
-from mongoprobe import flamegraph, probes
+from mongoprobe.views import flamegraph
+from mongoprobe.run import tracer as probes
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ("probes", "dtrace", "flamegraphs")
@@ -91,7 +92,7 @@ def test_wheel_ships_and_finds_its_data(venv):
     for f in shipped:
         assert (pkg / "_data" / f).read_bytes() == (ROOT / f).read_bytes(), f
 
-    code = ("import json; from mongoprobe import probes, categories; print(json.dumps(["
+    code = ("import json; from mongoprobe.run import tracer as probes; from mongoprobe.analysis import cpu_categories as categories; print(json.dumps(["
             "str(probes.probes_dir()), str(probes.dtrace_dir()), "
             "str(categories.categories_file()), probes.shared_dir()]))")
     r = run([venv / "bin" / "python", "-c", code], venv.parent)
@@ -110,13 +111,13 @@ def test_probe_tools_load_package_modules_where_they_are(venv):
     package's modules beside the copy of probes/ it is in: the installed package's
     from the wheel's copy, the checkout's from the checkout."""
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import packagefiles; "
-            "print(packagefiles.package_module('wirefacts').__file__)")
+            "print(packagefiles.package_module('wire.facts').__file__)")
     pkg = installed_package(venv)
     for probes_folder, package in ((pkg / "_data" / "probes", pkg),
                                    (ROOT / "probes", ROOT / "analyzer" / "mongoprobe")):
         r = run([probes.bcc_python(), "-c", code, str(probes_folder)], venv.parent)
         assert r.returncode == 0, r.stderr
-        assert Path(r.stdout.strip()) == package / "wirefacts.py"
+        assert Path(r.stdout.strip()) == package / "wire" / "facts.py"
 
 
 @pytest.mark.parametrize("engine", ["bpftrace", "bcc"])

@@ -1,4 +1,4 @@
-"""Tests for mongoprobe.wire: every opcode, OP_MSG sections and flags, OP_COMPRESSED codecs,
+"""Tests for mongoprobe.wire.decode: every opcode, OP_MSG sections and flags, OP_COMPRESSED codecs,
 error offsets, the stream decoder, and bytes that pymongo itself puts on the wire."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from collections.abc import Iterator
 import bson
 import pytest
 from bson.codec_options import CodecOptions
-from mongoprobe import wire
-from mongoprobe.bsonscan import BsonError, scan_document
-from mongoprobe.wire import (
+from mongoprobe.wire import decode as wire
+from mongoprobe.wire.bson_scan import BsonError, scan_document
+from mongoprobe.wire.decode import (
     CHECKSUM_PRESENT,
     EXHAUST_ALLOWED,
     MORE_TO_COME,
@@ -38,8 +38,8 @@ from mongoprobe.wire import (
     decode_message,
     opcode_name,
 )
-from mongoprobe.wire_encode import encode_op_compressed, encode_op_msg, encode_op_query, encode_op_reply
-from mongoprobe.wire_stream import StreamDecoder, decode_stream
+from mongoprobe.wire.encode import encode_op_compressed, encode_op_msg, encode_op_query, encode_op_reply
+from mongoprobe.wire.stream import StreamDecoder, decode_stream
 from pymongo import MongoClient
 from pymongo.message import _op_msg
 

@@ -28,9 +28,10 @@ import pandas as pd
 import pytest
 
 import wireclient
-from mongoprobe import pcap, wire
+from mongoprobe import pcap
+from mongoprobe.wire import decode as wire
 from mongoprobe.pcap import capture, tshark_fields
-from mongoprobe.wire_stream import StreamDecoder
+from mongoprobe.wire.stream import StreamDecoder
 from helpers.wire import wireserver
 
 CONNECTIONS = 4

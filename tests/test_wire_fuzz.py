@@ -1,4 +1,4 @@
-"""Property tests for mongoprobe.wire: garbage and damaged messages never escape as anything
+"""Property tests for mongoprobe.wire.decode: garbage and damaged messages never escape as anything
 but WireError, the stream decoder never raises and accounts for every byte, and valid
 traffic chopped at arbitrary points decodes to exactly the messages that were sent."""
 
@@ -10,8 +10,8 @@ import struct
 import bson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mongoprobe.bsonscan import BsonError, scan_document
-from mongoprobe.wire import (
+from mongoprobe.wire.bson_scan import BsonError, scan_document
+from mongoprobe.wire.decode import (
     EXHAUST_ALLOWED,
     MORE_TO_COME,
     OPCODES,
@@ -19,8 +19,8 @@ from mongoprobe.wire import (
     WireError,
     decode_message,
 )
-from mongoprobe.wire_encode import encode_op_compressed, encode_op_msg, encode_op_query, encode_op_reply
-from mongoprobe.wire_stream import StreamDecoder
+from mongoprobe.wire.encode import encode_op_compressed, encode_op_msg, encode_op_query, encode_op_reply
+from mongoprobe.wire.stream import StreamDecoder
 from helpers.wire_ops import op_delete, op_get_more, op_insert, op_kill_cursors, op_update
 
 FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

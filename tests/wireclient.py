@@ -4,7 +4,7 @@ wire-protocol probe must report for it.
 Every scenario opens `connections` connections at once (one thread each) and every
 connection uses the same requestIDs 1, 2, 3, ...: requestIDs overlap across connections,
 so a probe that keys its state by requestID alone instead of by connection miscounts.
-Messages are built with mongoprobe.wire's encoders (bson.encode underneath); every reply
+Messages are built with mongoprobe.wire.decode's encoders (bson.encode underneath); every reply
 is checked (opcode, responseTo, moreToCome), so a count that differs from the expected
 one is the probe's, not the server's.
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import bson
 
-from mongoprobe.wire import (
+from mongoprobe.wire.decode import (
     EXHAUST_ALLOWED,
     MORE_TO_COME,
     OP_COMPRESSED,
@@ -32,7 +32,7 @@ from mongoprobe.wire import (
     OP_REPLY,
     opcode_name,
 )
-from mongoprobe.wire_encode import encode_op_compressed, encode_op_msg, encode_op_query
+from mongoprobe.wire.encode import encode_op_compressed, encode_op_msg, encode_op_query
 
 HEADER = struct.Struct("<iiii")
 TIMEOUT = 10.0  # seconds for any one socket operation

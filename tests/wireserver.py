@@ -78,15 +78,15 @@ from collections import Counter
 
 import bson
 
-from mongoprobe.wire import (
+from mongoprobe.wire.decode import (
     EXHAUST_ALLOWED,
     MORE_TO_COME,
     OP_COMPRESSED,
     OP_MSG,
     OP_QUERY,
 )
-from mongoprobe.wire import COMPRESSORS, _decompress
-from mongoprobe.wire_encode import encode_op_compressed, encode_op_msg, encode_op_reply
+from mongoprobe.wire.decode import COMPRESSORS, _decompress
+from mongoprobe.wire.encode import encode_op_compressed, encode_op_msg, encode_op_reply
 
 MODES = ("mongod", "readwrite", "vector", "split", "sendto", "partial", "partial-split")
 PARTIAL = ("partial", "partial-split")  # non-blocking sends into a small send buffer

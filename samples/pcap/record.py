@@ -40,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 TOP = HERE.parents[1]
 sys.path.insert(0, str(TOP / "analyzer"))
 
-from mongoprobe import wire, wire_encode  # noqa: E402
+from mongoprobe.wire import decode as wire, encode as wire_encode  # noqa: E402
 
 HEADER = struct.Struct("<iiii")
 
@@ -134,7 +134,8 @@ def _tools() -> dict:
 def record_ferretdb() -> None:
     import tempfile
 
-    from mongoprobe import mixedload, target
+    from mongoprobe.load import mixed_workload as mixedload
+    from mongoprobe.run import target
     from mongoprobe.pcap.capture import Capture
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -206,7 +207,7 @@ def record_truncated() -> None:
 def record_http() -> None:
     import tempfile
 
-    from mongoprobe import target
+    from mongoprobe.run import target
     from mongoprobe.pcap.capture import Capture
 
     with tempfile.TemporaryDirectory() as tmp:

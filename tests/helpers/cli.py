@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mongoprobe import flamegraph
+from mongoprobe.views import flamegraph
 
 # A line of the CLI's stderr that says its probe is attached: the latency and snoop
 # tools' banner starts "Tracing MongoDB"; every tool's ends "Hit Ctrl-C to end."

@@ -58,7 +58,7 @@ def send_legacy(uri: str) -> None:
 
     import bson
 
-    from mongoprobe.wire_encode import encode_op_query
+    from mongoprobe.wire.encode import encode_op_query
 
     host, port = uri.split("//")[1].split("/")[0].split(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:
@@ -99,7 +99,7 @@ def response_counts(metrics_url: str) -> dict[tuple[str, str], int]:
 def check_failures(result: dict, truth: dict, events: pd.DataFrame | None) -> None:
     """A probe's failed replies (latency --json, and its events) == truth, for
     test_failed_replies_match_ferretdb's requests."""
-    from mongoprobe import errorcodes
+    from mongoprobe.wire import error_codes as errorcodes
 
     probe = {(cmd, errorcodes.name(int(c)) or c): n for cmd, v in result["by_command"].items()
              for c, n in v.get("error_codes", {}).items()}

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from mongoprobe import probes as mp_probes
+from mongoprobe.run import tracer as mp_probes
 
 SUITES = ("trixie", "sid")      # the Debian roots scripts/tracer-roots.sh builds
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from mongoprobe import loglinear
-from mongoprobe import probes as mp_probes
+from mongoprobe.model import loglinear_buckets as loglinear
+from mongoprobe.run import tracer as mp_probes
 
 TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
@@ -252,7 +252,7 @@ BCC_LOSSES = ("unmatched_replies", "requests_without_reply", "malformed", "dropp
 def from_bpftrace(lines: list[str]) -> Observed:
     """mongo_latency.bt's per-second slices, read by the analyzer's own parser."""
     from mongoprobe.formats.bpftrace_latency import read_bpftrace_latency
-    from mongoprobe.latencies import Latencies
+    from mongoprobe.model.latencies import Latencies
 
     slices, _events, counts, lost, _clock = read_bpftrace_latency(lines)
     lat = Latencies.from_slices(slices, 0, counts=counts, lost=lost)

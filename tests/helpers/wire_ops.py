@@ -7,7 +7,7 @@ import struct
 
 import bson
 
-from mongoprobe.wire import OP_DELETE, OP_GET_MORE, OP_INSERT, OP_KILL_CURSORS, OP_UPDATE
+from mongoprobe.wire.decode import OP_DELETE, OP_GET_MORE, OP_INSERT, OP_KILL_CURSORS, OP_UPDATE
 
 
 def frame(opcode: int, body: bytes, request_id: int = 1, response_to: int = 0) -> bytes:

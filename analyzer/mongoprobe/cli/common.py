@@ -51,7 +51,7 @@ def _why_cannot_perf() -> str | None:
 def check_trace(engine: str, pid: int, tid: int | None = None) -> None:
     """Root, the tracer of ``engine`` (bpftrace, bcc, dtrace, perf; auto: none), a live
     ``pid`` and ``tid``: else CommandError saying which is missing."""
-    from .. import probes
+    from mongoprobe.run import tracer as probes
 
     why = None if engine == "auto" else {        # auto: engines.choose checks them
         "bcc": probes.why_cannot_bcc, "dtrace": probes.why_cannot_dtrace,
@@ -70,7 +70,7 @@ def run_dtrace(script: str, pid: int, duration: float | None,
                printed: Callable[[list[str]], bool], **kw):
     """``dtrace_engine.run`` (``kw``: args, options, on_line, banner); CommandError when
     dtrace cannot start, or failed before ``printed(lines)`` says its results are there."""
-    from .. import dtrace_engine, probes
+    from mongoprobe.run import dtrace_runner as dtrace_engine, tracer as probes
 
     try:
         run = dtrace_engine.run(script, pid, duration=duration, **kw)

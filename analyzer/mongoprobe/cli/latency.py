@@ -1,8 +1,8 @@
 """``mongoprobe latency`` and ``mongoprobe snoop``: server-side request latency, live.
 
-The wire probes (``mongoprobe.wire_probe``: bpftrace's mongo_latency.bt, bcc's
+The wire probes (``mongoprobe.run.wire_probe``: bpftrace's mongo_latency.bt, bcc's
 mongolatency.py; ``--engine dtrace``: dtrace/mongo_time.d and mongo_snoop.d through
-``mongoprobe.dtrace_engine``) on one pid, until ``-d``, Ctrl-C or the pid's exit.
+``mongoprobe.run.dtrace_runner``) on one pid, until ``-d``, Ctrl-C or the pid's exit.
 Histograms render through ``latency.LatencySummary``; data on stdout, the banner and
 losses on stderr.
 """
@@ -55,7 +55,7 @@ SNOOP_EXAMPLES = """examples:
 def _check_trace(args: argparse.Namespace) -> None:
     """The pid and the tracer; with --engine auto, the engine chosen (args.engine, and
     args.fallbacks to try in turn if it cannot start), said in one line."""
-    from .. import engines, probes
+    from mongoprobe.run import engine_choice as engines, tracer as probes
     args.fallbacks = []
     if args.engine != "auto":
         check_trace(args.engine, args.pid)
@@ -73,7 +73,7 @@ def _failed_start(args: argparse.Namespace, e: Exception) -> None:
     """The engine could not start the tool: with --engine auto, the next one takes
     over (said in one line); else CommandError with the tracer's own error and the
     engine to use instead."""
-    from .. import engines, probes
+    from mongoprobe.run import engine_choice as engines, tracer as probes
     if args.fallbacks:
         nxt = args.fallbacks.pop(0)
         print(f"mongoprobe: {e}: engine {nxt} instead", file=sys.stderr, flush=True)
@@ -88,7 +88,7 @@ def _started(probe, args: argparse.Namespace, sizing: str | None = None,
              tls_lines: list[str] | None = None) -> None:
     """The probe is attached: say so (stderr, so stdout stays data) and arm the stops.
     tls_lines: what was said about TLS (WireProbe.tls_lines), else bcc's stderr."""
-    from .. import probes, wire_probe
+    from mongoprobe.run import tracer as probes, wire_probe
     probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None, args.duration, args.pid)
     if tls_lines is None:       # the TLS library hooked (bcc), or why none was
         tls_lines = wire_probe.said_about_tls(probe.stderr_lines)
@@ -103,7 +103,7 @@ def _started(probe, args: argparse.Namespace, sizing: str | None = None,
 def _print_summary(summary, args: argparse.Namespace, interval: bool = False) -> None:
     if args.json:
         print(json.dumps(summary.to_json()), flush=True)
-        from ..latency import untraced_line
+        from mongoprobe.views.latency_table import untraced_line
         if untraced_line(summary.untraced):      # said in one line, as in the text
             print(untraced_line(summary.untraced), file=sys.stderr)
         return
@@ -117,7 +117,7 @@ def _peer_labels(args: argparse.Namespace) -> dict | None:
     """For --by conn: "pid, fd" -> the client address, while the connection is open."""
     if args.by != "conn":
         return None
-    from .. import procnet
+    from mongoprobe.run import procnet
     try:
         peers = procnet.socket_peers(args.pid)
     except OSError:
@@ -128,7 +128,7 @@ def _peer_labels(args: argparse.Namespace) -> dict | None:
 def _wire_probe(args: argparse.Namespace, events_every: int, sizing_error: bool = True):
     """The wire probe of args.engine (bcc, bpftrace), started; None when it could not
     start and --engine auto moved to the next engine (args.engine)."""
-    from .. import probes, wire_probe
+    from mongoprobe.run import tracer as probes, wire_probe
     try:
         wp = wire_probe.WireProbe(args.engine, args.pid, by_conn=args.by == "conn",
                                   events_every=events_every,
@@ -157,8 +157,8 @@ def _finished(wp):
 
 
 def cmd_latency(args: argparse.Namespace) -> int:
-    from .. import latency
-    from ..latencies import Latencies
+    from mongoprobe.views import latency_table as latency
+    from mongoprobe.model.latencies import Latencies
 
     _check_trace(args)
     every = (args.events_sample or 1) if args.events else 0
@@ -193,7 +193,7 @@ def cmd_latency(args: argparse.Namespace) -> int:
 
 def _run_dtrace(script: str, args: argparse.Namespace, on_line=None):
     """Run a wire script (its _tls twin when --tls finds OpenSSL): (run, hooked)."""
-    from .. import dtrace_engine, probes
+    from mongoprobe.run import dtrace_runner as dtrace_engine, tracer as probes
     try:
         tls = dtrace_engine.tls_script(script, args.pid, args.tls)
     except probes.ProbeError as e:
@@ -216,7 +216,7 @@ def _run_dtrace(script: str, args: argparse.Namespace, on_line=None):
 def _dtrace_sized(script: str, args: argparse.Namespace) -> tuple[str, ...]:
     """The -x options of ``script`` (mapmem.dtrace_sized; args.max_connections set to
     what is used); CommandError when they would pin over a quarter of the free memory."""
-    from .. import mapmem, probes
+    from mongoprobe.run import map_memory as mapmem, tracer as probes
     args.max_connections, options, size = mapmem.dtrace_sized(
         script, args.max_connections, probes.possible_cpus())
     why = mapmem.too_much(size)
@@ -241,7 +241,8 @@ def _dtrace_full_hint(run, script: str, args: argparse.Namespace) -> None:
 
 def _latency_dtrace(args: argparse.Namespace) -> int:
     """dtrace/mongo_time.d (or mongo_snoop.d for --events): one summary at the end."""
-    from .. import dtrace_engine, latency
+    from mongoprobe.run import dtrace_runner as dtrace_engine
+    from mongoprobe.views import latency_table as latency
 
     if args.interval:
         raise CommandError("-i: mongo_time.d prints once, at the end; use -d, or "
@@ -269,7 +270,8 @@ def _latency_dtrace(args: argparse.Namespace) -> int:
 
 def _snoop_dtrace(args: argparse.Namespace) -> int:
     """dtrace/mongo_snoop.d: its lines as they come (mongo_snoop.bt's layout)."""
-    from .. import dtrace_engine, latency
+    from mongoprobe.run import dtrace_runner as dtrace_engine
+    from mongoprobe.views import latency_table as latency
     from ..formats import wire_events
     from ..formats.dtrace_latency import clock
 
@@ -314,7 +316,8 @@ SNOOP_HEADER = (f"{'TIME(s)':<14} {'PID':<7} {'TID':<7} {'FD':<4} {'REQID':<11} 
 def cmd_snoop(args: argparse.Namespace) -> int:
     """One line per request: bpftrace's mongo_latency.bt with an event per request
     (names from its words here), bcc's mongosnoop.py, or dtrace/mongo_snoop.d."""
-    from .. import latency, probes
+    from mongoprobe.views import latency_table as latency
+    from mongoprobe.run import tracer as probes
     from ..formats.wire_slices import EVENT_COLUMNS
 
     _check_trace(args)
@@ -363,7 +366,7 @@ def cmd_snoop(args: argparse.Namespace) -> int:
 
 def _snoop_bcc(args: argparse.Namespace):
     """mongosnoop.py started (None: it could not, and auto moved on)."""
-    from .. import mapmem, probes, wire_probe
+    from mongoprobe.run import map_memory as mapmem, tracer as probes, wire_probe
     cpus = probes.possible_cpus()
     n = args.max_connections or mapmem.default_connections("bcc", "mongosnoop.py", cpus,
                                                              True)

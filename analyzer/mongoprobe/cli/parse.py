@@ -80,7 +80,7 @@ def _read(args: argparse.Namespace, fmt: str):
 
 
 def cmd_parse(args: argparse.Namespace) -> int:
-    from .. import views
+    from mongoprobe.views import text as views
 
     df, _ = _read(args, args.format)
     if args.json:
@@ -114,8 +114,8 @@ def _pick_column(df, spec) -> str | None:
 def cmd_quantize(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from .. import views
-    from ..histogram import from_values, render_quantize
+    from mongoprobe.views import text as views
+    from mongoprobe.model.log2_histogram import from_values, render_quantize
 
     df, fmt = _read(args, args.format)
     if fmt == "quantize" and args.column is None:

@@ -17,13 +17,13 @@ threads   probes/threads.bt: the ``prstat -mL`` view, one table per interval.
 
 ``--engine dtrace`` runs the D twins instead (dtrace/profile.d, flush.d, syscount.d --
 syscount_linux.d on Linux;
-mongoprobe.dtrace_engine): the same parsers read their output, DTrace's own losses
+mongoprobe.run.dtrace_runner): the same parsers read their output, DTrace's own losses
 (from its stderr) are reported on the ``lost:`` line.
 
 The probes' own output is parsed by ``formats/flush_output.py``,
 ``formats/syscount_output.py``, ``formats/threads_output.py`` (with
-``mongoprobe.threads``) and ``formats/bpftrace_stacks.py``/``dtrace_stacks.py`` (the
-profile's tally); ``mongoprobe.views`` renders the tables.
+``mongoprobe.analysis.thread_states``) and ``formats/bpftrace_stacks.py``/``dtrace_stacks.py`` (the
+profile's tally); ``mongoprobe.views.text`` renders the tables.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import threading
 import time
 from pathlib import Path
 
-from .. import probes   # stdlib only: cheap at start-up
+from mongoprobe.run import tracer as probes   # stdlib only: cheap at start-up
 from .common import RAW, CommandError, check_trace, run_dtrace
 
 PROFILE_EXAMPLES = """examples:
@@ -49,7 +49,7 @@ PROFILE_EXAMPLES = """examples:
   mongoprobe profile -p 4127 -F 997 --tid 4133 -d 10 -o t.bt.txt   # one thread
   mongoprobe profile -p 4127 --offcpu -d 10 -o off.bt.txt  # off-CPU time (us) by stack
   mongoprobe profile -p 4127 --engine perf --call-graph dwarf -d 10 -o c.perf.txt
-  mongoprobe profile -p 4127 -d 30 -o cpu.svg           # flame graph (mongoprobe.stacks)
+  mongoprobe profile -p 4127 -d 30 -o cpu.svg           # flame graph (mongoprobe.model.stack_samples)
   mongoprobe profile -p 4127 --engine dtrace -d 30 -o cpu.svg   # dtrace/profile.d
 """
 FLUSH_EXAMPLES = """examples:
@@ -83,7 +83,7 @@ def _err(msg: str) -> None:
 
 
 def _bpftrace_env(keys_max: int | None = None) -> dict:
-    from ..collectors import PROFILER_ENV        # (not the wire probes' short strings)
+    from mongoprobe.run.collectors import PROFILER_ENV        # (not the wire probes' short strings)
     env = dict(PROFILER_ENV)
     if keys_max:
         env.update(probes.bpftrace_map_keys(keys_max))
@@ -398,7 +398,8 @@ def cmd_flush(args: argparse.Namespace) -> int:
 
 def _print_flush(res, args: argparse.Namespace, lost: dict) -> None:
     """flush's result, either engine's: JSON (fds with their paths) or the tables."""
-    from .. import procnet, views
+    from mongoprobe.run import procnet
+    from mongoprobe.views import text as views
 
     if args.json:
         j = res.to_json()
@@ -431,7 +432,8 @@ def _flush_dtrace(args: argparse.Namespace) -> int:
 
 
 def cmd_syscount(args: argparse.Namespace) -> int:
-    from .. import syscalls, views
+    from mongoprobe.run import syscall_table as syscalls
+    from mongoprobe.views import text as views
     from ..formats import syscount_output
 
     check_trace(args.engine, args.pid)
@@ -487,7 +489,8 @@ def cmd_syscount(args: argparse.Namespace) -> int:
 # --- threads ---------------------------------------------------------------------------
 
 def cmd_threads(args: argparse.Namespace) -> int:
-    from .. import threads, views
+    from mongoprobe.analysis import thread_states as threads
+    from mongoprobe.views import text as views
     from ..formats.threads_output import threads_snapshots
 
     check_trace("bpftrace", args.pid)

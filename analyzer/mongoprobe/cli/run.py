@@ -1,9 +1,9 @@
 """``mongoprobe load``, ``record``, ``phases``, ``report``: recorded runs.
 
-``load`` drives the built-in workload (``mongoprobe.load``), ``record`` runs any load
-command while probes and collectors watch the server (``mongoprobe.record``), and
-``phases`` and ``report`` read a recorded RUN directory (``mongoprobe.phases``,
-``mongoprobe.report``). ``register(subparsers)`` adds them to ``mongoprobe``; the
+``load`` drives the built-in workload (``mongoprobe.load.insert_workload``), ``record`` runs any load
+command while probes and collectors watch the server (``mongoprobe.run.record``), and
+``phases`` and ``report`` read a recorded RUN directory (``mongoprobe.analysis.phase_table``,
+``mongoprobe.views.report``). ``register(subparsers)`` adds them to ``mongoprobe``; the
 subjects are imported when a command runs.
 """
 
@@ -28,7 +28,7 @@ LOAD_EXAMPLES = """examples:
 
 
 def _load_arguments(p: argparse.ArgumentParser) -> None:
-    from ..load import COLLECTION
+    from mongoprobe.load.insert_workload import COLLECTION
 
     p.add_argument("--uri", default=None,
                    help="server URI (default: $MONGOPROBE_URI, set by mongoprobe record)")
@@ -51,7 +51,7 @@ def _load_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_load(args: argparse.Namespace) -> int:
-    from .. import load
+    from mongoprobe.load import insert_workload as load
 
     uri = args.uri or os.environ.get("MONGOPROBE_URI")
     if not uri:
@@ -85,7 +85,7 @@ RECORD_EXAMPLES = """examples:
 
 
 def _record_arguments(p: argparse.ArgumentParser) -> None:
-    from .. import collectors
+    from mongoprobe.run import collectors
 
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("-p", "--pid", type=int, help="the server's process id")
@@ -132,7 +132,7 @@ def _record_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from .. import collectors, record
+    from mongoprobe.run import collectors, record
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -172,7 +172,7 @@ REPORT_EXAMPLES = """examples:
 
 
 def _run(path: str):
-    from ..rundir import load_run
+    from mongoprobe.run.run_folder import load_run
     try:
         return load_run(path)
     except (OSError, ValueError) as e:
@@ -181,14 +181,14 @@ def _run(path: str):
 
 def _phases(run, args: argparse.Namespace):
     """The --phases override as a (name, start, end) table, or None."""
-    from .. import phases
+    from mongoprobe.analysis import phase_table as phases
     if not args.phases:
         return None
     return phases.parse_phases(args.phases, float(run.manifest.get("start") or 0.0))
 
 
 def cmd_phases(args: argparse.Namespace) -> int:
-    from .. import phases
+    from mongoprobe.analysis import phase_table as phases
     run = _run(args.run)
     try:
         override = _phases(run, args)
@@ -203,7 +203,8 @@ def cmd_phases(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .. import phases, report
+    from mongoprobe.analysis import phase_table as phases
+    from mongoprobe.views import report
     run = _run(args.run)
     try:
         override = _phases(run, args)
@@ -218,7 +219,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
-    from .. import load, record
+    from mongoprobe.load import insert_workload as load
+    from mongoprobe.run import record
 
     lp = sub.add_parser("load", help="built-in insert/query workload (insert benchmark style)",
                         description=load.__doc__.split("\n")[0], formatter_class=RAW,

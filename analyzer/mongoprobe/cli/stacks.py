@@ -81,7 +81,7 @@ def _report_stats(stats: dict, meta: dict | None = None) -> None:
 
 def fold_to(path: str, fmt: str | None, out: IO) -> None:
     """Fold ``path`` into ``out`` as folded lines; what was left out, once on stderr."""
-    from .. import stacks
+    from mongoprobe.model import stack_samples as stacks
     from ..formats.errors import FormatError
 
     stats: dict = {}
@@ -110,13 +110,14 @@ def cmd_fold(args: argparse.Namespace) -> int:
 def _run_dir(path: str):
     """A recorded run (a RUN directory with manifest.json), or None for a file."""
     if path != "-" and (Path(path) / "manifest.json").is_file():
-        from ..rundir import load_run
+        from mongoprobe.run.run_folder import load_run
         return load_run(path)
     return None
 
 
 def _load(path: str, fmt: str | None, bucket: float | None = 1.0):
-    from .. import run_profile, stacks
+    from mongoprobe.analysis import run_profile
+    from mongoprobe.model import stack_samples as stacks
     run = _run_dir(path)
     if run is not None:
         # the run's on-CPU profile, on the wall clock its phases use
@@ -132,7 +133,7 @@ def _run_name(path: str) -> str:
 
 def _phases_of(args):
     """--phases FILE, else the phases of a RUN directory given as input."""
-    from .. import stacks
+    from mongoprobe.model import stack_samples as stacks
     if args.phases:
         return stacks.phases_from(args.phases)
     run = _run_dir(args.input)
@@ -151,7 +152,7 @@ def _range(spec: str) -> tuple[float, float]:
 
 def _slice_spec(df, spec: str, phases):
     """A phase name (from --phases) or FROM:TO -> (label, slice)."""
-    from .. import stacks
+    from mongoprobe.model import stack_samples as stacks
 
     for p in phases or []:
         if p.name == spec:
@@ -182,7 +183,8 @@ def flamegraph_to(path: str, fmt: str | None, out: Path, title: str, pid: str) -
 
 
 def cmd_flamegraph(args: argparse.Namespace) -> int:
-    from .. import flamegraph, stacks
+    from mongoprobe.views import flamegraph
+    from mongoprobe.model import stack_samples as stacks
     from ..formats.errors import FormatError
 
     try:
@@ -230,7 +232,7 @@ def _events(path: str):
     """Wire events: a run's (record --events; its event source, read in batches
     however many), Parquet (read the same way) or JSON lines (latency --events FILE),
     or mongo_snoop.bt / mongo_snoop.d text."""
-    from ..event_store import ParquetEvents
+    from mongoprobe.model.event_store import ParquetEvents
     from ..formats import wire_events
 
     run = _run_dir(path)
@@ -250,7 +252,7 @@ def _events(path: str):
 
 
 def cmd_heatmap(args: argparse.Namespace) -> int:
-    from .. import heatmap
+    from mongoprobe.views import heatmap
     from ..formats.errors import FormatError
 
     run = _run_name(args.input)
@@ -297,7 +299,9 @@ def _table(args: argparse.Namespace, make):
 
 
 def cmd_categories(args: argparse.Namespace) -> int:
-    from .. import categories, stacks, views
+    from mongoprobe.analysis import cpu_categories as categories
+    from mongoprobe.model import stack_samples as stacks
+    from mongoprobe.views import text as views
 
     def make(df):
         rules = categories.load_rules(args.rules) if args.rules else None
@@ -314,7 +318,8 @@ def cmd_categories(args: argparse.Namespace) -> int:
 
 
 def cmd_top(args: argparse.Namespace) -> int:
-    from .. import categories, views
+    from mongoprobe.analysis import cpu_categories as categories
+    from mongoprobe.views import text as views
 
     t = _table(args, lambda df: categories.top_functions(df, args.n))
     if args.json:

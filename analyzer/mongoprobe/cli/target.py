@@ -1,4 +1,4 @@
-"""``mongoprobe target start|stop|status``: the embedded FerretDB (``mongoprobe.target``)."""
+"""``mongoprobe target start|stop|status``: the embedded FerretDB (``mongoprobe.run.target``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ EXAMPLES = """examples:
 
 
 def cmd_target(args: argparse.Namespace) -> int:
-    from .. import target
+    from mongoprobe.run import target
 
     if args.action == "start":
         try:

@@ -58,8 +58,8 @@ from __future__ import annotations
 import json
 from typing import Iterable
 
-from .. import loglinear
-from ..probes import probe_module
+from mongoprobe.model import loglinear_buckets as loglinear
+from mongoprobe.run.tracer import probe_module
 from .errors import FormatError
 from .wire_slices import Agg, Slice, events_frame, name_of_words, opcode_name
 

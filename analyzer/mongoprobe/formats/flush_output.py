@@ -6,7 +6,7 @@ as bpftrace's text (``bpftrace probes/flush.bt PID``, what ``mongoprobe record``
 stores as ``flush.bt.txt``). The maps are described in the probe's header. Real
 example: ``samples/profile/ferretdb-flush.bt.txt`` (text) and
 ``samples/profile/ferretdb-flush.bt.json`` (JSON), FerretDB v1.24.0 under
-``mongoprobe.mixedload``. Text input, trimmed::
+``mongoprobe.load.mixed_workload``. Text input, trimmed::
 
     @flush_ns[fsync]:
     [32K, 64K)            13 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@                        |
@@ -47,7 +47,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from .. import histogram
+from mongoprobe.model import log2_histogram as histogram
 from .bpftrace_stacks import unescape_key
 from .errors import FormatError
 

@@ -29,7 +29,7 @@ shapes, both read by header name::
 Units are the seeds' (seed 000 defines them in prose, seed 001 in the ticket): rates per
 second; rmb/s wmb/s MB/s; */o */i */q per operation, insert, query; us sy cpu percent of
 all CPUs; size/dbSize and rss/rssSize GB. How the normalised columns are computed from
-the raw ones is ``mongoprobe.normalize`` (and its tests reproduce these tables).
+the raw ones is ``mongoprobe.analysis.normalize`` (and its tests reproduce these tables).
 ``wide_tables(df)`` turns the long form back into one wide DataFrame per table.
 
 ``parse_insert_benchmark_hist(src)`` -- the per-client response-time histograms that

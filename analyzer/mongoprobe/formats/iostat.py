@@ -26,7 +26,7 @@ those versions: none could be installed here.
 ``parse_iostat`` columns, one row per device per report:
 
     sample   int64    report number; 0 is the first report, which iostat computes since
-                      boot (``mongoprobe.normalize`` drops it; ``-y`` omits it)
+                      boot (``mongoprobe.analysis.normalize`` drops it; ``-y`` omits it)
     time     float64  with ``-t``: the report's time, seconds since the epoch (an ISO time
                       carries its offset; the others are read in ``tz``, default this
                       machine's local zone); NaN without ``-t``

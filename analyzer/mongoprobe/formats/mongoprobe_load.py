@@ -1,7 +1,7 @@
 """``mongoprobe load`` output -> interval, phase and command DataFrames.
 
 Reads what the built-in load driver prints (its format is documented in
-``mongoprobe/load.py``), either as it printed it or as ``mongoprobe record`` kept it
+``mongoprobe/load/insert_workload.py``), either as it printed it or as ``mongoprobe record`` kept it
 in ``RUN/load.out`` (``EPOCH<TAB>STREAM<TAB>text`` lines, of which only the stdout
 ones are read)::
 
@@ -38,7 +38,7 @@ ones are read)::
 
 The phase numbers come from the summary line when there is one, else from the
 interval lines (output cut short: the phase's last cumulative counts; ``ips_p95``
-and ``qps_p95`` are then NaN: the analysis computes them, ``mongoprobe.phases``).
+and ``qps_p95`` are then NaN: the analysis computes them, ``mongoprobe.analysis.phase_table``).
 
 ``commands`` (from the summary): ``phase`` (a phase name, or ``setup``,
 ``teardown``, ``other``), ``command``, ``count`` -- what pymongo's command monitoring

@@ -365,7 +365,7 @@ def parse_scalars(
 
 def to_histograms(df: pd.DataFrame) -> dict[tuple[str, str, str], pd.DataFrame]:
     """Split ``parse_quantize`` output into ``{(format, name, key): histogram}``, each a
-    ``mongoprobe.histogram`` frame (``lo``, ``hi``, ``count``; the same buckets summed when a
+    ``mongoprobe.model.log2_histogram`` frame (``lo``, ``hi``, ``count``; the same buckets summed when a
     periodic tool printed one key several times)."""
     out: dict[tuple[str, str, str], pd.DataFrame] = {}
     for k, g in df.groupby(["format", "name", "key"], sort=False):

@@ -5,7 +5,7 @@ folded).
 Each stack format module has ``is_format(head)`` and a streaming
 ``read(fh, source, stats[, meta])`` yielding samples ``(time, pid, tid, comm, frames,
 count, weight)``; :func:`aggregate` turns samples into the table (columns documented
-in ``mongoprobe.stacks``), one row per (time bucket, pid, tid, comm, stack).
+in ``mongoprobe.model.stack_samples``), one row per (time bucket, pid, tid, comm, stack).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ row per syscall, most called first:
     errors   int64  calls that returned an error
 
 Syscall numbers are named from the table the caller passes (``names``; the machine's
-own is ``mongoprobe.syscalls.names()``): a parser does no machine-dependent work.
+own is ``mongoprobe.run.syscall_table.names()``): a parser does no machine-dependent work.
 Without a name a number is ``sys_N``. Damaged input raises :class:`FormatError`.
 """
 

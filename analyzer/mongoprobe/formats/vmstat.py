@@ -12,7 +12,7 @@ seed 004 (``kthr memory page disk faults cpu``)::
 Columns:
 
     sample  int64    row number, 0 for the first row. vmstat's first row is the average
-                     since boot, not an interval: ``mongoprobe.normalize`` drops it
+                     since boot, not an interval: ``mongoprobe.analysis.normalize`` drops it
     time    float64  with ``-t``: the row's timestamp, seconds since the epoch, read in
                      the zone the header names (``UTC``) when that zone is known to
                      zoneinfo, else in ``tz`` (default: this machine's local zone);

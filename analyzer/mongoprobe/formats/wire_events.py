@@ -30,7 +30,7 @@ Columns (one row per request, at its first reply):
     latency_ns  int64    server-side latency
     stream      bool     the reply had moreToCome (an exhaust stream followed)
     error_code  int64    0: the reply did not fail; else it had ok: 0, and this is its
-                         code (-1: none readable; ``mongoprobe.errorcodes``). 0 also
+                         code (-1: none readable; ``mongoprobe.wire.error_codes``). 0 also
                          where the source does not check replies (mongo_snoop.bt, a
                          mongo_snoop.d without the ERR column, events recorded before
                          the probes did: :func:`snoop_checks_replies`)

@@ -4,7 +4,7 @@ monotonic clock, whichever probe printed it.
 ``probes/mongo_latency.bt`` (read by ``formats/bpftrace_latency.py``) and
 ``probes/mongolatency.py --slices`` (read here, :func:`read_bcc_slices`) both cut the
 kernel's time into one-second slices and count, per (command, opcode), the requests
-answered in each with their latency in log-linear buckets (``mongoprobe.loglinear``).
+answered in each with their latency in log-linear buckets (``mongoprobe.model.loglinear_buckets``).
 A slice is printed once nothing writes it any more, so slices add up to the run exactly.
 
 A slice carries the loss counters as they stood when it was printed (cumulative, in the
@@ -12,7 +12,7 @@ shape of ``latency --json``'s ``counts`` and ``lost``), so the losses of any win
 differences of counters.
 
 Per-request events, when the probe was asked for them (every request, or one in N), are
-rows of :data:`EVENT_COLUMNS` (times on CLOCK_MONOTONIC until ``mongoprobe.latencies``
+rows of :data:`EVENT_COLUMNS` (times on CLOCK_MONOTONIC until ``mongoprobe.model.latencies``
 maps them to the wall clock).
 """
 
@@ -28,13 +28,13 @@ import pandas as pd
 
 from .errors import FormatError
 
-from .. import wirefacts
-from ..wirefacts import COUNT_KEYS, LOST_KEYS, OPCODES  # noqa: F401 (the API)
-from ..wirefacts import Agg  # one (command, opcode) or connection in one slice
+from mongoprobe.wire import facts as wirefacts
+from mongoprobe.wire.facts import COUNT_KEYS, LOST_KEYS, OPCODES  # noqa: F401 (the API)
+from mongoprobe.wire.facts import Agg  # one (command, opcode) or connection in one slice
 
 # one request: the probe's own event; ``mono_ns`` is the send that carried its first
 # reply, on CLOCK_MONOTONIC; ``error_code`` 0 when the reply did not fail, else its
-# code (-1: failed, no code readable; ``mongoprobe.errorcodes``)
+# code (-1: failed, no code readable; ``mongoprobe.wire.error_codes``)
 EVENT_COLUMNS = {"mono_ns": "int64", "latency_ns": "int64", "tid": "int64", "fd": "int64",
                  "request_id": "int64", "opcode": "str", "command": "str",
                  "bytes_in": "int64", "bytes_out": "int64", "stream": "bool",

@@ -4,7 +4,7 @@ client latency.
 Each adapter (one module per tool) reads a run's captured output -- the ``load.out``
 table of ``formats/loadout.py`` (time, stream, text; both streams, in receive order)
 -- and, when it recognises its tool, returns a :class:`ToolOutput` whose tables have
-the same columns whatever the tool. The analysis (``mongoprobe.phases``) computes
+the same columns whatever the tool. The analysis (``mongoprobe.analysis.phase_table``) computes
 throughput, interval p95 rates and per-operation costs from these tables only, once.
 
 Adapters, tried in this order (``ADAPTERS``):
@@ -15,7 +15,7 @@ Adapters, tried in this order (``ADAPTERS``):
     markers          any tool that prints ``### phase start|end name=NAME`` lines
 
 ``read_output(out, source)`` returns (ToolOutput or None, [(adapter, why it refused)]).
-When none recognises the output, ``mongoprobe.traffic`` finds the phases in the
+When none recognises the output, ``mongoprobe.analysis.traffic_phases`` finds the phases in the
 server's own traffic instead.
 
 THE TABLES (times are wall seconds since the epoch when the output carries receive

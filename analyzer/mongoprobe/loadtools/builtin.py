@@ -1,4 +1,4 @@
-"""Adapter for the built-in load (``mongoprobe load``; its format: ``mongoprobe/load.py``).
+"""Adapter for the built-in load (``mongoprobe load``; its format: ``mongoprobe/load/insert_workload.py``).
 
 Phases from its markers, one interval row per interval line and operation (``insert``
 counts documents, ``query`` queries), the client latency of its response-time

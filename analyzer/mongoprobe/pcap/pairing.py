@@ -2,7 +2,7 @@
 
 The capture is decoded in bulk by ``pcap/tshark_fields.py`` (one row per message);
 this module pairs replies with requests, summarizes latency exactly as ``mongoprobe
-latency`` does (same :class:`~mongoprobe.latency.LatencySummary`, so ``pcap --json``
+latency`` does (same :class:`~mongoprobe.views.latency_table.LatencySummary`, so ``pcap --json``
 has the keys of ``latency --json``), and joins the network-side view with the
 server-side one the probes recorded.
 
@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .. import wire
-from ..latency import LatencySummary, from_latencies, unchecked
+from mongoprobe.wire import decode as wire
+from mongoprobe.views.latency_table import LatencySummary, from_latencies, unchecked
 from . import tshark_fields
 from .tshark_fields import Decode
 
@@ -256,7 +256,7 @@ class _Events:
         self.ports.update(zip(p["stream"].astype(int), p["client_port"].astype(int)))
 
     def into(self, s: "CaptureSummary") -> "CaptureSummary":
-        from ..latencies import Latencies
+        from mongoprobe.model.latencies import Latencies
 
         ev = (pd.concat(self.parts, ignore_index=True) if self.parts else
               pd.DataFrame({"time": pd.Series(dtype=float),
@@ -276,7 +276,7 @@ def conn_key(stream, client_port) -> list[str]:
 
 
 class CaptureSummary(LatencySummary):
-    """A capture's latency: :class:`~mongoprobe.latency.LatencySummary`'s data, JSON and
+    """A capture's latency: :class:`~mongoprobe.views.latency_table.LatencySummary`'s data, JSON and
     rendering, in the capture's words: a connection is a TCP stream (keys "stream,
     client_port"), and the loss line counts what a capture loses (``malformed``: frames
     tshark marks malformed and requests no decoder could name; ``dropped``: frames after

@@ -116,7 +116,7 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
-from .. import wire, wire_stream
+from mongoprobe.wire import decode as wire, stream as wire_stream
 from . import pcapfile
 
 AGG = "\x1f"        # joins a field's occurrences in one frame; rare in names and strings

@@ -1,0 +1,304 @@
+"""Phases found in the server's own traffic, for load tools the analyzer cannot read.
+
+When no adapter recognises a load tool's output (``mongoprobe.loadtools``) and it
+prints no phase markers, the phases come from what the latency probe saw: the
+per-second command mix of the server's requests. Each request occupies the server
+from its receive to its reply (``time - latency_ns``, ``time``), so a slow query keeps
+its second active although it completes in another.
+
+    1. Seconds are active when a work request is in flight in them (handshakes and
+       monitoring -- ``ADMIN_COMMANDS`` -- are not work). An idle gap of at least
+       ``gap_s`` seconds separates phases.
+    2. Each active second has a mix: the commands in flight for at least ``share`` of
+       the second, or completing at least ``share`` of its requests. Runs of seconds
+       with one mix are candidate phases; a run shorter than ``min_s`` seconds (the
+       second in which one phase hands over to the next holds both mixes) joins the
+       run before it, or the run after it when it is the first (a tool's setup).
+    3. Each boundary between two runs is then placed on a request: the first receive
+       of a command the new phase brings, else the last reply of a command the old
+       phase had; across a gap, a phase ends at its last reply and the next starts at
+       its first receive. Runs with fewer than ``min_requests`` work requests are not
+       phases (a tool's setup: drop, createIndexes).
+    4. A phase is named by the commands of its mix, busiest first (``insert+find``,
+       ``find``); a repeated name is numbered.
+
+From the probe's per-second histograms alone (the default recording), the same rules
+run on each interval's completed requests and busy time (their summed latency: the
+seconds of server time they took), on the probe's own one-second grid (its intervals
+need not start on an epoch second). A boundary inside a hand-over interval is placed
+by the time each side's requests took at its own rate: the commands only the old
+phase had, at their rate in the interval before, fill the start of it; those only the
+new phase brings, at their rate in the interval after, fill its end (a find phase at
+12/s handing over to inserts at 1,200/s: 12 finds and 86 inserts put the boundary at
+0.92 of the interval, not at the 0.12 their counts would). A phase after or before a
+gap starts (ends) the share of its first (last) interval that its requests fill at
+the next (previous) interval's rate.
+
+``infer(latencies)`` -> DataFrame(name, start, end) in wall seconds, from
+``mongoprobe.model.latencies.Latencies``: per request when it holds every request's event,
+else per second; per second too, from the events' exact per-second counts, when they
+are more than ``event_store.IN_MEMORY_MAX`` (per request needs them all in memory);
+empty when there is no work traffic. ``per_second(latencies)`` -> the
+(second, command, requests) counts used, ``second`` being the epoch second. Checked on
+the built-in load with its markers taken out, with events and without: every boundary
+within a second of its marker (``tests/test_traffic.py``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+# Handshake, authentication, monitoring and session bookkeeping: every client sends
+# them whatever the workload, so they neither make a phase nor count as its work.
+ADMIN_COMMANDS = frozenset({
+    "hello", "isMaster", "ismaster", "ping", "buildInfo", "buildinfo", "endSessions",
+    "saslStart", "saslContinue", "authenticate", "getnonce", "logout", "getParameter",
+    "getCmdLineOpts", "getLog", "serverStatus", "hostInfo", "whatsmyuri", "dbStats",
+    "collStats", "listDatabases", "connectionStatus", "getFreeMonitoringStatus",
+    "atlasVersion", "[compressed]",
+})
+
+
+def work(events: pd.DataFrame) -> pd.DataFrame:
+    """The events of work requests: start (receive) and end (reply) times, command."""
+    ev = events[~events["command"].isin(ADMIN_COMMANDS) & events["time"].notna()]
+    end = ev["time"].to_numpy(dtype=float)
+    start = end - ev["latency_ns"].to_numpy(dtype=float) / 1e9
+    return pd.DataFrame({"start": start, "end": end, "command": ev["command"].to_numpy()}
+                        ).sort_values("end", kind="stable").reset_index(drop=True)
+
+
+def per_second(lat) -> pd.DataFrame:
+    """Work requests completed per epoch second and command (``second``, ``command``,
+    ``requests``, and ``busy_s``: the server time they took, seconds). From the
+    histograms, an interval's second is the one holding its middle (``grid``)."""
+    if lat.exact:
+        ps = lat.source.per_second()
+        return ps[~ps["command"].isin(ADMIN_COMMANDS)].reset_index(drop=True)
+    t = lat.totals[~lat.totals["command"].isin(ADMIN_COMMANDS) & (lat.totals["count"] > 0)]
+    sec = np.floor(t["time"] + t["length_s"] / 2).astype("int64")
+    g = t.assign(second=sec).groupby(["second", "command"], sort=True)
+    return pd.DataFrame({"requests": g["count"].sum().astype("int64"),
+                         "busy_s": g["sum_ns"].sum() / 1e9}).reset_index()
+
+
+def grid(totals: pd.DataFrame) -> float:
+    """Where the probe's intervals start relative to the epoch second ``per_second``
+    labels them with, in [-0.5, 0.5): a probe started at x.42 s ticks at every y.42."""
+    if not len(totals):
+        return 0.0
+    t = float(totals["time"].iloc[0])
+    return t - math.floor(t + float(totals["length_s"].iloc[0]) / 2)
+
+
+def _occupancy(w: pd.DataFrame, s0: int, n: int) -> pd.DataFrame:
+    """Seconds in flight per (second index, command): each request's [start, end]
+    spread over the seconds it overlaps."""
+    occ: dict[tuple[int, str], float] = {}
+    for st, en, cmd in zip(w["start"], w["end"], w["command"]):
+        a, b = int(math.floor(st)) - s0, int(math.floor(en)) - s0
+        for k in range(max(a, 0), min(b, n - 1) + 1):
+            lo, hi = max(st, s0 + k), min(en, s0 + k + 1)
+            if hi > lo:
+                occ[(k, cmd)] = occ.get((k, cmd), 0.0) + hi - lo
+    return pd.Series(occ, dtype="float64")
+
+
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame(columns=["name", "start", "end"]).astype(
+        {"name": str, "start": "float64", "end": "float64"})
+
+
+def infer(lat, gap_s: float = 2.0, share: float = 0.1, min_s: int = 2,
+          min_requests: int = 10) -> pd.DataFrame:
+    """The phases of the module docstring, from a ``Latencies``: per request when it has
+    every request's event, else per second."""
+    from mongoprobe.model.event_store import IN_MEMORY_MAX
+
+    if not lat.exact or len(lat.source) > IN_MEMORY_MAX:
+        return _infer_seconds(per_second(lat), gap_s, share, min_s, min_requests,
+                              0.0 if lat.exact else grid(lat.totals))
+    w = work(lat.events)
+    if not len(w):
+        return _empty()
+    s0 = int(math.floor(w["start"].min()))
+    n = int(math.floor(w["end"].max())) - s0 + 1
+    occ = _occupancy(w, s0, n)
+    done = w.assign(k=np.floor(w["end"]).astype("int64") - s0).groupby(["k", "command"]).size()
+    mixes: list[frozenset] = []
+    for k in range(n):
+        o = occ.xs(k, level=0) if k in occ.index.get_level_values(0) else pd.Series(dtype=float)
+        d = done.xs(k, level=0) if k in done.index.get_level_values(0) else pd.Series(dtype=int)
+        total = float(d.sum())
+        mix = {c for c, v in o.items() if v >= share} | {
+            c for c, v in d.items() if total and v >= share * total}
+        mixes.append(frozenset(mix))
+    return _place(w, s0, _runs(mixes, gap_s, min_s), share, min_requests)
+
+
+def _runs(mixes: list[frozenset], gap_s: float, min_s: int) -> list[list]:
+    """[first second, last second, mix, preceded by a gap] of runs of one mix."""
+    runs: list[list] = []
+    idle = math.inf
+    for k, mix in enumerate(mixes):
+        if not mix:
+            idle += 1
+            continue
+        if runs and idle < gap_s and mix == runs[-1][2]:
+            runs[-1][1] = k
+        else:
+            runs.append([k, k, mix, idle >= gap_s])
+        idle = 0
+    merged: list[list] = []
+    for r in runs:
+        short = r[1] - r[0] + 1 < min_s
+        if merged and not r[3] and (short or r[2] == merged[-1][2]):
+            merged[-1][1] = r[1]          # a hand-over second joins the run before it
+        else:
+            merged.append(r)
+    # a short run with nothing before it (a tool's setup just before its first phase)
+    # joins the run after it, when no gap lies between them
+    out: list[list] = []
+    for i, r in enumerate(merged):
+        nxt = merged[i + 1] if i + 1 < len(merged) else None
+        if r[1] - r[0] + 1 < min_s and nxt is not None and not nxt[3] and (
+                not out or r[3]):
+            nxt[0], nxt[3] = r[0], r[3]
+            continue
+        out.append(r)
+    return out
+
+
+def _place(w: pd.DataFrame, s0: int, runs: list[list], share: float,
+           min_requests: int) -> pd.DataFrame:
+    """Exact bounds on requests, names; runs too small to be phases are dropped."""
+    cuts = [math.nan]   # NaN: the phase starts (ends) on its own first (last) request
+    for prev, nxt in zip(runs, runs[1:]):
+        lo, hi = s0 + prev[0], s0 + nxt[1] + 1
+        near = w[(w["end"] >= lo) & (w["end"] < hi)]
+        if nxt[3]:
+            cuts.append(math.nan)   # a gap: both sides end on their own requests
+            continue
+        new = nxt[2] - prev[2]
+        old = prev[2] - nxt[2]
+        around = s0 + nxt[0]
+        if new:
+            first = near[near["command"].isin(new) & (near["end"] >= around - 1)]
+            cut = float(first["start"].min()) if len(first) else float(around)
+        elif old:
+            last = near[near["command"].isin(old) & (near["end"] < around + 1)]
+            # just after the last reply, so it stays in the phase it ended (half-open)
+            cut = (float(np.nextafter(last["end"].max(), np.inf)) if len(last)
+                   else float(around))
+        else:
+            cut = float(around)
+        cuts.append(cut)
+    cuts.append(math.nan)
+    rows = []
+    for i, r in enumerate(runs):
+        lo = cuts[i] if not math.isnan(cuts[i]) else s0 + r[0]
+        hi = cuts[i + 1] if not math.isnan(cuts[i + 1]) else s0 + r[1] + 1
+        mine = w[(w["end"] > lo if i else w["end"] >= lo) & (w["end"] <= hi)]
+        if len(mine) < min_requests:
+            continue
+        start = float(mine["start"].min()) if math.isnan(cuts[i]) else lo
+        # phases are half-open, [start, end): one that ends on its own last reply ends
+        # just after it, so that reply is inside
+        end = (float(np.nextafter(mine["end"].max(), np.inf)) if math.isnan(cuts[i + 1])
+               else hi)
+        counts = mine["command"].value_counts()
+        name = "+".join(c for c in counts.index if c in r[2])
+        rows.append([name, start, end])
+    from mongoprobe.loadtools import number_repeats
+
+    df = pd.DataFrame(rows, columns=["name", "start", "end"])
+    df["name"] = number_repeats(list(df["name"]))
+    return df.astype({"name": str, "start": "float64", "end": "float64"})
+
+
+def _infer_seconds(ps: pd.DataFrame, gap_s: float, share: float, min_s: int,
+                   min_requests: int, grid_s: float = 0.0) -> pd.DataFrame:
+    """``infer`` on per-second counts and busy time (no events); second k of ``ps``
+    covers [k + grid_s, k + 1 + grid_s)."""
+    if not len(ps):
+        return _empty()
+    s0 = int(ps["second"].min())
+    n = int(ps["second"].max()) - s0 + 1
+    req = ps.pivot_table(index="second", columns="command", values="requests",
+                         aggfunc="sum", fill_value=0).reindex(range(s0, s0 + n), fill_value=0)
+    busy = ps.pivot_table(index="second", columns="command", values="busy_s",
+                          aggfunc="sum", fill_value=0.0).reindex(range(s0, s0 + n),
+                                                                 fill_value=0.0)
+    mixes = []
+    for k in range(n):
+        r, b = req.iloc[k], busy.iloc[k]
+        total = float(r.sum())
+        mixes.append(frozenset(c for c in req.columns
+                               if b[c] >= share or (total and r[c] >= share * total)))
+    runs = _runs(mixes, gap_s, min_s)
+    total_by_sec = req.sum(axis=1).to_numpy(dtype=float)
+
+    def filled(k: int, toward: int) -> float:
+        """The share of second k its requests fill at the rate of second ``toward``."""
+        if not 0 <= toward < n or total_by_sec[toward] <= 0:
+            return 1.0
+        return min(total_by_sec[k] / total_by_sec[toward], 1.0)
+
+    def of(k: int, cmds) -> float:
+        return float(req.iloc[k][[c for c in cmds if c in req.columns]].sum()) if cmds else 0.0
+
+    def handover(prev: list, nxt: list) -> float:
+        """Where the old phase ends: in the second before the new run's first, or in
+        that first second when the old phase's own commands still complete there (or
+        the new phase only adds commands, so that its first second looks like it)."""
+        first = nxt[0]
+        old, new = prev[2] - nxt[2], nxt[2] - prev[2]
+        h = first if (of(first, old) > 0 or not old) and first + 1 <= nxt[1] else first - 1
+        # the time each side's own commands took at that side's rate next door
+        t_old = of(h, old) / of(h - 1, old) if old and h - 1 >= prev[0] and of(h - 1, old) \
+            else None
+        t_new = of(h, new) / of(h + 1, new) if new and h + 1 <= nxt[1] and of(h + 1, new) \
+            else None
+        if t_old is not None and t_new is not None and t_old + t_new > 0:
+            at = t_old / (t_old + t_new)
+        elif t_old is not None:
+            at = min(t_old, 1.0)
+        elif t_new is not None:
+            at = 1.0 - min(t_new, 1.0)
+        else:
+            n_all = float(req.iloc[h].sum())     # no rate to go by: the share of requests
+            at = of(h, old) / n_all if n_all else 1.0
+        return h + at
+
+    rows = []
+    for i, r in enumerate(runs):
+        first, last = r[0], r[1]
+        if i == 0 or r[3]:
+            start = s0 + first + 1 - filled(first, first + 1)
+        else:
+            start = s0 + handover(runs[i - 1], r)
+        nxt = runs[i + 1] if i + 1 < len(runs) else None
+        if nxt is None or nxt[3]:
+            end = s0 + last + filled(last, last - 1)
+        else:
+            end = None          # where the next one starts
+        rows.append([r, start + grid_s, None if end is None else end + grid_s])
+    out = []
+    for i, (r, start, end) in enumerate(rows):
+        if end is None:
+            end = rows[i + 1][1]
+        counted = int(req.iloc[r[0]:r[1] + 1][[c for c in req.columns]].to_numpy().sum())
+        if counted < min_requests:
+            continue
+        sums = req.iloc[r[0]:r[1] + 1].sum()
+        name = "+".join(c for c in sums.sort_values(ascending=False, kind="stable").index
+                        if c in r[2])
+        out.append([name, float(start), float(end)])
+    from mongoprobe.loadtools import number_repeats
+
+    df = pd.DataFrame(out, columns=["name", "start", "end"])
+    df["name"] = number_repeats(list(df["name"]))
+    return df.astype({"name": str, "start": "float64", "end": "float64"})

@@ -1,0 +1,1 @@
+"""The built-in load programs: the insert-benchmark-style workload and the fixed mixed workload."""

@@ -1,0 +1,1 @@
+"""Every renderer: shell tables, the latency table, plots, heat maps, flame graphs, the HTML report."""
