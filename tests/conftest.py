@@ -108,20 +108,10 @@ ROOT_FIXTURES = {"need_bpftrace", "need_bcc", "need_dtrace", "need_capture",
 TARGET_FIXTURES = {"ferretdb", "tls_target", "tracing_and_target"}
 
 
-# Under pytest-xdist (--dist loadgroup) a module's tests stay on one worker, so that its
-# module fixtures (a recorded run, a target, a tracer) are made once; the modules named
-# here have none, and their tests go to whichever worker is free.
-SPLIT_MODULES = {"test_examples.py"}
-# modules sharing a session fixture that costs: one group, so it is made once
-SHARED_GROUPS = {"test_record.py": "recorded_run", "test_end_to_end.py": "recorded_run",
-                 "test_traffic.py": "recorded_run"}
-
-
+# tryfirst: the markers below are there for the hooks after it
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
-        if item.path.name not in SPLIT_MODULES:
-            item.add_marker(pytest.mark.xdist_group(
-                SHARED_GROUPS.get(item.path.name, item.path.stem)))
         names = set(item.fixturenames)
         if names & ROOT_FIXTURES and not item.get_closest_marker("root"):
             item.add_marker(pytest.mark.root)
@@ -214,12 +204,28 @@ def tracing_and_target() -> None:
 
 
 @pytest.fixture(scope="session")
-def recorded_run(tmp_path_factory, tracing_and_target):
-    """tests/helpers/recorded.py's run, recorded once for the session: (path, rc, stdout,
-    stderr, t0, t1, killed). Tests only read it (a test that changes it copies it)."""
+def recorded_run(request, tmp_path_factory, tracing_and_target):
+    """tests/helpers/recorded.py's run, recorded once for the whole run: (path, rc,
+    stdout, stderr, t0, t1, killed). Under xdist the first worker to need it records it
+    into the run's common temporary folder, under a lock, and the others read it there.
+    Tests only read it (a test that changes it copies it)."""
+    import json
+    from types import SimpleNamespace
+
     from helpers import recorded
 
-    rec = recorded.record(tmp_path_factory.mktemp("recorded") / "RUN")
+    base = tmp_path_factory.getbasetemp()
+    # a worker's basetemp is the run's own, .../popen-gwN; without xdist, the session's
+    shared = (base.parent if _worker(request.config) else base) / "recorded-run"
+    shared.mkdir(exist_ok=True)
+    with open(shared / "lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = shared / "recorded.json"
+        if not done.exists():
+            rec = recorded.record(shared / "RUN")
+            done.write_text(json.dumps({**vars(rec), "path": str(rec.path)}))
+    rec = SimpleNamespace(**json.loads(done.read_text()))
+    rec.path = Path(rec.path)
     assert rec.rc == 0, rec.stderr[-3000:]
     return rec
 

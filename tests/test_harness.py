@@ -60,7 +60,7 @@ def test_a_serial_test_runs_alone_on_workers(tmp_path):
     env = {k: v for k, v in os.environ.items()
            if k not in (conftest.SESSION_MARK, conftest.RUN_MARK)}
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        "-n", "2", "--dist", "loadgroup", "-c", os.devnull,
+                        "-n", "2", "--dist", "loadfile", "-c", os.devnull,
                         "--rootdir", str(tmp_path), str(tmp_path)],
                        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
