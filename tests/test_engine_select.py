@@ -53,7 +53,7 @@ def _start(*args: str, env: dict | None = None) -> tuple[subprocess.Popen, list[
 
 
 @pytest.mark.target           # (its own TLS FerretDB)
-def test_latency_default_decodes_tls_target(tls_target, need_bcc, monkeypatch):
+def test_latency_default_decodes_tls_ferretdb(tls_target, need_bcc, monkeypatch):
     """No --engine, a TLS FerretDB: bcc (the one engine that decodes Go's crypto/tls),
     said in one line; every request counted as FerretDB counts it. Sized by the real
     default, whose computed memory must match what the kernel loaded."""

@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -174,8 +173,9 @@ def sleeping_in_main_loop(pid: int) -> bool:
 
 
 class Probe:
-    """A probe process: a thread collects its stdout lines; `attached(probe)` says when it
-    has attached (polled). `env`: more environment for it."""
+    """A probe process, its stdout to a file beside ``stderr`` (as record's collectors
+    write theirs); `attached(probe)` says when it has attached (polled). `env`: more
+    environment for it."""
 
     def __init__(self, argv: list[str], attached: Callable[[Probe], bool], stderr: Path,
                  stop_signal: int = signal.SIGINT, env: dict[str, str] | None = None) -> None:
@@ -183,12 +183,20 @@ class Probe:
         self.stop_signal = stop_signal
         self.attached = attached
         self.stderr = stderr
-        self.lines: list[str] = []
+        # A file, not a pipe: a reader that falls behind (this process's thread, held by
+        # the client's scenarios under the GIL on a busy machine) would block the tool's
+        # writes, and bpftrace's print() and clear() run in its own process: held more
+        # than the 1.65 s its three map sets allow, a clear takes a later second's
+        # counts (the likely cause of one reply lost on bpftrace 0.23 in a full-suite run)
+        self.stdout = stderr.with_name(stderr.name + ".stdout")
         env = {**os.environ, **mp_probes.BPFTRACE_ENV, **(env or {})}  # the package's settings
-        with open(stderr, "w") as errfile:
-            self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errfile, text=True, env=env)
-        self._reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True)
-        self._reader.start()
+        with open(stderr, "w") as errfile, open(self.stdout, "w") as outfile:
+            self.proc = subprocess.Popen(argv, stdout=outfile, stderr=errfile, text=True, env=env)
+
+    @property
+    def lines(self) -> list[str]:
+        """Its stdout lines so far."""
+        return self.stdout.read_text().splitlines(keepends=True)
 
     def describe(self) -> str:
         return f"{' '.join(self.argv)} (exit {self.proc.returncode}):\n{self.stderr.read_text()[-3000:]}"
@@ -224,7 +232,6 @@ class Probe:
                 mp_probes.remove_stale_uprobes(self.proc.pid)
             pytest.fail(f"did not exit within {STOP_TIMEOUT:.0f} s of {self.stop_signal!r}: "
                         f"{self.describe()}")
-        self._reader.join(STOP_TIMEOUT)
         return self.lines
 
 
