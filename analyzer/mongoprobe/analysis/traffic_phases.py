@@ -51,6 +51,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from mongoprobe.model.latencies import interval_second
+
 # Handshake, authentication, monitoring and session bookkeeping: every client sends
 # them whatever the workload, so they neither make a phase nor count as its work.
 ADMIN_COMMANDS = frozenset({
@@ -79,8 +81,7 @@ def per_second(lat) -> pd.DataFrame:
         ps = lat.source.per_second()
         return ps[~ps["command"].isin(ADMIN_COMMANDS)].reset_index(drop=True)
     t = lat.totals[~lat.totals["command"].isin(ADMIN_COMMANDS) & (lat.totals["count"] > 0)]
-    sec = np.floor(t["time"] + t["length_s"] / 2).astype("int64")
-    g = t.assign(second=sec).groupby(["second", "command"], sort=True)
+    g = t.assign(second=interval_second(t)).groupby(["second", "command"], sort=True)
     return pd.DataFrame({"requests": g["count"].sum().astype("int64"),
                          "busy_s": g["sum_ns"].sum() / 1e9}).reset_index()
 
@@ -90,8 +91,8 @@ def grid(totals: pd.DataFrame) -> float:
     labels them with, in [-0.5, 0.5): a probe started at x.42 s ticks at every y.42."""
     if not len(totals):
         return 0.0
-    t = float(totals["time"].iloc[0])
-    return t - math.floor(t + float(totals["length_s"].iloc[0]) / 2)
+    first = totals.iloc[:1]
+    return float(first["time"].iloc[0] - interval_second(first).iloc[0])
 
 
 def _occupancy(w: pd.DataFrame, s0: int, n: int) -> pd.DataFrame:
@@ -258,10 +259,10 @@ def _infer_seconds(ps: pd.DataFrame, gap_s: float, share: float, min_s: int,
         old, new = prev[2] - nxt[2], nxt[2] - prev[2]
         h = first if (of(first, old) > 0 or not old) and first + 1 <= nxt[1] else first - 1
         # the time each side's own commands took at that side's rate next door
-        t_old = of(h, old) / of(h - 1, old) if old and h - 1 >= prev[0] and of(h - 1, old) \
-            else None
-        t_new = of(h, new) / of(h + 1, new) if new and h + 1 <= nxt[1] and of(h + 1, new) \
-            else None
+        rate_old = of(h - 1, old) if h - 1 >= prev[0] else 0.0
+        rate_new = of(h + 1, new) if h + 1 <= nxt[1] else 0.0
+        t_old = of(h, old) / rate_old if rate_old else None
+        t_new = of(h, new) / rate_new if rate_new else None
         if t_old is not None and t_new is not None and t_old + t_new > 0:
             at = t_old / (t_old + t_new)
         elif t_old is not None:

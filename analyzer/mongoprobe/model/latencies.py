@@ -303,8 +303,7 @@ class Latencies:
         if self.exact:
             return self.source.per_second()[["second", "command", "requests"]]
         t = self.totals
-        sec = np.floor(t["time"] + t["length_s"] / 2).astype("int64")
-        return (t.assign(second=sec).groupby(["second", "command"], sort=True)["count"].sum()
+        return (t.assign(second=interval_second(t)).groupby(["second", "command"], sort=True)["count"].sum()
                 .rename("requests").reset_index())
 
     def answered(self, command: str, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -319,6 +318,12 @@ class Latencies:
         mid = mid[order]
         return cum[np.searchsorted(mid, hi, side="right")] - cum[np.searchsorted(mid, lo,
                                                                                 side="right")]
+
+
+def interval_second(t: pd.DataFrame) -> pd.Series:
+    """The epoch second a histogram interval (``time``, ``length_s``) is counted in: the
+    one holding its middle (a probe's intervals need not start on a whole second)."""
+    return np.floor(t["time"] + t["length_s"] / 2).astype("int64")
 
 
 def _typed(df: pd.DataFrame, cols: dict) -> pd.DataFrame:
