@@ -1,24 +1,25 @@
 """The verdict (``mongoprobe.analysis.limiter``) on real runs with a known bottleneck injected.
 
-Each scenario is one short ``mongoprobe record`` of the built-in load against a real
-FerretDB, with the probes the verdict reads (latency with every request's event,
+Each scenario is a short run of the built-in load, under ``mongoprobe record``, against
+a real FerretDB, with the probes the verdict reads (latency with every request's event,
 offcpu, vmstat, iostat; record keeps treestat.txt), shared by its assertions:
 
     writers, queries   6 insert threads on one SQLite database, then 4 query threads
                        scanning it, then one insert thread held to 20 documents/s:
                        measured server-lock (the writers sleep in SQLite's busy
                        handler), then server-cpu, then none
-    slow flush         FerretDB under strace delaying every fsync/fdatasync by 30 ms
-    starved tool       the load tool in a cgroup with a tenth of a CPU
     shaped path        the tool in a network namespace, a veth pair to the server
                        with a 256 kbit/s token bucket (tbf) each way
+    starved tool       the load tool in a cgroup with a tenth of a CPU
+    slow flush         FerretDB under strace delaying every fsync/fdatasync by 30 ms
     YCSB               YCSB's load and workloada, nothing injected: the verdicts
                        must agree with YCSB's own latency beside the server's
 
-and each injected one again on FerretDB with PostgreSQL (one target for the module; one
-recording of the writers, queries, paced, shaped and starved scenarios, each its own
-load invocation; the slow flush on its own target, the postmaster under strace), where
-the limit is often reached through PostgreSQL's processes (treestat's downstream).
+and each injected one again on FerretDB with PostgreSQL, where the limit is often
+reached through PostgreSQL's processes (treestat's downstream). On each backend the
+first four are one recording against one target (the tracers started once), each
+scenario its own load invocation; the slow flush has its own target, started under
+strace.
 
 The machine is shared: the assertions compare the run's own figures (shares of the
 benchmark's thread time), never absolute rates.
@@ -84,14 +85,68 @@ def _share(p: dict, resource: str) -> float:
     return next(x["share"] for x in p["limits"] if x["resource"] == resource)
 
 
-# --- nothing injected: many writers, then queries ------------------------------------
+# --- nothing injected: many writers, then queries; the starved tool; the shaped path ---
+
+
+def scenarios(load: str, ns: str, cgroup: Path, starved: str, *, pace: int, length: str,
+              starved_length: str, quota: float) -> list[str]:
+    """The command that runs the scenarios one after another against one target, one
+    load invocation each, its phases named by their spec:
+
+        6i.0q, 0i.4q, 1i@PACE.0q   writers, queries, one paced writer
+        4i.0q                      the tool in ``ns``'s namespace: the shaped path
+        STARVED                    the tool in ``cgroup``, given ``quota`` of a CPU
+                                   when its phase starts (its start-up is not the phase)
+    """
+    f, value = _quota(cgroup, quota)
+    script = f"""set -e -o pipefail
+{load} --phases 6i.0q:{length},0i.4q:{length},1i@{pace}.0q:{length}
+ip netns exec {ns} {load} --pad 2000 --phases 4i.0q:{length}
+echo $$ > {cgroup}/cgroup.procs
+{load} --phases {starved}:{starved_length} | while IFS= read -r line; do
+  printf '%s\\n' "$line"
+  case $line in "### phase start"*) echo "{value}" > {f};; esac
+done
+"""
+    return ["bash", "-c", script]
+
+
+NET = "10.213.77"
+# each phase as short as keeps its verdict's margin (SQLite, measured: writers
+# server-lock .54-.62, queries server-cpu .92-.99, paced none .87-.93, shaped network
+# .96-.99, the starved tool load-tool .46-.63, at 6 to 10 s phases)
+SQLITE_PHASE = "5s"
+SQLITE_STARVED = "6s"
 
 
 @pytest.fixture(scope="module")
-def writers_queries(tmp_path_factory):
-    run = tmp_path_factory.mktemp("verdict") / "wq"
-    return record(run, _load("--phases", "6i.0q:8s,0i.4q:10s,1i@20.0q:6s"),
-                  "--target", "embedded")
+def sqlite_path():
+    with shaped_netns(NET, "v") as ns:
+        yield ns
+
+
+@pytest.fixture(scope="module")
+def sqlite_run(tmp_path_factory, sqlite_path):
+    """One recording of the scenarios on FerretDB with SQLite, listening on the shaped
+    veth's address: the tools in this namespace reach it over loopback (unshaped), the
+    shaped path's through the token bucket. The starved tool has a tenth of a CPU."""
+    d = tmp_path_factory.mktemp("verdict-sqlite")
+    info = target.start(d / "target", host=f"{NET}.1")
+    g = _cpu_cgroup(f"mongoprobe-verdict-{os.getpid()}", None)
+    try:
+        load = " ".join(map(shlex.quote, _load("--uri", info.uri)))
+        cmd = scenarios(load, sqlite_path, g, "3i.0q", pace=20, length=SQLITE_PHASE,
+                        starved_length=SQLITE_STARVED, quota=0.1)
+        return d / "run", record(d / "run", cmd, "-p", str(info.pid), "--uri", info.uri,
+                                 "--metrics-url", info.metrics_url)
+    finally:
+        target.stop(d / "target")
+        g.rmdir()
+
+
+@pytest.fixture(scope="module")
+def writers_queries(sqlite_run):
+    return sqlite_run[1]
 
 
 def test_many_writers_on_one_sqlite_db_wait_on_its_lock(writers_queries):
@@ -115,8 +170,8 @@ def test_a_rate_limited_phase_is_limited_by_nothing(writers_queries):
     assert p["limiter"]["evidence"][0].startswith("nothing saturated")
 
 
-def test_the_verdict_is_in_the_text_first(writers_queries, tmp_path_factory):
-    run = next(tmp_path_factory.getbasetemp().glob("verdict*/wq"))
+def test_the_verdict_is_in_the_text_first(sqlite_run):
+    run = sqlite_run[0]
     out = subprocess.run([sys.executable, "-m", "mongoprobe", "phases", str(run)],
                          capture_output=True, text=True, env=_env(), check=True).stdout
     lines = out.splitlines()
@@ -138,7 +193,7 @@ def slow_flush(tmp_path_factory):
     d = tmp_path_factory.mktemp("verdict-flush")
     info = target.start(d / "target", wrapper=STRACE_DELAY)
     try:
-        return record(d / "run", _load("--phases", "4i.0q:10s"), "-p", str(info.pid),
+        return record(d / "run", _load("--phases", f"4i.0q:{SQLITE_PHASE}"), "-p", str(info.pid),
                       "--uri", info.uri, "--metrics-url", info.metrics_url)
     finally:
         target.stop(d / "target")
@@ -174,28 +229,18 @@ def _cpu_cgroup(name: str, fraction: float | None) -> Path:
 
 
 @pytest.fixture(scope="module")
-def starved_tool(tmp_path_factory):
-    d = tmp_path_factory.mktemp("verdict-starved")
-    g = _cpu_cgroup(f"mongoprobe-verdict-{os.getpid()}", 0.1)
-    try:
-        cmd = ["sh", "-c", f'echo $$ > {g}/cgroup.procs && exec "$@"', "sh",
-               *_load("--phases", "4i.0q:10s")]
-        return record(d / "run", cmd, "--target", "embedded")
-    finally:
-        g.rmdir()
+def starved_tool(sqlite_run):
+    return sqlite_run[1]
 
 
 def test_a_starved_load_tool_is_the_limit(starved_tool):
-    p = starved_tool["4i.0q"]
+    p = starved_tool["3i.0q"]
     assert _limiter(p) == "load-tool", p["limits"]
     ev = " ".join(p["limiter"]["evidence"])
     assert "waited" in ev and "for a CPU" in ev, ev
 
 
 # --- a shaped network path -------------------------------------------------------------
-
-NET = "10.213.77"
-
 
 @contextlib.contextmanager
 def shaped_netns(net: str, tag: str):
@@ -225,17 +270,8 @@ def shaped_netns(net: str, tag: str):
 
 
 @pytest.fixture(scope="module")
-def shaped_path(tmp_path_factory):
-    d = tmp_path_factory.mktemp("verdict-net")
-    with shaped_netns(NET, "v") as ns:
-        info = target.start(d / "target", host=f"{NET}.1")
-        try:
-            cmd = ["ip", "netns", "exec", ns,
-                   *_load("--uri", info.uri, "--pad", "2000", "--phases", "4i.0q:10s")]
-            return record(d / "run", cmd, "-p", str(info.pid), "--uri", info.uri,
-                          "--metrics-url", info.metrics_url)
-        finally:
-            target.stop(d / "target")
+def shaped_path(sqlite_run):
+    return sqlite_run[1]
 
 
 def test_a_shaped_path_is_the_network(shaped_path):
@@ -244,9 +280,9 @@ def test_a_shaped_path_is_the_network(shaped_path):
     assert any("send queues" in e for e in p["limiter"]["evidence"]), p["limiter"]
 
 
-def test_the_report_opens_with_the_verdict(writers_queries, tmp_path_factory, tmp_path):
+def test_the_report_opens_with_the_verdict(sqlite_run, tmp_path):
     import re
-    run = next(tmp_path_factory.getbasetemp().glob("verdict*/wq"))
+    run = sqlite_run[0]
     out = tmp_path / "r.html"
     subprocess.run([sys.executable, "-m", "mongoprobe", "report", str(run), "-o", str(out)],
                    capture_output=True, text=True, env=_env(), check=True)
@@ -342,13 +378,7 @@ def pg_target(tmp_path_factory, pg_path):
 
 @pytest.fixture(scope="module")
 def pg_run(tmp_path_factory, pg_target, pg_path):
-    """One recording of the scenarios one after another (one load invocation each,
-    its phases named by their spec):
-
-        6i.0q, 0i.4q, 1i@10.0q   writers, queries, one paced writer
-        4i.0q                    the tool in pg_path's namespace: the shaped path
-        3i.0q                    the tool in a cgroup given a twentieth of a CPU when
-                                 its phase starts (its start-up is not the phase)
+    """The scenarios (``scenarios``) on PostgreSQL, in one recording.
 
     The shaped path has four writers, as on SQLite: with two, its sockets held 2,300
     to 4,600 queued bytes (eleven runs), and six writers on the unshaped loopback of
@@ -367,21 +397,13 @@ def pg_run(tmp_path_factory, pg_target, pg_path):
     """
     d = tmp_path_factory.mktemp("verdict-pgrun")
     g = _cpu_cgroup(f"mongoprobe-verdict-pg-{os.getpid()}", None)
-    quota, value = _quota(g, 0.05)
-    load = " ".join(map(shlex.quote, _load("--uri", pg_target.uri)))
-    script = f"""set -e -o pipefail
-{load} --phases 6i.0q:{PG_PHASE},0i.4q:{PG_PHASE},1i@10.0q:{PG_PHASE}
-ip netns exec {pg_path} {load} --pad 2000 --phases 4i.0q:{PG_PHASE}
-echo $$ > {g}/cgroup.procs
-{load} --phases 3i.0q:{PG_STARVED} | while IFS= read -r line; do
-  printf '%s\\n' "$line"
-  case $line in "### phase start"*) echo "{value}" > {quota};; esac
-done
-"""
     try:
+        load = " ".join(map(shlex.quote, _load("--uri", pg_target.uri)))
+        cmd = scenarios(load, pg_path, g, "3i.0q", pace=10, length=PG_PHASE,
+                        starved_length=PG_STARVED, quota=0.05)
         run = d / "run"
-        return run, record(run, ["bash", "-c", script], "-p", str(pg_target.pid),
-                           "--uri", pg_target.uri, "--metrics-url", pg_target.metrics_url)
+        return run, record(run, cmd, "-p", str(pg_target.pid), "--uri", pg_target.uri,
+                           "--metrics-url", pg_target.metrics_url)
     finally:
         g.rmdir()
 
