@@ -51,6 +51,30 @@ def _worker(config) -> str | None:
     return getattr(config, "workerinput", {}).get("workerid")
 
 
+def _cpu_times() -> tuple[int, int]:
+    """(busy, all) jiffies of every CPU since boot, from /proc/stat."""
+    f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = f[3] + f[4]              # idle, iowait
+    return sum(f) - idle, sum(f)
+
+
+_SESSION_CPU: list[tuple[int, int]] = []
+
+
+def pytest_sessionstart(session) -> None:
+    if not _worker(session.config):
+        _SESSION_CPU.append(_cpu_times())
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    # How busy the machine's CPUs were over the session: the measure of whether more
+    # workers (scripts/test.sh) could shorten it, or the tests wait on CPU already.
+    if _SESSION_CPU:
+        (b0, a0), (b1, a1) = _SESSION_CPU[0], _cpu_times()
+        terminalreporter.write_line(f"CPU busy {100 * (b1 - b0) / max(a1 - a0, 1):.0f}% of "
+                                    f"{os.cpu_count()} CPUs over the session (all processes)")
+
+
 def pytest_unconfigure(config) -> None:
     if not _worker(config):
         for lock in _room_locks():
@@ -108,6 +132,30 @@ ROOT_FIXTURES = {"need_bpftrace", "need_bcc", "need_dtrace", "need_capture",
 TARGET_FIXTURES = {"ferretdb", "tls_target", "tracing_and_target"}
 
 
+# The files by their summed test time in the last full run (seconds, --durations), the
+# longest first: pytest-xdist hands the workers whole files in collection order
+# (scripts/test.sh passes --no-loadscope-reorder: its own order is by number of tests),
+# and a long file handed out last would run on alone while the other workers idle. The
+# files marked serial come first, as they leave the others idle wherever they run. A
+# file not listed (fast, or new) goes after these, in its usual order.
+FILE_SECONDS = {
+    "test_verdicts.py": 150, "test_probe_cost.py": 51, "test_bcc_bursts.py": 18,
+    "test_examples.py": 303, "test_tls_decode.py": 229, "test_dtrace_tls.py": 223,
+    "test_many_connections.py": 171, "test_probe_patterns.py": 131, "test_dtrace.py": 129,
+    "test_compression.py": 71, "test_pcap.py": 71, "test_record.py": 64,
+    "test_profile_probes.py": 43, "test_tracer_versions_profilers.py": 40,
+    "test_teaching_probes.py": 37, "test_latency_ferretdb.py": 37, "test_ycsb_record.py": 29,
+    "test_tls_detect.py": 28, "test_wheel.py": 28, "test_engine_select.py": 27,
+    "test_pcapfile.py": 27,
+}
+SERIAL_FILES = ("test_verdicts.py", "test_probe_cost.py", "test_bcc_bursts.py")
+
+
+def _file_rank(item) -> tuple:
+    name = item.path.name
+    return (name not in SERIAL_FILES, -FILE_SECONDS.get(name, 0))
+
+
 # tryfirst: the markers below are there for the hooks after it
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items) -> None:
@@ -117,6 +165,7 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.root)
         if names & TARGET_FIXTURES and not item.get_closest_marker("target"):
             item.add_marker(pytest.mark.target)
+    items.sort(key=_file_rank)      # stable: a file's tests keep their order
 
 
 def _marked_processes(mark: str) -> list[tuple[int, str]]:
