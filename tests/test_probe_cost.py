@@ -19,7 +19,10 @@ import pytest
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "probe_cost.py"
 
-# ratios of CPU measured side by side: alone on the machine (conftest.py)
+# alone on the machine (conftest.py): the ratios of CPU are measured side by side, and
+# a tracepoint's programs run on every process's syscalls (testing the pid), so another
+# test's syscalls would count in the programs' runs per request (54 against the floor's 9,
+# once tried without)
 pytestmark = pytest.mark.serial
 
 
