@@ -95,6 +95,58 @@ def test_no_verdict_without_the_time_outside_the_server():
     assert not v.decided and "record --events" in v.limiter.evidence[0]
 
 
+# --- a downstream (PostgreSQL's processes behind FerretDB): its figures name the wait ---
+# Figures shaped like test_verdicts' PostgreSQL runs: FerretDB's own threads idle in Go's
+# netpoller while its requests wait on the backends.
+
+
+def _pg(**kw) -> limiter.Figures:
+    base = dict(server_s=3.0, srv_cpu=0.3, srv_runq=0.02, down_cpu=0.2, down_runq=0.01,
+                down_flush=0.0, down_lock=0.0, down_other=0.0,
+                off={"disk": 0.0, "lock": 0.0, "downstream": 2.6, "idle": 5.0})
+    base.update(kw)
+    return _fig(**base)
+
+
+def test_a_downstreams_flush_is_the_disk_reached_through_it():
+    v = limiter.decide(_pg(down_flush=0.8, down_lock=1.9, down_flush_by={"backend": 0.8}))
+    assert v.limiter.resource == "server-disk"
+    ev = v.limiter.evidence
+    assert "fsync/fdatasync 0.80 s/s (backend 0.80)" in ev[0]
+    assert "reached through another process" in ev[0]
+    # the backends' lock waits queue behind the flush: the disk's, not the lock's
+    assert "queue behind a flush" in ev[1]
+    assert next(x.share for x in v.limits if x.resource == "server-lock") == 0.0
+
+
+def test_a_downstreams_cpu_counts_as_the_servers():
+    # the backends busy, the wait all CPU: server-cpu, the downstream's part named
+    v = limiter.decide(_pg(down_cpu=1.6, down_runq=1.1, ncpu=2))
+    assert v.limiter.resource == "server-cpu"
+    assert "its downstream's 1.60 and 1.10 of them" in v.limiter.evidence[1]
+    down = next(x for x in v.limits if x.resource == "server-downstream")
+    assert down.share == 0.0 and not down.saturated
+
+
+def test_a_downstreams_unnamed_wait_is_server_downstream():
+    # its backends serving but blocked in syscalls that are neither flush nor lock
+    v = limiter.decide(_pg(down_other=2.4))
+    assert v.limiter.resource == "server-downstream"
+    assert v.limiter.evidence[0].startswith("requests waited on another process 2.68 s/s")
+    # the wait its processes do not account for is the server's own queueing, said so
+    v = limiter.decide(_pg(down_other=1.0))
+    assert "1.47 s/s of the wait not in its processes" in " ".join(
+        next(x for x in v.limits if x.resource == "server-downstream").evidence)
+
+
+def test_without_sampled_waits_the_unexplained_wait_is_the_downstreams():
+    # treestat v1: no flush/lock/other samples; what its CPU does not explain is counted
+    v = limiter.decide(_pg(down_flush=None, down_lock=None, down_other=None))
+    down = next(x for x in v.limits if x.resource == "server-downstream")
+    assert "not sampled" in down.evidence[-1]
+    assert v.limiter.resource == "server-downstream"
+
+
 def test_a_run_without_the_verdicts_inputs_names_them():
     j = phases.phase_json(load_run(RUN))
     for p in j["phases"]:
