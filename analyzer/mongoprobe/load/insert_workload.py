@@ -316,9 +316,15 @@ def _db_size(run: _Run) -> int | None:
     """The database's size at phase end (dbStats totalSize: data + indexes), as the
     insert benchmark reports dbSize. Counted under its own label, after the phase's
     end marker, so it is not one of the phase's operations."""
+    import pymongo
+
     run.counter.label("dbstats")
+    # A run ended early may have lost its server: don't wait out server selection
+    # (10 s) for a size after Ctrl-C. pymongo.timeout bounds the selection too.
+    limit = 2.0 if run.interrupted or run.error else None
     try:
-        st = run.coll.database.command("dbStats")
+        with pymongo.timeout(limit):
+            st = run.coll.database.command("dbStats")
         size = st.get("totalSize", st.get("storageSize", 0) + st.get("indexSize", 0))
         return int(size)
     except PyMongoError:  # a server without dbStats has no size to report
