@@ -1,6 +1,7 @@
-"""wireclient's scenarios over TLS against tests/wireserver.py --tls under a probe (the
-embedded FerretDB serving TLS is the session fixture ``tls_target`` in conftest.py); and
-every TLS pattern in one server process, so that one tracer start sees them all."""
+"""wireclient's scenarios over TLS against tests/wireserver.py's TLS patterns, every
+pattern in one server process (a port each), traced by tracers started together: a
+tracer start is what costs, so one start sees every pattern. (The embedded FerretDB
+serving TLS is the session fixture ``tls_target`` in conftest.py.)"""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,27 +22,7 @@ import pytest
 
 import wireclient
 from helpers.cli import READY, watch_stderr
-from helpers.wire import (ATTACH_TIMEOUT, CONNECTIONS, TESTS, Probe, _ready_line, _stop_server,
-                          wireserver)
-
-
-def traced_tls_scenarios(mode: str, workdir: Path, cert_key: tuple[Path, Path],
-                         start_probe: Callable[[int], Probe], bio: str = "socket"):
-    """wireclient's scenarios on CONNECTIONS connections over TLS against wireserver
-    --tls in mode (on BIO), traced by the probe start_probe(pid) starts: (what the
-    client expects, the probe's output lines, the probe)."""
-    with wireserver(mode, workdir, cert_key, ("--tls-bio", bio)) as (pid, port):
-        probe = start_probe(pid)
-        try:
-            probe.wait_attached()
-            ctx = ssl.create_default_context(cafile=str(cert_key[0]))
-            expected = wireclient.run(port, connections=CONNECTIONS, tls=ctx)
-            time.sleep(0.3)
-        finally:
-            lines = probe.stop()
-    if probe.proc.returncode != 0:
-        pytest.fail(f"probe failed: {probe.describe()}")
-    return expected, lines, probe
+from helpers.wire import ATTACH_TIMEOUT, CONNECTIONS, TESTS, _ready_line, _stop_server
 
 
 # --- every TLS pattern in one process --------------------------------------------------
@@ -252,23 +233,78 @@ def traced_patterns(workdir: Path, cert_key: tuple[Path, Path],
     """drive_patterns() against tls_patterns_server(), ONE pass traced by every tracer
     start(pid) starts ({name: Probe or CliTracer}, started together: their compiles
     overlap), once all are attached. Each is stopped, whatever fails."""
-    with tls_patterns_server(workdir, cert_key, patterns) as server:
-        tracers = start(server.pid)
+    run = traced_jobs(workdir, cert_key, {"run": Job(start, patterns, short)})["run"]
+    if isinstance(run, BaseException):
+        raise run
+    return run
+
+
+@dataclass
+class Job:
+    """A TLS pattern server of its own, the tracers start(pid) starts on it, and the
+    traffic sent while they trace: drive(server) when given (a PatternsRun), else
+    drive_patterns(server, cert, patterns, short)."""
+    start: Callable[[int], dict[str, object]]
+    patterns: tuple = PATTERNS
+    short: tuple[tuple[str, str], int] | None = None
+    drive: Callable[[TlsServer], PatternsRun] | None = None
+
+
+def traced_jobs(workdir: Path, cert_key: tuple[Path, Path],
+                jobs: dict[str, Job]) -> dict[str, PatternsRun | BaseException]:
+    """Every job's server and tracers started together (a tracer start is the cost: the
+    compiles overlap; DTrace grabs its process, so two D tracers need two servers), then,
+    once a job's tracers are all attached, its traffic, job after job; every tracer
+    stopped whatever fails. Per job: its run, or what failed (skipped, did not attach,
+    failed), raised by the tests that use it."""
+    results: dict[str, PatternsRun | BaseException] = {}
+    tracers: dict[str, dict] = {}
+    with ExitStack() as servers_stack:
+        servers = {}
+        for name, job in jobs.items():
+            (workdir / name).mkdir(exist_ok=True)
+            servers[name] = servers_stack.enter_context(
+                tls_patterns_server(workdir / name, cert_key, job.patterns))
         try:
-            for tracer in tracers.values():
-                tracer.wait_attached()
-            by_pattern, total = drive_patterns(server, cert_key[0], patterns, short)
-        except BaseException as exc:
-            for failed in _stop_all(tracers)[1]:    # said with the first failure
-                exc.add_note(f"and on stopping: {failed}")
-            raise
-        outputs, failures = _stop_all(tracers)
-        if failures:
-            raise failures[0]
-    for tracer in tracers.values():
-        if tracer.proc.returncode != 0:
-            pytest.fail(f"probe failed: {tracer.describe()}")
-    return PatternsRun(by_pattern, total, short[1] if short else 0, outputs, tracers)
+            for name, job in jobs.items():
+                try:
+                    tracers[name] = job.start(servers[name].pid)
+                except (Exception, pytest.skip.Exception, pytest.fail.Exception) as exc:
+                    results[name] = exc
+            for name, job in jobs.items():
+                if name in results:
+                    continue
+                try:
+                    for tracer in tracers[name].values():
+                        tracer.wait_attached()
+                    if job.drive:
+                        results[name] = job.drive(servers[name])
+                    else:
+                        by_pattern, total = drive_patterns(servers[name], cert_key[0],
+                                                           job.patterns, job.short)
+                        results[name] = PatternsRun(by_pattern, total,
+                                                    job.short[1] if job.short else 0)
+                except (Exception, pytest.skip.Exception, pytest.fail.Exception) as exc:
+                    results[name] = exc
+        finally:
+            for name, started in tracers.items():
+                outputs, failures = _stop_all(started)
+                run = results.get(name)
+                if isinstance(run, BaseException):
+                    for failed in failures:     # said with the first failure
+                        run.add_note(f"and on stopping: {failed}")
+                elif failures:
+                    results[name] = failures[0]
+                elif run is not None:
+                    bad = [t for t in started.values() if t.proc.returncode != 0]
+                    if bad:
+                        try:
+                            pytest.fail(f"probe failed: {bad[0].describe()}")
+                        except pytest.fail.Exception as exc:
+                            results[name] = exc
+                    else:
+                        run.outputs, run.tracers = outputs, started
+    return results
 
 
 def _stop_all(tracers: dict) -> tuple[dict[str, list[str]], list[BaseException]]:
