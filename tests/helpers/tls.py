@@ -35,17 +35,20 @@ PATTERNS = (("mongod", "socket"), ("readwrite", "socket"), ("split", "socket"),
 
 # One process, a listener per "MODE-BIO" argument: socket-BIO connections served by
 # wireserver.handle in a thread each (as wireserver.py does), memory-BIO ones by
-# asyncio's TLS transport (wireserver.serve_memory_bio). Everything is accepted on the
+# asyncio's TLS transport (wireserver.serve_memory_bio); BIO "plain" (CERT "-"): no
+# TLS, served as wireserver.py serves MODE. Everything is accepted on the
 # main thread's event loop, so no other thread exists when a tracer grabs the process
 # (helpers.wire.SERVE_ALL_MODES says why). SIGUSR1 writes the requests served so far
 # (wireserver --counts' form) to COUNTS.N, N = 1, 2, ...: a test's phases counted apart.
-SERVE_TLS_PATTERNS = """
+SERVE_PATTERNS = """
 import asyncio, json, os, signal, socket, ssl, sys, threading
 import wireserver
 log_file, cert, key, counts, *patterns = sys.argv[1:]
 log = wireserver.Log(log_file)
-tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-tls.load_cert_chain(cert, key)
+tls = None
+if cert != "-":
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
 dumps = 0
 
 def dump(*_):
@@ -87,7 +90,7 @@ asyncio.run(main())
 
 
 @dataclass
-class TlsServer:
+class PatternServer:
     pid: int
     ports: dict[tuple[str, str], int]   # (mode, BIO) -> port
     counts: Path                        # served counts: COUNTS.N after the Nth snapshot()
@@ -102,36 +105,36 @@ class TlsServer:
         deadline = time.monotonic() + 10
         while not path.exists():
             if time.monotonic() > deadline:
-                pytest.fail(f"the TLS pattern server wrote no {path.name}")
+                pytest.fail(f"the pattern server wrote no {path.name}")
             time.sleep(0.02)
         return Counter(json.loads(path.read_text()))
 
 
 @contextmanager
-def tls_patterns_server(workdir: Path, cert_key: tuple[Path, Path],
-                        patterns=PATTERNS) -> Iterator[TlsServer]:
-    """tests/wireserver.py's TLS patterns (mode, BIO) in one process, a port each.
-    Fails if it reported errors."""
+def pattern_server(workdir: Path, cert_key: tuple[Path, Path] | None,
+                   patterns=PATTERNS) -> Iterator[PatternServer]:
+    """tests/wireserver.py's TLS patterns (mode, BIO) in one process, a port each;
+    without cert_key, plain ones (mode, "plain"). Fails if it reported errors."""
     err = workdir / "server.err"
     with open(err, "w") as errfile:
-        proc = subprocess.Popen([sys.executable, "-c", SERVE_TLS_PATTERNS,
-                                 str(workdir / "server.log"), str(cert_key[0]), str(cert_key[1]),
+        proc = subprocess.Popen([sys.executable, "-c", SERVE_PATTERNS,
+                                 str(workdir / "server.log"), *(map(str, cert_key) if cert_key else ("-", "-")),
                                  str(workdir / "served.json"),
                                  *(f"{mode}-{bio}" for mode, bio in patterns)],
                                 cwd=TESTS, stdout=subprocess.PIPE, stderr=errfile, text=True,
                                 env={**os.environ, "PYTHONPATH": os.pathsep.join(
                                     [str(TESTS), os.environ.get("PYTHONPATH", "")])})
     try:
-        line = _ready_line(proc, "the TLS pattern server", err)
+        line = _ready_line(proc, "the pattern server", err)
         ports = {}
         for kv in line.split()[1:]:
             pattern, port = kv.split("=")
             mode, bio = pattern.rsplit("-", 1)
             ports[mode, bio] = int(port)
-        yield TlsServer(proc.pid, ports, workdir / "served.json", proc)
+        yield PatternServer(proc.pid, ports, workdir / "served.json", proc)
     finally:
         _stop_server(proc)
-    assert err.read_text() == "", f"the TLS pattern server reported errors:\n{err.read_text()}"
+    assert err.read_text() == "", f"the pattern server reported errors:\n{err.read_text()}"
 
 
 def short_expected(n: int) -> wireclient.Expected:
@@ -163,7 +166,7 @@ class PatternsRun:
         return per_pattern * sum(bio == "memory" for _, bio in self.by_pattern) + self.short
 
 
-def drive_patterns(server: TlsServer, cert: Path, patterns=PATTERNS,
+def drive_patterns(server: PatternServer, cert: Path, patterns=PATTERNS,
                    short: tuple[tuple[str, str], int] | None = None):
     """wireclient's scenarios on CONNECTIONS connections over TLS on each pattern's port
     in turn, then `short` (pattern, n): n short connections on its port: ({pattern: what
@@ -230,7 +233,7 @@ class CliTracer:
 def traced_patterns(workdir: Path, cert_key: tuple[Path, Path],
                     start: Callable[[int], dict[str, object]], patterns=PATTERNS,
                     short: tuple[tuple[str, str], int] | None = None) -> PatternsRun:
-    """drive_patterns() against tls_patterns_server(), ONE pass traced by every tracer
+    """drive_patterns() against pattern_server(), ONE pass traced by every tracer
     start(pid) starts ({name: Probe or CliTracer}, started together: their compiles
     overlap), once all are attached. Each is stopped, whatever fails."""
     run = traced_jobs(workdir, cert_key, {"run": Job(start, patterns, short)})["run"]
@@ -247,7 +250,7 @@ class Job:
     start: Callable[[int], dict[str, object]]
     patterns: tuple = PATTERNS
     short: tuple[tuple[str, str], int] | None = None
-    drive: Callable[[TlsServer], PatternsRun] | None = None
+    drive: Callable[[PatternServer], PatternsRun] | None = None
 
 
 def traced_jobs(workdir: Path, cert_key: tuple[Path, Path],
@@ -264,7 +267,7 @@ def traced_jobs(workdir: Path, cert_key: tuple[Path, Path],
         for name, job in jobs.items():
             (workdir / name).mkdir(exist_ok=True)
             servers[name] = servers_stack.enter_context(
-                tls_patterns_server(workdir / name, cert_key, job.patterns))
+                pattern_server(workdir / name, cert_key, job.patterns))
         try:
             for name, job in jobs.items():
                 try:
