@@ -154,7 +154,7 @@ SHORT = 300     # short connections of the state-freed checks, one after another
 
 @pytest.fixture(scope="module")
 def tls_run(tmp_path_factory) -> SharedRun:
-    """ONE traffic pass on the TLS pattern server (helpers.tls.PATTERNS, a port each):
+    """ONE traffic pass on the pattern server (helpers.tls.PATTERNS, a port each):
     wireclient's scenarios on every pattern's port in turn, then SHORT short
     connections on the mongod memory-BIO port; traced by ONE start of each, together:
     bcc's mongolatency.py --tls on --max-connections 16 ("bcc"), bpftrace's

@@ -291,7 +291,7 @@ def traced_jobs(workdir: Path, cert_key: tuple[Path, Path],
                     results[name] = exc
         finally:
             for name, started in tracers.items():
-                outputs, failures = _stop_all(started)
+                outputs, failures = stop_all(started)
                 run = results.get(name)
                 if isinstance(run, BaseException):
                     for failed in failures:     # said with the first failure
@@ -310,7 +310,7 @@ def traced_jobs(workdir: Path, cert_key: tuple[Path, Path],
     return results
 
 
-def _stop_all(tracers: dict) -> tuple[dict[str, list[str]], list[BaseException]]:
+def stop_all(tracers: dict) -> tuple[dict[str, list[str]], list[BaseException]]:
     """Every tracer stopped, even when one fails to stop: (their stdout lines, the
     failures)."""
     outputs, failures = {}, []
