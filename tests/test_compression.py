@@ -90,11 +90,12 @@ def compressed_run(tmp_path_factory) -> dict[str, Traced | str]:
     windows: dict[str, tuple[float, float]] = {}
     snapshots: list[Counter] = []
 
-    def start(pid: int) -> dict:
-        return {engine: CliTracer(workdir, engine, "latency", "-p", str(pid), "--json",
-                                  "--engine", engine, "--events",
-                                  str(workdir / f"{engine}.events.jsonl"))
-                for engine in ENGINES if not skipped[engine]}
+    def start(pid: int, tracers: dict) -> None:
+        for engine in ENGINES:
+            if not skipped[engine]:
+                tracers[engine] = CliTracer(workdir, engine, "latency", "-p", str(pid),
+                                            "--json", "--engine", engine, "--events",
+                                            str(workdir / f"{engine}.events.jsonl"))
 
     def drive(server) -> PatternsRun:
         port = server.ports["mongod", "plain"]

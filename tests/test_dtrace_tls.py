@@ -16,6 +16,11 @@ for Linux as scripts/setup.sh builds it:
 - FerretDB serving TLS (Go crypto/tls, which D cannot name): --tls on is refused with
   the reason, --tls auto counts its TLS connections as not decoded.
 
+A D start compiles thousands of lines: the OpenSSL tests' D tracers start together,
+each on a pattern server of its own (DTrace grabs its process), one start per script
+and options (the fixture d_runs); the tests check one aspect each, the counts summed
+over what a start traced and still exact.
+
 The bcc twins are in test_tls_decode.py. Needs root and the DTrace build (each test
 skips with probes.why_cannot_dtrace()'s reason), openssl, and for the FerretDB tests its
 build.
@@ -91,11 +96,15 @@ def d_runs(tmp_path_factory) -> dict:
     chosen: dict[str, list] = {"exact": [], "nofree": [], "off": []}
 
     def direct(job: str, tls: bool = True, free: bool = True):
-        return lambda pid: {"d": _d_probe(workdir / job, pid, tls, free, chosen[job])}
+        def start(pid: int, tracers: dict) -> None:
+            tracers["d"] = _d_probe(workdir / job, pid, tls, free, chosen[job])
+        return start
 
     def cli(job: str, *args: str):
-        return lambda pid: {job: CliTracer(workdir / job, job, *args[:1], "-p", str(pid),
-                                           "--json", "--engine", "dtrace", *args[1:])}
+        def start(pid: int, tracers: dict) -> None:
+            tracers[job] = CliTracer(workdir / job, job, *args[:1], "-p", str(pid), "--json",
+                                     "--engine", "dtrace", *args[1:])
+        return start
 
     jobs = {
         "exact": Job(direct("exact")),

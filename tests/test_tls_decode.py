@@ -17,6 +17,11 @@ mongo_latency_tls.bt (OpenSSL only), counted exactly:
 
 Also: where tlshooks.find puts the Go return probes (each offset is a RET byte).
 
+A tracer start is what costs (bcc compiles its C): the wireserver patterns are served
+by one process (a port each, helpers.tls) and traced by ONE start of each tool,
+started together, over ONE traffic pass (the fixture tls_run); the tests check one
+aspect each of it, the counts summed over the patterns and still exact.
+
 Needs root, bcc (python3-bpfcc, kernel headers) or bpftrace, openssl, and the FerretDB
 build.
 """
@@ -34,6 +39,7 @@ from pathlib import Path
 
 import pytest
 
+import wireclient
 from mongoprobe.load import mixed_workload as mixedload
 from mongoprobe.run import target
 from mongoprobe.run import tracer as mp_probes
@@ -41,9 +47,9 @@ from mongoprobe.formats import wire_events
 from helpers.cli import start_cli, stop_cli
 from helpers.ferretdb import (REFUSED, WORKLOAD_COMMANDS, failed_responses, metrics_delta,
                               response_counts)
-from helpers.tls import CliTracer, PatternsRun, traced_patterns
+from helpers.tls import CliTracer, Job, PatternsRun, traced_jobs
 from helpers.wire import (BCC_TOOL, SYSTEM_PYTHON, Probe, from_bcc, from_bpftrace,
-                          sleeping_in_main_loop, tool_unavailable, wireserver)
+                          sleeping_in_main_loop, tool_unavailable)
 
 pytestmark = [pytest.mark.root, pytest.mark.target]
 
@@ -99,16 +105,6 @@ def test_ferretdb_tls_counts_match_metrics(tls_target, tmp_path, need_bcc):
     assert (events["fd"] < MW_TLS_FD).all()       # the socket's own fd, not the state key
 
 
-def _tls_cert(tmp_path: Path, engine: str = "bcc") -> tuple[Path, Path]:
-    reason = tool_unavailable(engine)
-    if reason:
-        pytest.skip(reason)
-    try:
-        return target._self_signed(tmp_path / "tls")
-    except target.TargetError as e:
-        pytest.skip(str(e))
-
-
 def _openssl_probe(engine: str, pid: int, tmp_path: Path, *extra: str) -> Probe:
     """The engine's latency probe on pid with its OpenSSL hooked: bcc's mongolatency.py
     --tls on; bpftrace's mongo_latency_tls.bt on the library mongoprobe chooses
@@ -154,14 +150,21 @@ SHORT = 300     # short connections of the state-freed checks, one after another
 
 @pytest.fixture(scope="module")
 def tls_run(tmp_path_factory) -> SharedRun:
-    """ONE traffic pass on the pattern server (helpers.tls.PATTERNS, a port each):
-    wireclient's scenarios on every pattern's port in turn, then SHORT short
-    connections on the mongod memory-BIO port; traced by ONE start of each, together:
-    bcc's mongolatency.py --tls on --max-connections 16 ("bcc"), bpftrace's
-    mongo_latency_tls.bt ("bpftrace"; both as _openssl_probe runs them), and
-    `mongoprobe latency --engine bpftrace --tls on --max-connections 16 --events`
-    ("cli-bpftrace": every bpftrace map 64 keys). A tracer that cannot run here is
-    left out, its tests skipped with the reason."""
+    """Two pattern servers, every tracer started together (helpers.tls.traced_jobs):
+
+    run    ONE traffic pass on every pattern (helpers.tls.PATTERNS, a port each):
+           wireclient's scenarios on each port in turn, then SHORT short connections
+           on the mongod memory-BIO port; traced by ONE start of each: bcc's
+           mongolatency.py --tls on --max-connections 16 ("bcc"), bpftrace's
+           mongo_latency_tls.bt ("bpftrace"; both as _openssl_probe runs them), and
+           `mongoprobe latency --engine bpftrace --tls on --max-connections 16
+           --events` ("cli-bpftrace": every bpftrace map 64 keys);
+    snoop  pymongo's load on the mongod memory-BIO pattern (_pymongo_memory_bio_load),
+           traced by mongosnoop.py -j --tls on ("snoop-bcc") and `mongoprobe snoop
+           --engine bpftrace --json --tls on` ("snoop-bpftrace"); what the server
+           served meanwhile.
+
+    A tracer that cannot run here is left out, its tests skipped with the reason."""
     workdir = tmp_path_factory.mktemp("tls-run")
     skipped = {"bcc": tool_unavailable("bcc"),
                "bpftrace": mp_probes.why_cannot_trace() or tool_unavailable("bpftrace")}
@@ -172,46 +175,76 @@ def tls_run(tmp_path_factory) -> SharedRun:
         cert_key = target._self_signed(workdir / "tls")
     except target.TargetError as e:
         pytest.skip(str(e))
-    events = workdir / "events.jsonl"
+    events = workdir / "run" / "events.jsonl"
 
-    def start(pid: int) -> dict:
-        tracers = {}
+    def start(pid: int, tracers: dict) -> None:
         if not skipped["bcc"]:
-            tracers["bcc"] = _openssl_probe("bcc", pid, workdir / "bcc", "--max-connections", "16")
+            tracers["bcc"] = _openssl_probe("bcc", pid, _mkdir(workdir / "bcc"),
+                                            "--max-connections", "16")
         if not skipped["bpftrace"]:
-            tracers["bpftrace"] = _openssl_probe("bpftrace", pid, workdir / "bpftrace")
+            tracers["bpftrace"] = _openssl_probe("bpftrace", pid, _mkdir(workdir / "bpftrace"))
             tracers["cli-bpftrace"] = CliTracer(
-                workdir, "cli-bpftrace", "latency", "-p", str(pid), "--json", "--engine",
-                "bpftrace", "--tls", "on", "--max-connections", "16", "--events", str(events))
-        return tracers
+                workdir / "run", "cli-bpftrace", "latency", "-p", str(pid), "--json",
+                "--engine", "bpftrace", "--tls", "on", "--max-connections", "16",
+                "--events", str(events))
 
-    for name in ("bcc", "bpftrace"):
-        (workdir / name).mkdir()
-    run = traced_patterns(workdir, cert_key, start, short=(("mongod", "memory"), SHORT))
-    shared = SharedRun(run, skipped)
-    for engine in ("bcc", "bpftrace"):
-        if not skipped[engine]:
-            shared.tls[engine] = _openssl_tls_counts(engine, run.outputs[engine],
-                                                     workdir / engine / "probe.err")
-    if not skipped["cli-bpftrace"]:
-        cli = run.tracers["cli-bpftrace"]
-        shared.cli = (cli.said, json.loads(run.outputs["cli-bpftrace"][-1]), cli.stderr,
-                      wire_events.parse_events_json(events.read_text().splitlines()))
+    def start_snoop(pid: int, tracers: dict) -> None:
+        if not skipped["bcc"]:
+            tracers["snoop-bcc"] = Probe(
+                [SYSTEM_PYTHON, str(ROOT / "probes" / "mongosnoop.py"), "-p", str(pid), "-j",
+                 "--tls", "on"], lambda p: "Tracing MongoDB" in p.stderr.read_text(),
+                _mkdir(workdir / "snoop-bcc") / "probe.err")
+        if not skipped["bpftrace"]:
+            tracers["snoop-bpftrace"] = CliTracer(
+                workdir / "snoop", "snoop-bpftrace", "snoop", "-p", str(pid), "--json",
+                "--engine", "bpftrace", "--tls", "on")
+
+    def pymongo_load(server) -> PatternsRun:
+        before = server.snapshot()
+        _pymongo_memory_bio_load(server.ports[MEMORY], cert_key[0])
+        return PatternsRun({}, wireclient.Expected(), served=server.snapshot() - before)
+
+    runs = traced_jobs(workdir, cert_key, {
+        "run": Job(start, short=(MEMORY, SHORT)),
+        "snoop": Job(start_snoop, (MEMORY,), drive=pymongo_load)})
+    shared = SharedRun(runs["run"], runs["snoop"], skipped)
+    if isinstance(shared.run, PatternsRun):
+        for engine in ("bcc", "bpftrace"):
+            if not skipped[engine]:
+                shared.tls[engine] = _openssl_tls_counts(engine, shared.run.outputs[engine],
+                                                         workdir / engine / "probe.err")
+        if not skipped["cli-bpftrace"]:
+            cli = shared.run.tracers["cli-bpftrace"]
+            shared.cli = (cli.said, json.loads(shared.run.outputs["cli-bpftrace"][-1]),
+                          cli.stderr, wire_events.parse_events_json(
+                              events.read_text().splitlines()))
     return shared
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(exist_ok=True)
+    return path
+
+
+MEMORY = ("mongod", "memory")
 
 
 @dataclass
 class SharedRun:
-    run: PatternsRun
+    run: PatternsRun | BaseException            # tls_run's "run", or what failed
+    snoop: PatternsRun | BaseException          # tls_run's "snoop", or what failed
     skipped: dict[str, str | None]     # tracer -> why it could not run here
     tls: dict[str, tuple] = field(default_factory=dict)   # engine -> _openssl_tls_counts
     cli: tuple | None = None    # cli-bpftrace: (said, JSON summary, stderr, events)
 
-    def of(self, tracer: str) -> PatternsRun:
-        """The run, for a test of TRACER (skipped where it could not run)."""
+    def of(self, tracer: str, job: str = "run") -> PatternsRun:
+        """The job's run, for a test of TRACER (skipped where it could not run)."""
         if self.skipped[tracer]:
             pytest.skip(self.skipped[tracer])
-        return self.run
+        run = getattr(self, job)
+        if isinstance(run, BaseException):
+            raise run
+        return run
 
 
 # (engine, mode, BIO): helpers.tls.PATTERNS under each engine
@@ -315,10 +348,11 @@ def test_snoop_tls_lines(tls_target, need_bcc):
     assert all(0 < ln["fd"] < MW_TLS_FD and ln["latency_ns"] > 0 for ln in lines)
 
 
-def _served(counts_file: Path) -> dict[str, int]:
-    """wireserver --counts: requests served per command (OP_COMPRESSED by the one inside)."""
+def _served(counts: Counter) -> dict[str, int]:
+    """The server's counts: requests served per command (OP_COMPRESSED by the one
+    inside)."""
     out: dict[str, int] = {}
-    for key, n in json.loads(counts_file.read_text()).items():
+    for key, n in counts.items():
         command = key.split(" ", 1)[1]
         out[command] = out.get(command, 0) + n
     return out
@@ -339,41 +373,23 @@ def _pymongo_memory_bio_load(port: int, cert: Path) -> None:
 
 
 @pytest.mark.parametrize("engine", ["bcc", "bpftrace"])
-def test_snoop_pymongo_memory_bio(engine, tmp_path):
+def test_snoop_pymongo_memory_bio(engine, tls_run):
     """pymongo over TLS to the memory-BIO server (asyncio's transport), mongosnoop -j
     (bcc) or mongoprobe snoop --engine bpftrace --json (mongo_latency_tls.bt's events):
-    one line per request the server served, per command, each with its socket's fd."""
-    cert, key = _tls_cert(tmp_path, engine)
-    counts = tmp_path / "served.json"
-    with wireserver("mongod", tmp_path, (cert, key),
-                    ("--tls-bio", "memory", "--counts", str(counts))) as (pid, port):
-        if engine == "bpftrace":
-            cli = start_cli("snoop", "-p", str(pid), "--json", "--engine", "bpftrace",
-                            "--tls", "on")
-            try:
-                _pymongo_memory_bio_load(port, cert)
-            finally:
-                out, footer = stop_cli(cli, timeout=180)
-            printed = out.splitlines()
-        else:
-            probe = Probe([SYSTEM_PYTHON, str(ROOT / "probes" / "mongosnoop.py"), "-p",
-                           str(pid), "-j", "--tls", "on"],
-                          lambda p: "Tracing MongoDB" in p.stderr.read_text(),
-                          tmp_path / "probe.err")
-            try:
-                probe.wait_attached()
-                _pymongo_memory_bio_load(port, cert)
-            finally:
-                probe.stop()
-            if probe.proc.returncode != 0:
-                pytest.fail(f"probe failed: {probe.describe()}")
-            printed = probe.lines
-            footer = (tmp_path / "probe.err").read_text()
+    one line per request the server served, per command, each with its socket's fd.
+    (Both tracers attached together to the same load: tls_run's "snoop".)"""
+    run = tls_run.of(engine, "snoop")
+    tracer = run.tracers[f"snoop-{engine}"]
+    printed = run.outputs[f"snoop-{engine}"]
+    if engine == "bpftrace":
+        footer = "".join(tracer.err[len(tracer.said):])     # after its banner
+    else:
+        footer = tracer.stderr.read_text()
     lines = [json.loads(ln) for ln in printed if ln.startswith("{")]
     got: dict[str, int] = {}
     for ln in lines:
         got[ln["command"]] = got.get(ln["command"], 0) + 1
-    served = _served(counts)
+    served = _served(run.served)
     assert got == served
     assert (served["ping"], served["insert"], served["find"]) == (20, 20, 20)
     assert all(0 < ln["fd"] < MW_TLS_SSL and ln["latency_ns"] > 0 for ln in lines)

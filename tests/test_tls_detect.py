@@ -39,10 +39,12 @@ def _trace(pid: int, work, workdir: Path) -> dict[str, tuple[dict, str]]:
     """`mongoprobe latency --json --tls off` of every engine that can run here, started
     together on pid (their starts overlap), while work() runs once: {engine: (its
     summary, its stderr)}."""
-    tracers = {engine: CliTracer(workdir, engine, "latency", "-p", str(pid), "--json",
-                                 "--engine", engine, "--tls", "off")
-               for engine in ENGINES if not _why_not(engine)}
+    tracers = {}
     try:
+        for engine in ENGINES:
+            if not _why_not(engine):
+                tracers[engine] = CliTracer(workdir, engine, "latency", "-p", str(pid),
+                                            "--json", "--engine", engine, "--tls", "off")
         for tracer in tracers.values():
             tracer.wait_attached()
         work()

@@ -118,7 +118,8 @@ def pattern_server(workdir: Path, cert_key: tuple[Path, Path] | None,
     err = workdir / "server.err"
     with open(err, "w") as errfile:
         proc = subprocess.Popen([sys.executable, "-c", SERVE_PATTERNS,
-                                 str(workdir / "server.log"), *(map(str, cert_key) if cert_key else ("-", "-")),
+                                 str(workdir / "server.log"),
+                                 *(map(str, cert_key) if cert_key else ("-", "-")),
                                  str(workdir / "served.json"),
                                  *(f"{mode}-{bio}" for mode, bio in patterns)],
                                 cwd=TESTS, stdout=subprocess.PIPE, stderr=errfile, text=True,
@@ -153,6 +154,7 @@ class PatternsRun:
     short: int = 0                      # short connections (one ping each) on top
     outputs: dict[str, list[str]] = field(default_factory=dict)   # tracer -> its stdout
     tracers: dict[str, object] = field(default_factory=dict)      # tracer -> Probe|CliTracer
+    served: Counter | None = None       # what the server served, where a drive() says
 
     @property
     def connections(self) -> int:
@@ -230,24 +232,13 @@ class CliTracer:
         return "".join(self.err)
 
 
-def traced_patterns(workdir: Path, cert_key: tuple[Path, Path],
-                    start: Callable[[int], dict[str, object]], patterns=PATTERNS,
-                    short: tuple[tuple[str, str], int] | None = None) -> PatternsRun:
-    """drive_patterns() against pattern_server(), ONE pass traced by every tracer
-    start(pid) starts ({name: Probe or CliTracer}, started together: their compiles
-    overlap), once all are attached. Each is stopped, whatever fails."""
-    run = traced_jobs(workdir, cert_key, {"run": Job(start, patterns, short)})["run"]
-    if isinstance(run, BaseException):
-        raise run
-    return run
-
-
 @dataclass
 class Job:
-    """A TLS pattern server of its own, the tracers start(pid) starts on it, and the
-    traffic sent while they trace: drive(server) when given (a PatternsRun), else
-    drive_patterns(server, cert, patterns, short)."""
-    start: Callable[[int], dict[str, object]]
+    """A TLS pattern server of its own, the tracers start(pid, tracers) starts on it
+    (each put in tracers as it starts: {name: Probe or CliTracer}, stopped even when a
+    later one fails to start), and the traffic sent while they trace: drive(server)
+    when given (a PatternsRun), else drive_patterns(server, cert, patterns, short)."""
+    start: Callable[[int, dict], None]
     patterns: tuple = PATTERNS
     short: tuple[tuple[str, str], int] | None = None
     drive: Callable[[PatternServer], PatternsRun] | None = None
@@ -270,8 +261,9 @@ def traced_jobs(workdir: Path, cert_key: tuple[Path, Path],
                 pattern_server(workdir / name, cert_key, job.patterns))
         try:
             for name, job in jobs.items():
+                tracers[name] = {}
                 try:
-                    tracers[name] = job.start(servers[name].pid)
+                    job.start(servers[name].pid, tracers[name])
                 except (Exception, pytest.skip.Exception, pytest.fail.Exception) as exc:
                     results[name] = exc
             for name, job in jobs.items():
