@@ -2,8 +2,9 @@
 
 tests/wireserver.py answers a driver's hello with the first codec the client offers, so
 pymongo sends every command but the handshake as OP_COMPRESSED and the server answers
-compressed. The server counts what it served (``--counts``: opcode and the command
-inside); the probes must count the same, exactly:
+compressed. The server counts what it served (wireserver's ``--counts``: opcode and
+the command inside; helpers.tls's pattern server says them after each codec); the
+probes must count the same, exactly:
 
 * in-kernel counts key the compressed requests ``[compressed]`` (their opcode row
   OP_COMPRESSED), every other request by its name;
@@ -12,6 +13,11 @@ inside); the probes must count the same, exactly:
 * so do bpftrace's events (``mongo_latency.bt PID 0 1``, what ``record --events`` keeps:
   ``phases``/``report`` of a recorded run name them too), from the body's first 40
   bytes (bcc's 128): zstd, which decodes whole blocks only, names the short ones.
+
+A tracer start is what costs: one `latency --events` start per engine, both attached
+together to one server, traces every codec's workload in turn (the fixture
+compressed_run); the kernel's counts are checked over all codecs, the events codec by
+codec.
 
 FerretDB v1.24 does not negotiate compression (no "compression" in its hello; OP_COMPRESSED
 is an unhandled opcode there): checked here too, so these tests use the pattern server.

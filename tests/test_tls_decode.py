@@ -36,6 +36,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -44,10 +45,9 @@ from mongoprobe.load import mixed_workload as mixedload
 from mongoprobe.run import target
 from mongoprobe.run import tracer as mp_probes
 from mongoprobe.formats import wire_events
-from helpers.cli import start_cli, stop_cli
 from helpers.ferretdb import (REFUSED, WORKLOAD_COMMANDS, failed_responses, metrics_delta,
                               response_counts)
-from helpers.tls import CliTracer, Job, PatternsRun, traced_jobs
+from helpers.tls import CliTracer, Job, PatternsRun, stop_all, traced_jobs
 from helpers.wire import (BCC_TOOL, SYSTEM_PYTHON, Probe, from_bcc, from_bpftrace,
                           sleeping_in_main_loop, tool_unavailable)
 
@@ -59,19 +59,33 @@ MW_TLS_FD = 0x80000000
 MW_TLS_SSL = 0x40000000  # a memory-BIO connection whose socket is not known
 
 
-def test_ferretdb_tls_counts_match_metrics(tls_target, tmp_path, need_bcc):
-    """pymongo over TLS (8 threads, mixed load, then commands FerretDB refuses): the
-    plaintext decoded from Go's crypto/tls gives FerretDB's own counts exactly."""
+@pytest.fixture(scope="module")
+def ferretdb_run(tls_target, tmp_path_factory) -> SimpleNamespace:
+    """`mongoprobe latency --engine bcc --tls on --events` and `mongoprobe snoop
+    --engine bcc --tls on --json` on the TLS FerretDB, started together (their compiles
+    overlap), over one load: pymongo over TLS, 8 threads of mixed load, then commands
+    FerretDB refuses, then 5 pings from a client of their own; FerretDB's metrics read
+    around it."""
     import pymongo
     from pymongo.errors import OperationFailure
 
+    reason = mp_probes.why_cannot_bcc()
+    if reason:
+        pytest.skip(reason)
     info = tls_target
-    events_file = tmp_path / "events.jsonl"
+    workdir = tmp_path_factory.mktemp("ferretdb")
+    events_file = workdir / "events.jsonl"
     before = target.request_counts(info.metrics_url)
     before_resp = response_counts(info.metrics_url)
-    cli = start_cli("latency", "-p", str(info.pid), "--json", "--engine", "bcc",
-                    "--tls", "on", "--events", str(events_file))
+    tracers = {}
     try:
+        tracers["latency"] = CliTracer(workdir, "latency", "latency", "-p", str(info.pid),
+                                       "--json", "--engine", "bcc", "--tls", "on",
+                                       "--events", str(events_file))
+        tracers["snoop"] = CliTracer(workdir, "snoop", "snoop", "-p", str(info.pid), "--json",
+                                     "--engine", "bcc", "--tls", "on")
+        for tracer in tracers.values():
+            tracer.wait_attached()
         load = mixedload.run(info.uri, threads=8, rounds=2)
         client = pymongo.MongoClient(info.uri)
         for cmd, code in REFUSED:
@@ -79,27 +93,48 @@ def test_ferretdb_tls_counts_match_metrics(tls_target, tmp_path, need_bcc):
                 client.test.command(cmd)
             assert exc.value.code == code
         client.close()
+        client = pymongo.MongoClient(info.uri)
+        for _ in range(5):
+            client.admin.command("ping")
+        client.close()
         time.sleep(0.5)      # let the last replies reach the probe
-    finally:
-        out, _ = stop_cli(cli)
-    result = json.loads(out.strip().splitlines()[-1])
+    except BaseException as exc:
+        for failed in stop_all(tracers)[1]:     # said with the first failure
+            exc.add_note(f"and on stopping: {failed}")
+        raise
+    outputs, failures = stop_all(tracers)
+    if failures:
+        raise failures[0]
+    return SimpleNamespace(
+        latency=json.loads(outputs["latency"][-1]),
+        snoop=[json.loads(ln) for ln in outputs["snoop"] if ln.startswith("{")],
+        events=wire_events.parse_events_json(events_file.read_text().splitlines()),
+        load=load, requests=metrics_delta(before, target.request_counts(info.metrics_url)),
+        failed=failed_responses(before_resp, response_counts(info.metrics_url)))
+
+
+def test_ferretdb_tls_counts_match_metrics(ferretdb_run, need_bcc):
+    """pymongo over TLS (8 threads, mixed load, then commands FerretDB refuses): the
+    plaintext decoded from Go's crypto/tls gives FerretDB's own counts exactly. (With
+    test_snoop_tls_lines's pings: ferretdb_run.)"""
+    result, load = ferretdb_run.latency, ferretdb_run.load
     assert result["lost"] == {"unmatched_replies": 0, "requests_without_reply": 0,
                               "malformed": 0, "dropped": 0}
     probe_counts = {k: v["count"] for k, v in result["by_command"].items()}
-    assert probe_counts == metrics_delta(before, target.request_counts(info.metrics_url))
+    assert probe_counts == ferretdb_run.requests
     refused = [next(iter(cmd)) for cmd, _ in REFUSED]
     for cmd in WORKLOAD_COMMANDS:
         assert probe_counts[cmd] == load.counts[cmd] + refused.count(cmd), cmd
     from mongoprobe.wire import error_codes as errorcodes
     errors = {(cmd, errorcodes.name(int(c)) or c): n for cmd, v in result["by_command"].items()
               for c, n in v.get("error_codes", {}).items()}
-    assert errors == failed_responses(before_resp, response_counts(info.metrics_url))
+    assert errors == ferretdb_run.failed
     # every connection decoded: none left as "looks like TLS"
     assert result["untraced"]["tls_connections"] == 0
     assert result["untraced"]["tls_calls_without_socket"] == 0
     assert result["tls"]["connections"] >= 9     # 8 load threads' pool + the last client
     assert result["tls"]["hooked"] and "Go crypto/tls" in result["tls"]["hooked"][0]
-    events = wire_events.parse_events_json(events_file.read_text().splitlines())
+    events = ferretdb_run.events
     assert len(events) == sum(probe_counts.values())
     assert (events["latency_ns"] > 0).all()
     assert (events["fd"] < MW_TLS_FD).all()       # the socket's own fd, not the state key
@@ -324,26 +359,14 @@ def test_go_return_offsets_are_ret_instructions():
                 assert f.read(1) == b"\xc3", (fn, o)
 
 
-def test_snoop_tls_lines(tls_target, need_bcc):
-    """mongoprobe snoop --engine bcc over TLS: one JSON line per request, named."""
-    import pymongo
-
-    info = tls_target
-    before = target.request_counts(info.metrics_url)
-    cli = start_cli("snoop", "-p", str(info.pid), "--json", "--engine", "bcc", "--tls", "on")
-    try:
-        client = pymongo.MongoClient(info.uri)
-        for _ in range(5):
-            client.admin.command("ping")
-        client.close()
-        time.sleep(0.5)
-    finally:
-        out, _ = stop_cli(cli)
-    lines = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
+def test_snoop_tls_lines(ferretdb_run, need_bcc):
+    """mongoprobe snoop --engine bcc over TLS: one JSON line per request, named. (Over
+    5 pings and test_ferretdb_tls_counts_match_metrics's load: ferretdb_run.)"""
+    lines = ferretdb_run.snoop
     got: dict[str, int] = {}
     for ln in lines:
         got[ln["command"]] = got.get(ln["command"], 0) + 1
-    assert got == metrics_delta(before, target.request_counts(info.metrics_url))
+    assert got == ferretdb_run.requests
     assert got["ping"] == 5
     assert all(0 < ln["fd"] < MW_TLS_FD and ln["latency_ns"] > 0 for ln in lines)
 
