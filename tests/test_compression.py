@@ -2,8 +2,9 @@
 
 tests/wireserver.py answers a driver's hello with the first codec the client offers, so
 pymongo sends every command but the handshake as OP_COMPRESSED and the server answers
-compressed. The server counts what it served (``--counts``: opcode and the command
-inside); the probes must count the same, exactly:
+compressed. The server counts what it served (wireserver's ``--counts``: opcode and
+the command inside; helpers.tls's pattern server says them after each codec); the
+probes must count the same, exactly:
 
 * in-kernel counts key the compressed requests ``[compressed]`` (their opcode row
   OP_COMPRESSED), every other request by its name;
@@ -13,6 +14,11 @@ inside); the probes must count the same, exactly:
   ``phases``/``report`` of a recorded run name them too), from the body's first 40
   bytes (bcc's 128): zstd, which decodes whole blocks only, names the short ones.
 
+A tracer start is what costs: one `latency --events` start per engine, both attached
+together to one server, traces every codec's workload in turn (the fixture
+compressed_run); the kernel's counts are checked over all codecs, the events codec by
+codec.
+
 FerretDB v1.24 does not negotiate compression (no "compression" in its hello; OP_COMPRESSED
 is an unhandled opcode there): checked here too, so these tests use the pattern server.
 """
@@ -20,17 +26,15 @@ is an unhandled opcode there): checked here too, so these tests use the pattern 
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
 import time
 from collections import Counter
-from pathlib import Path
+from dataclasses import dataclass
 
 import pytest
 
-from helpers.cli import start_cli, stop_cli
-from helpers.wire import WIRESERVER, tool_unavailable
+import wireclient
+from helpers.tls import CliTracer, Job, PatternsRun, traced_jobs
+from helpers.wire import tool_unavailable
 
 CODECS = ["snappy", "zlib", "zstd"]
 pytestmark = pytest.mark.root
@@ -52,25 +56,6 @@ def workload(uri: str) -> None:
     client.close()
 
 
-class Server:
-    """tests/wireserver.py --mode MODE --counts FILE; ``served()`` once stopped."""
-
-    def __init__(self, mode: str, workdir: Path) -> None:
-        self.counts = workdir / "served.json"
-        self.proc = subprocess.Popen([sys.executable, str(WIRESERVER), "--port", "0", "--mode",
-                                      mode, "--counts", str(self.counts)],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        assert line.startswith("READY "), (line, self.proc.stderr.read())
-        self.pid, self.port = self.proc.pid, int(line.split()[1])
-
-    def stop(self) -> Counter:
-        self.proc.send_signal(signal.SIGTERM)
-        _, err = self.proc.communicate(timeout=10)
-        assert err == "", err
-        return Counter(json.loads(self.counts.read_text()))
-
-
 def split(served: Counter) -> tuple[Counter, Counter, Counter]:
     """The server's counts as the probes see them: (in-kernel by command, by the command
     inside, the compressed ones' commands)."""
@@ -84,37 +69,98 @@ def split(served: Counter) -> tuple[Counter, Counter, Counter]:
     return kernel, named, inside
 
 
+ENGINES = ("bcc", "bpftrace")
+GAP = 1.0   # seconds between two codecs' workloads: their events told apart by time
+
+
+@dataclass
+class Traced:
+    """One engine's `latency --json --events` over every codec's workload."""
+    result: dict                            # its JSON summary
+    events: list[dict]                      # its events
+    served: Counter                         # what the server served, all codecs
+    by_codec: dict[str, tuple[Counter, list[dict]]]   # codec -> (served, its events)
+
+
+@pytest.fixture(scope="module")
+def compressed_run(tmp_path_factory) -> dict[str, Traced | str]:
+    """ONE `mongoprobe latency --json --engine ENGINE --events` start per engine, both
+    attached together to one mongod-pattern server (tests/wireserver.py's mongod mode),
+    then each codec's workload in turn, GAP seconds apart: what the server served during
+    each (its counts read after each), and the events of each (by their time, between
+    the gaps). {engine: Traced, or why it cannot run here}."""
+    workdir = tmp_path_factory.mktemp("compression")
+    skipped = {engine: tool_unavailable(engine) for engine in ENGINES}
+    if all(skipped.values()):
+        pytest.skip("; ".join(sorted(set(skipped.values()))))
+    windows: dict[str, tuple[float, float]] = {}
+    snapshots: list[Counter] = []
+
+    def start(pid: int, tracers: dict) -> None:
+        for engine in ENGINES:
+            if not skipped[engine]:
+                tracers[engine] = CliTracer(workdir, engine, "latency", "-p", str(pid),
+                                            "--json", "--engine", engine, "--events",
+                                            str(workdir / f"{engine}.events.jsonl"))
+
+    def drive(server) -> PatternsRun:
+        port = server.ports["mongod", "plain"]
+        snapshots.append(server.snapshot())
+        for codec in CODECS:
+            t0 = time.time()
+            workload(f"mongodb://127.0.0.1:{port}/?compressors={codec}")
+            time.sleep(0.5)
+            snapshots.append(server.snapshot())
+            windows[codec] = (t0, time.time())
+            time.sleep(GAP)
+        return PatternsRun({}, wireclient.Expected())
+
+    run = traced_jobs(workdir, None, {"run": Job(start, (("mongod", "plain"),),
+                                                 drive=drive)})["run"]
+    if isinstance(run, BaseException):
+        raise run
+    served = {codec: snapshots[i + 1] - snapshots[i] for i, codec in enumerate(CODECS)}
+    # a codec's events: from the middle of the gap before its workload to the middle
+    # of the one after
+    bounds = {codec: (windows[codec][0] - GAP / 2, windows[codec][1] + GAP / 2)
+              for codec in CODECS}
+    out: dict[str, Traced | str] = {}
+    for engine in ENGINES:
+        if skipped[engine]:
+            out[engine] = skipped[engine]
+            continue
+        events = [json.loads(line) for line in
+                  (workdir / f"{engine}.events.jsonl").read_text().splitlines()]
+        out[engine] = Traced(json.loads(run.outputs[engine][-1]), events, snapshots[-1],
+                             {codec: (served[codec], [e for e in events
+                                                      if lo <= e["time"] < hi])
+                              for codec, (lo, hi) in bounds.items()})
+    return out
+
+
 @pytest.mark.parametrize("codec", CODECS)
 @pytest.mark.parametrize("engine", ["bcc", "bpftrace"])
-def test_compressors_counted_and_named(engine, codec, tmp_path):
+def test_compressors_counted_and_named(engine, codec, compressed_run):
     """latency --json --events: the kernel's counts and histograms key compressed
     requests "[compressed]"; the events name the command inside; all equal the
-    server's own counts."""
-    reason = tool_unavailable(engine)
-    if reason:
-        pytest.skip(reason)
-    events_file = tmp_path / "events.jsonl"
-    server = Server("mongod", tmp_path)
-    try:
-        cli = start_cli("latency", "-p", str(server.pid), "--json", "--engine", engine,
-                        "--events", str(events_file))
-        try:
-            workload(f"mongodb://127.0.0.1:{server.port}/?compressors={codec}")
-            time.sleep(0.5)
-        finally:
-            out, _ = stop_cli(cli)
-    finally:
-        served = server.stop()
+    server's own counts. (One start per engine traces every codec's workload in turn:
+    the kernel's counts are checked over all of them, the events codec by codec.)"""
+    traced = compressed_run[engine]
+    if isinstance(traced, str):
+        pytest.skip(traced)
+    served, codec_events = traced.by_codec[codec]
     kernel, named, inside = split(served)
     assert sum(inside.values()) >= 10, served          # compression was negotiated
-    result = json.loads(out.strip().splitlines()[-1])
-    assert result["requests_by_command"] == dict(kernel)
-    assert result["by_op"]["OP_COMPRESSED"]["count"] == sum(inside.values())
-    events = [json.loads(line) for line in events_file.read_text().splitlines()]
-    everything = Counter(e["command"] for e in events)
+    all_kernel, _, all_inside = split(traced.served)
+    result = traced.result
+    assert result["requests_by_command"] == dict(all_kernel)
+    assert result["by_op"]["OP_COMPRESSED"]["count"] == sum(all_inside.values())
+    # every event falls in one codec's window
+    assert sum(len(evs) for _, evs in traced.by_codec.values()) == len(traced.events)
+    everything = Counter(e["command"] for e in traced.events)
     # latency's per-command view is exact from the events: named as they are
     assert {k: v["count"] for k, v in result["by_command"].items()} == dict(everything)
-    got = Counter(e["command"] for e in events if e["opcode"] == "OP_COMPRESSED")
+    got = Counter(e["command"] for e in codec_events if e["opcode"] == "OP_COMPRESSED")
     if codec == "zstd":
         # zstd decodes whole blocks only: a body longer than the prefix the probe keeps
         # stays "[compressed]" (probes/README.md); the short ones are named
@@ -123,7 +169,7 @@ def test_compressors_counted_and_named(engine, codec, tmp_path):
         assert sum(got.values()) + unnamed == sum(inside.values())
     else:
         assert got == inside
-        assert everything == named
+        assert Counter(e["command"] for e in codec_events) == named
     assert result["lost"] == dict.fromkeys(result["lost"], 0)
 
 

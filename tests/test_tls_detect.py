@@ -9,16 +9,17 @@ Needs root, a mounted tracefs, bpftrace or bcc, openssl, and the FerretDB build.
 from __future__ import annotations
 
 import json
-import signal
 import socket
 import ssl
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from mongoprobe.run import target
+from helpers.tls import CliTracer, once_per_key, stop_all
+from mongoprobe.run import target, tracer as probes
 from mongoprobe.wire.encode import encode_op_msg
 
 pytestmark = pytest.mark.root
@@ -26,22 +27,51 @@ pytestmark = pytest.mark.root
 CONNECTIONS = 3
 
 
-def _trace(pid: int, engine: str, work) -> tuple[dict, str]:
-    cli = subprocess.Popen([sys.executable, "-m", "mongoprobe", "latency", "-p", str(pid),
-                            "--json", "--engine", engine, "--tls", "off"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    for line in cli.stderr:            # "Tracing ..." once the probe is attached
-        if line.startswith("Tracing MongoDB") or time.monotonic() > deadline:
-            break
+ENGINES = ("bpftrace", "bcc")
+
+
+def _why_not(engine: str) -> str | None:
+    """What need_bcc / need_bpftrace would skip for."""
+    return probes.why_cannot_bcc() if engine == "bcc" else probes.why_cannot_trace()
+
+
+def _trace(pid: int, work, workdir: Path) -> dict[str, tuple[dict, str]]:
+    """`mongoprobe latency --json --tls off` of every engine that can run here, started
+    together on pid (their starts overlap), while work() runs once: {engine: (its
+    summary, its stderr)}."""
+    tracers = {}
     try:
+        for engine in ENGINES:
+            if not _why_not(engine):
+                tracers[engine] = CliTracer(workdir, engine, "latency", "-p", str(pid),
+                                            "--json", "--engine", engine, "--tls", "off")
+        for tracer in tracers.values():
+            tracer.wait_attached()
         work()
         time.sleep(0.5)
-    finally:
-        cli.send_signal(signal.SIGINT)
-        out, err = cli.communicate(timeout=120)
-    assert cli.returncode == 0, err
-    return json.loads(out.strip().splitlines()[-1]), err
+    except BaseException as exc:
+        for failed in stop_all(tracers)[1]:     # said with the first failure
+            exc.add_note(f"and on stopping: {failed}")
+        raise
+    outputs, failures = stop_all(tracers)
+    if failures:
+        raise failures[0]
+    return {engine: (json.loads(outputs[engine][-1]), tracers[engine].stderr)
+            for engine in tracers}
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    """traced(target, pid, work) -> {engine: (summary, stderr)}: _trace once per target
+    for both engines' tests."""
+    runs = {}
+
+    def get(name: str, pid: int, work) -> dict[str, tuple[dict, str]]:
+        if name not in runs:        # the first test of a target traces it
+            runs[name] = once_per_key(lambda: _trace(pid, work, tmp_path_factory.mktemp(name)))
+        return runs[name]()
+
+    return get
 
 
 def _pings(port: int, ctx: ssl.SSLContext) -> None:
@@ -62,10 +92,11 @@ def _check(result: dict, err: str) -> None:
 
 
 @pytest.mark.parametrize("engine", ["bpftrace", "bcc"])
-def test_ferretdb_tls_connections_are_counted(engine, tls_target, request):
+def test_ferretdb_tls_connections_are_counted(engine, tls_target, request, traced):
+    """(Both engines trace the same pings, started together.)"""
     request.getfixturevalue("need_bcc" if engine == "bcc" else "need_bpftrace")
     ctx = ssl.create_default_context(cafile=tls_target.ca_file)
-    _check(*_trace(tls_target.pid, engine, lambda: _pings(tls_target.port, ctx)))
+    _check(*traced("ferretdb", tls_target.pid, lambda: _pings(tls_target.port, ctx))[engine])
 
 
 SERVER = r'''
@@ -82,20 +113,28 @@ while True:
 '''
 
 
-@pytest.mark.parametrize("engine", ["bpftrace", "bcc"])
-def test_openssl_tls_connections_are_counted(engine, tmp_path, request):
-    """Python's ssl is OpenSSL: it reads a record's 5-byte header alone."""
-    request.getfixturevalue("need_bcc" if engine == "bcc" else "need_bpftrace")
+@pytest.fixture(scope="module")
+def openssl_server(tmp_path_factory):
+    """SERVER on a key made for it: (pid, port, its certificate)."""
+    workdir = tmp_path_factory.mktemp("openssl")
     try:
-        cert, key = target._self_signed(tmp_path)
+        cert, key = target._self_signed(workdir)
     except target.TargetError as e:
         pytest.skip(str(e))
     srv = subprocess.Popen([sys.executable, "-c", SERVER, str(cert), str(key)],
                            stdout=subprocess.PIPE, text=True)
     try:
-        port = int(srv.stdout.readline())
-        ctx = ssl.create_default_context(cafile=str(cert))
-        _check(*_trace(srv.pid, engine, lambda: _pings(port, ctx)))
+        yield srv.pid, int(srv.stdout.readline()), cert
     finally:
         srv.kill()
         srv.wait()
+
+
+@pytest.mark.parametrize("engine", ["bpftrace", "bcc"])
+def test_openssl_tls_connections_are_counted(engine, request, traced, openssl_server):
+    """Python's ssl is OpenSSL: it reads a record's 5-byte header alone. (Both engines
+    trace the same pings, started together.)"""
+    request.getfixturevalue("need_bcc" if engine == "bcc" else "need_bpftrace")
+    pid, port, cert = openssl_server
+    ctx = ssl.create_default_context(cafile=str(cert))
+    _check(*traced("openssl", pid, lambda: _pings(port, ctx))[engine])
