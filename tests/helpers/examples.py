@@ -509,7 +509,7 @@ def params(examples) -> list:
 
 # Examples run at once: a tracer compiles on one CPU while others wait out their -d,
 # their probes' detaching (about 0.1 s per probe here), a server's start or a sleep.
-PARALLEL = 6
+PARALLEL = 8
 
 
 def cost(example: str) -> int:
@@ -559,7 +559,7 @@ class Runner:
         return self._futures[example].result()
 
     def close(self) -> None:
-        """Waits for every example still running (each ends or is killed in run)."""
+        """Waits for every example (each ends, or is killed, in run)."""
         self._pool.shutdown(wait=True)
         if self.load is not None:
             self.load.close()
