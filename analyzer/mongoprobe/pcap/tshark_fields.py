@@ -491,7 +491,9 @@ class _Blocks:
         lost, dup = self._sequence(df, key, tcp_len)
         dec.lost_segments += int(lost.sum())
         dec.retransmitted += int(dup.sum())
-        dec.malformed_frames += int((df["malformed"].to_numpy(object) != "").sum())
+        # a retransmission's bytes, dissected again as if new (no sequence analysis),
+        # are no message: its frame, dropped, is not malformed
+        dec.malformed_frames += int(((df["malformed"].to_numpy(object) != "") & ~dup).sum())
         to_port = dport == dec.port
         from_port = sport == dec.port
         on = payload & (to_port | from_port)
