@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from mongoprobe.model.clock import Clock
 from mongoprobe.run import tracer as _probes
 
 DEFAULT = ["latency"]
@@ -495,7 +496,7 @@ def events_to_parquet(run_dir: Path, offset_ns: int, pid: int,
         if not reader.events:
             return
         table = pa.Table.from_pandas(
-            wire_events.from_mono(events_frame(reader.events), offset_ns, pid),
+            wire_events.from_mono(events_frame(reader.events), Clock(offset_ns), pid),
             preserve_index=False)
         if writer is None:
             writer = pq.ParquetWriter(part, table.schema, compression="zstd")
@@ -544,7 +545,7 @@ def bcc_events_to_parquet(run_dir: Path, offset_ns: int, pid: int) -> Path | Non
     with open(src, "rb") as fh:
         frame = read_raw_events(fh, str(src))[1]
     out = Path(run_dir) / "latency.events.parquet"
-    pq.write_table(pa.Table.from_pandas(wire_events.from_mono(frame, offset_ns, pid),
+    pq.write_table(pa.Table.from_pandas(wire_events.from_mono(frame, Clock(offset_ns), pid),
                                         preserve_index=False), out, compression="zstd")
     src.unlink()
     return out

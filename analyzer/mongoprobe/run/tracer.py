@@ -630,7 +630,3 @@ def dtrace(script: str, pid: int, *args: str | int, options: tuple[str, ...] = (
     return Probe([exe, *opts, "-s", str(path), "-p", str(pid), *map(str, args)], ready=ready,
                  stop_signal=signal.SIGTERM, engine="dtrace", **kw)
 
-
-def wall_offset_ns() -> int:
-    """CLOCK_REALTIME - CLOCK_MONOTONIC now: adds to bpf's nsecs to give wall time."""
-    return time.time_ns() - time.monotonic_ns()
