@@ -8,7 +8,8 @@ from pathlib import Path
 
 from mongoprobe.analysis.cpu_categories import category_table
 from mongoprobe.model.clock import Clock
-from mongoprobe.model.stack_samples import folded, load, phases_from, slice_phase
+from mongoprobe.model.phase import phases_from
+from mongoprobe.model.stack_samples import folded, load, slice_phase
 
 def run_stacks(run, which: str = "profile", bucket: float | None = 1.0):
     """The table of a run's profile (``profile.bt.txt``; ``offcpu`` for off-CPU), with

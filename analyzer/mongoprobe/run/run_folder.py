@@ -72,6 +72,7 @@ from pathlib import Path
 
 from mongoprobe import progress
 from mongoprobe.model.clock import Clock
+from mongoprobe.model.phase import phases_from
 
 # pandas is imported where a table is built: ``import mongoprobe`` (every CLI call)
 # imports this module for load_run.
@@ -298,7 +299,7 @@ class Run:
         lat = self.latencies if self.file("latency") is not None else None
         ph = traffic.infer(lat) if lat is not None else None
         if ph is not None and len(ph):
-            rows = [[p.name, p.start, p.end, "traffic", ""] for p in ph.itertuples()]
+            rows = [[p.name, p.start, p.end, "traffic", ""] for p in phases_from(ph)]
             return loadtools.ToolOutput("traffic", loadtools.frame(
                 rows, loadtools.PHASE_COLUMNS), notes=[
                 "phases found in the server's traffic (its per-second command mix): "
