@@ -183,19 +183,20 @@ import tlshooks  # noqa: E402  (which TLS library the target uses, where to hook
 from compressednames import compressed_command  # noqa: E402
 
 
-def load_wirefacts():
-    """mongoprobe's wirefacts module (opcodes, error codes, the footer, buckets, the
-    statistic, /proc readers): the analyzer's own copy, never a second one. It is
-    one stdlib-only file, loaded by its path (packagefiles) so that the package's
-    __init__ (which needs pandas) does not run under the system python3; the one
-    already imported when the analyzer runs this tool in-process."""
-    if "mongoprobe.wire.facts" in sys.modules:
-        return sys.modules["mongoprobe.wire.facts"]
+def load_package_module(name):
+    """mongoprobe's stdlib-only module NAME (wire.facts: opcodes, error codes, the
+    footer, buckets, the statistic, /proc readers; model.clock: the clock offset):
+    the analyzer's own copy, never a second one. Loaded by its path (packagefiles)
+    so that the package's __init__ (which needs pandas) does not run under the
+    system python3; the one already imported when the analyzer runs this tool
+    in-process."""
+    if "mongoprobe." + name in sys.modules:
+        return sys.modules["mongoprobe." + name]
     from packagefiles import package_module
-    return package_module("wire.facts")
+    return package_module(name)
 
 
-wf = load_wirefacts()
+wf = load_package_module("wire.facts")
 UNIT_ABBR = {"nsecs": "ns", "usecs": "us", "msecs": "ms"}
 UNIT_DIV = {"nsecs": 1, "usecs": 1000, "msecs": 1000000}
 SYSCALLS = "read/readv/recvfrom/recvmsg/write/writev/sendto/sendmsg"
@@ -500,27 +501,15 @@ def load(tool, pid, by_conn=False, events=False, sample=1, max_conns=MAX_CONNECT
     die(tool, "cannot load the BPF program: %s" % str(err).splitlines()[-1])
 
 
-class WallClock(object):
-    """bpf_ktime_get_ns() is CLOCK_MONOTONIC: offset to wall time, measured
-    at start (the pair read closest together)."""
-
-    def __init__(self):
-        best = None
-        for _ in range(5):
-            m0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-            w = time.time_ns()
-            m1 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-            if best is None or m1 - m0 < best[0]:
-                best = (m1 - m0, w - (m0 + m1) // 2)
-        self.offset_ns = best[1]
-
-    def wall(self, mono_ns):
-        return (mono_ns + self.offset_ns) / 1e9
+def wall_clock():
+    """bpf_ktime_get_ns() is CLOCK_MONOTONIC: the analyzer's clock offset to wall
+    time (model.clock.Clock), measured now."""
+    return load_package_module("model.clock").Clock.measure()
 
 
 def event_dict(ev, clock, pid):
     return {
-        "time": round(clock.wall(ev.ts), 6),
+        "time": round(clock.wall_s(ev.ts), 6),
         "pid": pid, "tid": ev.tid, "fd": conn_id(ev.fd),
         "request_id": ev.request_id, "opcode": opname(ev.opcode),
         "command": cmdname(ev.cmd), "bytes_in": ev.bytes_in,
@@ -1026,7 +1015,7 @@ def slice_line(k, rows, clock, totals):
     """One --slices JSON line: a slice's aggregates, the cumulative counters."""
     start = k * SLICE_NS
     return json.dumps({
-        "slice": k, "start_ns": start, "time": round(clock.wall(start), 6),
+        "slice": k, "start_ns": start, "time": round(clock.wall_s(start), 6),
         "length_ns": SLICE_NS,
         "rows": [[key[0], key[1], *agg.row()] for (kind, key), agg in sorted(rows.items())
                  if kind == "cmd"],
@@ -1173,7 +1162,7 @@ def main(argv=None):
     except OSError as e:
         die(tool, "cannot write %s: %s" % (args.events, e.strerror))
     b, ringbuf = load(tool, args.pid, by_conn, events, sample, args.max_connections, tls)
-    clock = WallClock()
+    clock = wall_clock()
 
     # exact latencies per (view, key) of this interval, from unsampled events
     lat_by = {} if events and args.json and sample == 1 else None

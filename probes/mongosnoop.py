@@ -128,7 +128,7 @@ def main(argv=None):
     tls = mw.tls_hooks(tool, args.pid, args.tls)
     b, ringbuf = mw.load(tool, args.pid, events=True, max_conns=args.max_connections,
                          tls=tls)
-    clock = mw.WallClock()
+    clock = mw.wall_clock()
     t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
     out = sys.stdout
 

@@ -8,11 +8,14 @@ ones; tests/test_layout.py checks it and lists today's exceptions):
 
     wire/       the MongoDB wire protocol: decode, encode, BSON scan, byte stream, facts
     formats/    every parser of a tool's output, foreign or our own, into DataFrames
-    model/      tables in memory: log2/log-linear histograms, latencies, events, stacks
+                (bpftrace's JSON lines through one reader, bpftrace_json)
+    model/      tables in memory: log2/log-linear histograms, latencies, events, stacks;
+                the phase type (phase) and the monotonic-to-wall clock (clock)
     loadtools/  load tools' outputs (built-in, YCSB, iibench, markers) as one model
     pcap/       packet captures: tshark capture, pcap files, request/reply pairing
-    run/        child processes and the live system: tracers, collectors, target,
-                record and the run folder it writes (load_run reads it)
+    run/        child processes (one lifecycle, child) and the live system: tracers,
+                collectors, target, record and the run folder it writes (load_run
+                reads it)
     analysis/   phases, traffic phases, the limiter's verdict, normalisation,
                 CPU categories, thread states
     views/      renderers: shell tables, latency table, plots, heat maps, flame

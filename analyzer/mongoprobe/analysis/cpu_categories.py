@@ -19,7 +19,8 @@ from typing import Iterable
 
 from mongoprobe.formats.errors import FormatError
 from mongoprobe.run.tracer import data_dir
-from mongoprobe.model.stack_samples import Phase, slice_phase
+from mongoprobe.model.phase import Phase
+from mongoprobe.model.stack_samples import slice_phase
 
 @dataclass(frozen=True)
 class Rule:

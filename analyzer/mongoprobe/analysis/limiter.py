@@ -51,6 +51,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from mongoprobe.model.phase import Phase, phases_from
+
 RESOURCES = ("load-tool", "network", "server-cpu", "server-disk", "server-lock",
              "server-downstream", "none")
 
@@ -416,7 +418,8 @@ def figures(run, table) -> list[Figures]:
     io = _iostat(run)
     out = []
     for r in table.itertuples():
-        f = Figures(r.name, r.seconds, ncpu, r.ops_avg)
+        ph = Phase.of(r)
+        f = Figures(ph.name, ph.seconds, ncpu, r.ops_avg)
         work = {c: d for c, d in r.latency_us.items() if c not in _admin()}
         n = sum(d["count"] for d in work.values())
         if n and r.server_s and r.server_s > 0:
@@ -439,8 +442,9 @@ def figures(run, table) -> list[Figures]:
                              "that prints its mean latency)")
         if tree is not None:
             for role in ("server", "tool", "downstream"):
-                t = tree[(tree["role"] == role) & (tree["time"] > r.start + 0.5)
-                         & (tree["time"] <= r.end + 0.5)]
+                # (treestat's lines are stamped at their interval's end)
+                t = tree[(tree["role"] == role) & (tree["time"] > ph.start + 0.5)
+                         & (tree["time"] <= ph.end + 0.5)]
                 if not len(t):
                     continue
                 secs = t["seconds"].sum()
@@ -460,20 +464,20 @@ def figures(run, table) -> list[Figures]:
                             for k, v in d.items():
                                 by[k] = by.get(k, 0.0) + v / secs
                         f.down_flush_by = dict(sorted(by.items(), key=lambda kv: -kv[1]))
-            q = tree[(tree["time"] > r.start) & (tree["time"] <= r.end + 0.5)]
+            q = tree[(tree["time"] > ph.start) & (tree["time"] <= ph.end + 0.5)]
             sq = q.groupby("time")["sendq_bytes"].sum(min_count=1).dropna()
             f.sendq = float(sq.mean()) if len(sq) else None
         else:
             f.missing.append("server and load-tool CPU: treestat.txt (mongoprobe record "
                              "keeps it)")
         if off is not None:
-            f.off, f.off_top = _off_phase(off, r.start, r.end)
+            f.off, f.off_top = _off_phase(off, ph)
         else:
             f.missing.append(off_missing)
         f.categories = dict(r.categories or {})
         f.machine_busy = None if math.isnan(r.us_sy) else float(r.us_sy)
         if io is not None:
-            p = io[(io["time"] > r.start) & (io["time"] <= r.end + 0.5)]
+            p = io[(io["time"] > ph.start) & (io["time"] <= ph.end + 0.5)]
             if len(p):
                 dev = p.groupby("device")["util"].mean()
                 d = dev.idxmax()
@@ -533,8 +537,10 @@ def _offcpu(run):
     return df, None
 
 
-def _off_phase(df, start: float, end: float) -> tuple[dict, dict]:
-    """({reason: thread-s/s}, {reason: (top frame, its share)}) in [start, end)."""
+def _off_phase(df, ph: Phase) -> tuple[dict, dict]:
+    """({reason: thread-s/s}, {reason: (top frame, its share)}) in the phase (the
+    off-CPU samples' whole seconds that start in it)."""
+    start, end = ph.span
     p = df[(df["time"] >= math.floor(start)) & (df["time"] < end)]
     secs = max(1.0, math.ceil(end) - math.floor(start))
     by = p.groupby("reason")["weight"].sum() / 1e6 / secs    # µs -> s/s
@@ -568,8 +574,8 @@ def _gaps(run, table) -> dict:
     import numpy as np
     w = ev[~ev["command"].isin(_admin())]
     out = {}
-    for r in table.itertuples():
-        p = w[(w["time"] >= r.start) & (w["time"] < r.end)]
+    for ph in phases_from(table):
+        p = w[ph.contains(w["time"])]
         if not len(p):
             continue
         p = p.sort_values(["pid", "fd", "time"])
@@ -578,9 +584,9 @@ def _gaps(run, table) -> dict:
         same = (p["fd"].to_numpy()[1:] == p["fd"].to_numpy()[:-1]) & \
                (p["pid"].to_numpy()[1:] == p["pid"].to_numpy()[:-1])
         gap = np.clip(arrive[1:] - reply[:-1], 0, None)[same]
-        secs = r.end - r.start
+        secs = ph.seconds
         wire = float(p["bytes_in"].sum() + p["bytes_out"].sum()) / 1024 / secs
-        out[r.name] = (float(gap.sum()) / secs, int(p.groupby(["pid", "fd"]).ngroups), wire)
+        out[ph.name] = (float(gap.sum()) / secs, int(p.groupby(["pid", "fd"]).ngroups), wire)
     return out
 
 

@@ -74,7 +74,8 @@ import pandas as pd
 
 from mongoprobe import loadtools
 from mongoprobe.wire import error_codes as errorcodes, facts as wirefacts
-from mongoprobe.model import latencies
+from mongoprobe.model import latencies, phase
+from mongoprobe.model.phase import Phase, phases_from
 from mongoprobe.analysis import normalize, traffic_phases as traffic
 
 NUMERIC = ["seconds", "server_s", "ops_avg", "ops_p95", "ips_avg", "ips_p95", "qps_avg",
@@ -128,9 +129,8 @@ def parse_phases(spec: str, origin: float) -> pd.DataFrame:
         a, b = (a if a > 1e9 else origin + a), (b if b > 1e9 else origin + b)
         if b <= a:
             raise PhaseError(f"--phases: {name} ends before it starts")
-        rows.append((name, a, b))
-    return pd.DataFrame(rows, columns=["name", "start", "end"]).astype(
-        {"name": str, "start": "float64", "end": "float64"})
+        rows.append(Phase(name, a, b))
+    return phase.frame(rows)
 
 
 @dataclass
@@ -185,22 +185,18 @@ def _throughput(iv: pd.DataFrame, seconds: float, units: dict) -> dict[str, Any]
     return out
 
 
-def _server_throughput(lat: latencies.Latencies | None, start: float, end: float) -> dict:
+def _server_throughput(lat: latencies.Latencies | None, p: Phase) -> dict:
     """ops avg/p95 from the server's work requests, per second, when the tool has none."""
+    start, end = p.span
     if lat is None or not end > start:
         return {"ops_avg": math.nan, "ops_p95": math.nan}
     work = [c for c in lat.totals["command"].unique() if c not in traffic.ADMIN_COMMANDS]
     total = sum(s["count"] for c, s in lat.stats(start, end).items() if c in work)
     secs = lat.seconds(start, end)
-    lo = _whole_seconds(start, end)
+    lo = p.whole_seconds()
     per = sum((lat.answered(c, lo, lo + 1) for c in work), np.zeros(len(lo), dtype=np.int64))
     return {"ops_avg": total / secs if secs > 0 else math.nan,
             "ops_p95": normalize.p95_rate(per)}
-
-
-def _whole_seconds(start: float, end: float) -> np.ndarray:
-    """The starts of the phase's whole seconds, counted from its start."""
-    return start + np.arange(int(math.floor(end - start)), dtype=float)
 
 
 # --- latency ---------------------------------------------------------------------------
@@ -302,28 +298,27 @@ def compute(inp: Inputs, cats: dict | None = None,
     """The table from its inputs (a tool's output alone gives its throughput and
     client columns): ``cats`` {phase: {category: share}}, ``joined`` capture pairs."""
     tool = inp.tool
+    phases = phases_from(tool.phases)
     cats = cats or {}
     if inp.latency is not None:
         # with events: every phase's figures in two scans of them, not three each
-        spans = [(float(p.start), float(p.end)) for p in tool.phases.itertuples(index=False)]
         timed = set(tool.intervals["phase"])
-        lo = [_whole_seconds(a, b) for (a, b), name in zip(spans, tool.phases["name"])
-              if name not in timed and b > a]
+        lo = [p.whole_seconds() for p in phases if p.name not in timed and p.end > p.start]
         lo = np.concatenate(lo) if lo else np.zeros(0)
         # (interval_table reads the per-second counts for a tool without rates only)
-        inp.latency.prepare(spans, np.concatenate([lo, lo + 1]),
+        inp.latency.prepare([p.span for p in phases], np.concatenate([lo, lo + 1]),
                             per_second and not len(tool.intervals))
     info = tool.phase_info.set_index("phase")["db_size_bytes"].to_dict()
     rows = []
-    for p in tool.phases.itertuples(index=False):
-        start, end = float(p.start), float(p.end)
-        r: dict[str, Any] = {"name": p.name, "start": start, "end": end, "tool": p.tool,
-                             "seconds": end - start}
+    for p, tool_name in zip(phases, tool.phases["tool"]):
+        start, end = p.span
+        r: dict[str, Any] = {"name": p.name, "start": start, "end": end, "tool": tool_name,
+                             "seconds": p.seconds}
         iv = tool.intervals[tool.intervals["phase"] == p.name]
-        r.update(_throughput(iv, end - start, tool.units))
+        r.update(_throughput(iv, p.seconds, tool.units))
         r["ops_source"] = "tool"
         if not len(iv):
-            r.update(_server_throughput(inp.latency, start, end))
+            r.update(_server_throughput(inp.latency, p))
             r["ops_source"] = "server"
         sm = normalize.system_means(inp.vmstat, inp.iostat, start, end)
         r.update({"r_s": sm["r/s"], "rmb_s": sm["rkB/s"] / 1024, "wmb_s": sm["wkB/s"] / 1024,
@@ -346,7 +341,7 @@ def compute(inp: Inputs, cats: dict | None = None,
         r["client_vs_server"] = _versus(r["client_latency_us"], r["latency_us"],
                                         r["server_exact"])
         r["categories"] = cats.get(p.name, {})
-        r["network_us"] = _network(joined, start, end)
+        r["network_us"] = _network(joined, p)
         rows.append(r)
     df = pd.DataFrame(rows, columns=["name", "start", "end", "tool", "ops_source",
                                      "server_exact", *NUMERIC, *DICTS])
@@ -396,10 +391,10 @@ def _joined(run, events: pd.DataFrame | None) -> pd.DataFrame | None:
     return j[j["matched"]]
 
 
-def _network(joined: pd.DataFrame | None, start: float, end: float) -> dict:
+def _network(joined: pd.DataFrame | None, p: Phase) -> dict:
     if joined is None:
         return {}
-    j = joined[(joined["time"] >= start) & (joined["time"] < end)]
+    j = joined[p.contains(joined["time"])]
     if not len(j):
         return {}
     out = {"matched": int(len(j))}
@@ -415,7 +410,7 @@ def _categories(run, ph: pd.DataFrame) -> dict[str, dict[str, float]]:
     if run.file("profile") is None:
         return {}
     from mongoprobe.analysis import run_profile
-    return run_profile.run_category_shares(run, ph[["name", "start", "end"]])
+    return run_profile.run_category_shares(run, phases_from(ph))
 
 
 def interval_table(run, phases: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -437,9 +432,8 @@ def interval_table(run, phases: pd.DataFrame | None = None) -> pd.DataFrame:
         if inp.latency is None:
             return loadtools.frame([], cols)
         ps = traffic.per_second(inp.latency)
-        ph = inp.tool.phases
         rows = []
-        for p in ph.itertuples(index=False):
+        for p in phases_from(inp.tool.phases):
             part = ps[(ps["second"] >= math.floor(p.start)) & (ps["second"] < p.end)]
             rows += [[p.name, "", float(sec + 1), 1.0, math.nan, cmd, float(n)]
                      for sec, cmd, n in zip(part["second"], part["command"], part["requests"])]

@@ -7,7 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from mongoprobe.analysis.cpu_categories import category_table
-from mongoprobe.model.stack_samples import folded, load, phases_from, slice_phase
+from mongoprobe.model.clock import Clock
+from mongoprobe.model.phase import phases_from
+from mongoprobe.model.stack_samples import folded, load, slice_phase
 
 def run_stacks(run, which: str = "profile", bucket: float | None = 1.0):
     """The table of a run's profile (``profile.bt.txt``; ``offcpu`` for off-CPU), with
@@ -22,7 +24,7 @@ def run_stacks(run, which: str = "profile", bucket: float | None = 1.0):
         # the probe's "# clock monotonic_ns=M elapsed_ns=E" pair maps bpftrace's
         # elapsed seconds to CLOCK_MONOTONIC, and the run's offset that to the wall
         mono0, elapsed0 = clock
-        df["time"] = (mono0 - elapsed0 + df["time"] * 1e9 + run.offset_ns) / 1e9
+        df["time"] = Clock(run.offset_ns).wall_s(mono0 - elapsed0 + df["time"] * 1e9)
     if bucket:
         df["time"] = (df["time"] // bucket) * bucket
     import numpy as np

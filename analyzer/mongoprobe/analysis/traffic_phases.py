@@ -51,7 +51,9 @@ import math
 import numpy as np
 import pandas as pd
 
+from mongoprobe.model import phase
 from mongoprobe.model.latencies import interval_second
+from mongoprobe.model.phase import Phase
 
 # Handshake, authentication, monitoring and session bookkeeping: every client sends
 # them whatever the workload, so they neither make a phase nor count as its work.
@@ -108,9 +110,12 @@ def _occupancy(w: pd.DataFrame, s0: int, n: int) -> pd.DataFrame:
     return pd.Series(occ, dtype="float64")
 
 
-def _empty() -> pd.DataFrame:
-    return pd.DataFrame(columns=["name", "start", "end"]).astype(
-        {"name": str, "start": "float64", "end": "float64"})
+def _table(rows: list) -> pd.DataFrame:
+    """The phases' table of (name, start, end) rows, repeated names numbered."""
+    from mongoprobe.loadtools import number_repeats
+
+    names = number_repeats([r[0] for r in rows])
+    return phase.frame(Phase(n, float(a), float(b)) for n, (_, a, b) in zip(names, rows))
 
 
 def infer(lat, gap_s: float = 2.0, share: float = 0.1, min_s: int = 2,
@@ -124,7 +129,7 @@ def infer(lat, gap_s: float = 2.0, share: float = 0.1, min_s: int = 2,
                               0.0 if lat.exact else grid(lat.totals))
     w = work(lat.events)
     if not len(w):
-        return _empty()
+        return _table([])
     s0 = int(math.floor(w["start"].min()))
     n = int(math.floor(w["end"].max())) - s0 + 1
     occ = _occupancy(w, s0, n)
@@ -213,11 +218,7 @@ def _place(w: pd.DataFrame, s0: int, runs: list[list], share: float,
         counts = mine["command"].value_counts()
         name = "+".join(c for c in counts.index if c in r[2])
         rows.append([name, start, end])
-    from mongoprobe.loadtools import number_repeats
-
-    df = pd.DataFrame(rows, columns=["name", "start", "end"])
-    df["name"] = number_repeats(list(df["name"]))
-    return df.astype({"name": str, "start": "float64", "end": "float64"})
+    return _table(rows)
 
 
 def _infer_seconds(ps: pd.DataFrame, gap_s: float, share: float, min_s: int,
@@ -225,7 +226,7 @@ def _infer_seconds(ps: pd.DataFrame, gap_s: float, share: float, min_s: int,
     """``infer`` on per-second counts and busy time (no events); second k of ``ps``
     covers [k + grid_s, k + 1 + grid_s)."""
     if not len(ps):
-        return _empty()
+        return _table([])
     s0 = int(ps["second"].min())
     n = int(ps["second"].max()) - s0 + 1
     req = ps.pivot_table(index="second", columns="command", values="requests",
@@ -297,9 +298,5 @@ def _infer_seconds(ps: pd.DataFrame, gap_s: float, share: float, min_s: int,
         sums = req.iloc[r[0]:r[1] + 1].sum()
         name = "+".join(c for c in sums.sort_values(ascending=False, kind="stable").index
                         if c in r[2])
-        out.append([name, float(start), float(end)])
-    from mongoprobe.loadtools import number_repeats
-
-    df = pd.DataFrame(out, columns=["name", "start", "end"])
-    df["name"] = number_repeats(list(df["name"]))
-    return df.astype({"name": str, "start": "float64", "end": "float64"})
+        out.append([name, start, end])
+    return _table(out)

@@ -175,10 +175,10 @@ def cmd_latency(args: argparse.Namespace) -> int:
         if (s.start_ns + s.length_ns - pending[0].start_ns) >= args.interval * 1e9:
             # the interval's seconds, and the counters since the second before them
             before = wp.slices_seen[-len(pending) - 1:-len(pending)]
-            part = Latencies.from_slices(before + pending, wp.offset_ns)
-            first = pending[0].start_ns + wp.offset_ns
-            summary = latency.from_latencies(part, args.engine, args.pid, first / 1e9,
-                                             (s.start_ns + s.length_ns + wp.offset_ns) / 1e9)
+            part = Latencies.from_slices(before + pending, wp.clock)
+            summary = latency.from_latencies(part, args.engine, args.pid,
+                                             wp.clock.wall_s(pending[0].start_ns),
+                                             wp.clock.wall_s(s.start_ns + s.length_ns))
             _print_summary(summary, args, interval=True)
             pending = []
     lat = _finished(wp)
@@ -345,7 +345,7 @@ def cmd_snoop(args: argparse.Namespace) -> int:
             row = dict(zip(EVENT_COLUMNS, ev))
             t0 = row["mono_ns"] if t0 is None else t0
             if args.json:
-                row["time"] = (row.pop("mono_ns") + wp.offset_ns) / 1e9
+                row["time"] = wp.clock.wall_s(row.pop("mono_ns"))
                 print(json.dumps({"pid": args.pid, **row}), flush=True)
             else:
                 t = (row["mono_ns"] - t0) / 1e9

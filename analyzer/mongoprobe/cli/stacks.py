@@ -133,12 +133,12 @@ def _run_name(path: str) -> str:
 
 def _phases_of(args):
     """--phases FILE, else the phases of a RUN directory given as input."""
-    from mongoprobe.model import stack_samples as stacks
+    from mongoprobe.model.phase import phases_from
     if args.phases:
-        return stacks.phases_from(args.phases)
+        return phases_from(args.phases)
     run = _run_dir(args.input)
     if run is not None and len(run.phases):
-        return stacks.phases_from(run.phases[["name", "start", "end"]])
+        return phases_from(run.phases)
     return None
 
 
@@ -300,12 +300,12 @@ def _table(args: argparse.Namespace, make):
 
 def cmd_categories(args: argparse.Namespace) -> int:
     from mongoprobe.analysis import cpu_categories as categories
-    from mongoprobe.model import stack_samples as stacks
+    from mongoprobe.model.phase import phases_from
     from mongoprobe.views import text as views
 
     def make(df):
         rules = categories.load_rules(args.rules) if args.rules else None
-        phases = stacks.phases_from(args.phases) if args.phases else None
+        phases = phases_from(args.phases) if args.phases else None
         return categories.category_table(df, phases, rules)
 
     t = _table(args, make)

@@ -55,11 +55,11 @@ that never reached a printed slice show as dropped.
 
 from __future__ import annotations
 
-import json
 from typing import Iterable
 
 from mongoprobe.model import loglinear_buckets as loglinear
 from mongoprobe.run.tracer import probe_module
+from . import bpftrace_json
 from .errors import FormatError
 from .wire_slices import Agg, Slice, events_frame, name_of_words, opcode_name
 
@@ -137,31 +137,27 @@ class BpftraceLatency:
         self._names: dict[str, tuple[str, str]] = {}   # "W0,W1,W2,OP" -> (command, op)
         self._zbody: dict[str, bytes] = {}   # "TS,TID" -> a compressed request's bytes
         self.ties: dict[int, int] = {}       # memory-BIO key -> its socket's fd
+        self._handlers = {"printf": self._printf, "map": self._map, "stats": self._map,
+                          "lost_events": self._lost_events,
+                          "helper_error": self._helper_error}
 
     # --- feeding --------------------------------------------------------------------
 
     def feed(self, line: str) -> list[Slice]:
+        """One line of the output; the slices it completes."""
         self.lineno += 1
-        line = line.strip()
-        if not line.startswith("{"):
+        if not line.lstrip().startswith("{"):
             return []
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise FormatError(self.source, self.lineno, "a bpftrace JSON record", line) from None
-        kind, data = rec.get("type"), rec.get("data")
-        if kind == "printf":
-            return self._printf(data)
-        if kind in ("map", "stats"):
-            self._maps(data)
-        elif kind == "lost_events":
-            # 0.17: {"data": {"events": N}}; 0.27: {"count": N}
-            self.lost_events += int(data.get("events", 0) if data else rec.get("count", 0))
-        elif kind == "helper_error":
-            # bpftrace 0.23 reports a failed helper (a map full, say) as a record of
-            # its own: not data, counted
-            self.helper_errors += 1
-        return []
+        return list(bpftrace_json.read([line], self.source, self._handlers,
+                                       first_lineno=self.lineno))
+
+    def _lost_events(self, count: int, rec) -> None:
+        self.lost_events += count
+
+    def _helper_error(self, data, rec) -> None:
+        # bpftrace 0.23 reports a failed helper (a map full, say) as a record of its
+        # own: not data, counted
+        self.helper_errors += 1
 
     def close(self) -> list[Slice]:
         """The slice being read, if any (a probe cut before ``@end``), and those
@@ -173,7 +169,7 @@ class BpftraceLatency:
         self._late = {}
         return sorted(done, key=lambda s: s.start_ns)
 
-    def _printf(self, text: str) -> list[Slice]:
+    def _printf(self, text: str, rec=None) -> list[Slice]:
         if text.startswith("@slice "):
             done = self._finish()
             sec = int(text.split()[1])
@@ -196,58 +192,57 @@ class BpftraceLatency:
             self.clock_ns = int(fields["monotonic_ns"])
         return []
 
-    def _maps(self, data: dict) -> None:
-        for name, value in data.items():
-            name = OLD_NAMES.get(name, name)
-            if name in COUNTERS:
-                self.raw[COUNTERS[name]] = int(value)
-                self.old_counter |= name == "@requests"
-                continue
-            if name == "@conn":
-                for v in value.values():
-                    head, tail, flags = int(v[2]), int(v[3]), int(v[5])
-                    if flags & 1:
-                        self.open_heads += head
-                        self.open_waiting += max(head - tail, 0)
-                continue
-            if name in FULL:
-                self.full[FULL[name]] = int(value)
-                continue
-            kind, view = name[1:-1], name[-1]
-            if not view.isdigit():
-                continue
-            kind = OLD_KINDS.get(kind, kind)
-            if self.ended and self._cur is None and self._late_slice(int(view)) is None:
-                continue        # printed already: bpftrace's exit print of an uncleared map
-            if kind == "events":
-                self._events(value)
-                continue
-            if kind == "zbody":
-                self._zbody.update((k, _buf_bytes(v)) for k, v in value.items())
-                continue
-            if self._cur is None and not self.ended:
-                continue
-            cur = self._cur if self._cur is not None else self._late_slice(int(view))
-            if kind in ("lat_hist", "lat_max", "h", "s", "m", "noreply_cmd", "failed"):
-                self._command_map(cur, kind, value)
-                continue
-            for key, v in value.items():
-                k = _ints(key)
-                cpu_first = kind == "conn_max" or (kind == "sc" and isinstance(v, list))
-                fd = self.conn_fd(k[1] if cpu_first else k[0])
-                agg = cur.conn_rows.get(fd)
-                if agg is None:
-                    agg = cur.conn_rows[fd] = Agg()
-                if kind == "conn_hist":
-                    _add_packed(agg, k[-1], v)
-                elif kind == "conn_max":
-                    agg.max_ns = max(agg.max_ns, int(v))
-                elif kind == "hc":
-                    agg.hist[k[-1]] = agg.hist.get(k[-1], 0) + int(v)
-                elif kind == "sc":
-                    _add_sum_max(agg, v)
-                elif kind == "mc":
-                    agg.max_ns = max(agg.max_ns, int(v))
+    def _map(self, name: str, value, rec) -> None:
+        name = OLD_NAMES.get(name, name)
+        if name in COUNTERS:
+            self.raw[COUNTERS[name]] = int(value)
+            self.old_counter |= name == "@requests"
+            return
+        if name == "@conn":
+            for v in value.values():
+                head, tail, flags = int(v[2]), int(v[3]), int(v[5])
+                if flags & 1:
+                    self.open_heads += head
+                    self.open_waiting += max(head - tail, 0)
+            return
+        if name in FULL:
+            self.full[FULL[name]] = int(value)
+            return
+        kind, view = name[1:-1], name[-1]
+        if not view.isdigit():
+            return
+        kind = OLD_KINDS.get(kind, kind)
+        if self.ended and self._cur is None and self._late_slice(int(view)) is None:
+            return        # printed already: bpftrace's exit print of an uncleared map
+        if kind == "events":
+            self._events(value)
+            return
+        if kind == "zbody":
+            self._zbody.update((k, _buf_bytes(v)) for k, v in value.items())
+            return
+        if self._cur is None and not self.ended:
+            return
+        cur = self._cur if self._cur is not None else self._late_slice(int(view))
+        if kind in ("lat_hist", "lat_max", "h", "s", "m", "noreply_cmd", "failed"):
+            self._command_map(cur, kind, value)
+            return
+        for key, v in value.items():
+            k = _ints(key)
+            cpu_first = kind == "conn_max" or (kind == "sc" and isinstance(v, list))
+            fd = self.conn_fd(k[1] if cpu_first else k[0])
+            agg = cur.conn_rows.get(fd)
+            if agg is None:
+                agg = cur.conn_rows[fd] = Agg()
+            if kind == "conn_hist":
+                _add_packed(agg, k[-1], v)
+            elif kind == "conn_max":
+                agg.max_ns = max(agg.max_ns, int(v))
+            elif kind == "hc":
+                agg.hist[k[-1]] = agg.hist.get(k[-1], 0) + int(v)
+            elif kind == "sc":
+                _add_sum_max(agg, v)
+            elif kind == "mc":
+                agg.max_ns = max(agg.max_ns, int(v))
 
     def _late_slice(self, view: int) -> Slice | None:
         """The slice of a map set bpftrace printed at its exit, after ``@end``, or

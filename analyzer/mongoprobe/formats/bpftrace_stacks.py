@@ -68,11 +68,12 @@ split raises :class:`FormatError` naming the file and line.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import IO, Iterable, Iterator
 
+from . import bpftrace_json
+from .bpftrace_json import unescape_key
 from .errors import FormatError
 from .symbols import fix_rust_symbol, tidy_generic
 
@@ -383,41 +384,26 @@ class _Reader:
 
     # -- JSON ----------------------------------------------------------------------
     def json_lines(self, lines: Iterable[str]) -> Iterator[Sample]:
-        for n, line in enumerate(lines, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-                kind, data = rec["type"], rec["data"]
-            except (ValueError, KeyError, TypeError):
-                raise FormatError(self.source, n, "a bpftrace -f json record", line)
-            if kind == "printf":
-                for text in str(data).splitlines():
-                    if text.startswith("#"):
-                        self.comment(text)
-            elif kind == "map" and isinstance(data, dict):
-                for name, m in data.items():
-                    mapname = name.lstrip("@")
-                    if not isinstance(m, dict):
-                        self.meta.setdefault("scalars", {})[mapname] = m
-                        continue
-                    for key, value in m.items():
-                        key = unescape_key(key)
-                        if not isinstance(value, int):
-                            raise FormatError(self.source, n, "an integer map value",
-                                              repr(value))
-                        s = self.entry(mapname, key, value, ",", n)
-                        if s is not None:
-                            yield s
+        def printf(text: str, rec) -> None:
+            for t in text.splitlines():
+                if t.startswith("#"):
+                    self.comment(t)
 
+        def a_map(name: str, m, rec):
+            if not isinstance(m, dict):
+                self.meta.setdefault("scalars", {})[name.lstrip("@")] = m
+                return None
+            return self._json_entries(name.lstrip("@"), m, rec)
 
-def unescape_key(key: str) -> str:
-    """A JSON map key as bpftrace meant it: 0.23 escapes the newlines of stack keys
-    twice (``"\\\\n"`` in the JSON text), so they decode as backslash + n."""
-    if "\n" not in key and "\\n" in key:
-        return key.replace("\\n", "\n")
-    return key
+        yield from bpftrace_json.read(lines, self.source, {"printf": printf, "map": a_map})
+
+    def _json_entries(self, mapname: str, m: dict, rec) -> Iterator[Sample]:
+        for key, value in m.items():
+            if not isinstance(value, int):
+                raise FormatError(rec.source, rec.lineno, "an integer map value", repr(value))
+            s = self.entry(mapname, unescape_key(key), value, ",", rec.lineno)
+            if s is not None:
+                yield s
 
 
 def read(fh: IO, source: str = "<bpftrace>", stats: dict | None = None,

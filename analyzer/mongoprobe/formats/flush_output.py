@@ -40,7 +40,6 @@ between maps.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Iterable
@@ -48,7 +47,8 @@ from typing import Iterable
 import pandas as pd
 
 from mongoprobe.model import log2_histogram as histogram
-from .bpftrace_stacks import unescape_key
+from . import bpftrace_json
+from .bpftrace_json import unescape_key
 from .errors import FormatError
 
 SYSCALLS = ("msync", "fsync", "fdatasync", "sync_file_range", "syncfs")
@@ -125,54 +125,50 @@ def _split_key(map_name: str, key: str) -> tuple:
     return (key.strip(),)
 
 
-class _Pairs(dict):
-    """A JSON object that keeps repeated keys: ``.pairs`` in order (json.loads would
-    keep only the last one; bpftrace repeats a stack key once per thread)."""
-
-    def __init__(self, pairs):
-        super().__init__(pairs)
-        self.pairs = pairs
-
-    def items(self):
-        return list(self.pairs)
-
-
 def _from_json(lines: Iterable[str], source: str) -> _Maps:
     m = _Maps()
-    for n, line in enumerate(lines, 1):
-        line = line.strip()
-        if not line:
-            continue
+
+    def hist(name: str, value, rec) -> None:
+        m.seen = True
         try:
-            rec = json.loads(line, object_pairs_hook=_Pairs)
-            kind, data = rec["type"], rec["data"]
-        except (ValueError, KeyError, TypeError):
-            raise FormatError(source, n, 'a bpftrace JSON record {"type": ..., "data": ...}',
-                              line)
-        if kind not in ("map", "hist", "stats"):
-            continue
-        for name, value in data.items():
-            name = name.lstrip("@")
-            m.seen = True
-            try:
-                if kind == "hist":
-                    for k, buckets in value.items():
-                        m.hists[k] = [(int(b["min"]), int(b["max"]) + 1, int(b["count"]))
-                                      for b in buckets]
-                elif kind == "stats":
-                    m.stats.update(value)
-                elif name == "flush_stacks":
-                    for k, c in value.items():
-                        # 0.23 escapes the key's newlines twice; 0.27 leaves frames unindented
-                        sys_name, _, stack = unescape_key(k).partition(",")
-                        frames = tuple(f.strip() for f in stack.split("\n") if f.strip())
-                        k = (sys_name, frames)
-                        m.stacks[k] = m.stacks.get(k, 0) + int(c)
-                else:
-                    m.counts.setdefault(name, {}).update(
-                        {_split_key(name, k): int(c) for k, c in value.items()})
-            except (ValueError, KeyError, TypeError, AttributeError):
-                raise FormatError(source, n, f"a flush.bt map @{name}", line)
+            for k, buckets in value.items():
+                m.hists[k] = [(int(b["min"]), int(b["max"]) + 1, int(b["count"]))
+                              for b in buckets]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise rec.error(f"a flush.bt map {name}") from None
+
+    def stats(name: str, value, rec) -> None:
+        m.seen = True
+        try:
+            m.stats.update(value)
+        except (ValueError, TypeError):
+            raise rec.error(f"a flush.bt map {name}") from None
+
+    def flush_stacks(name: str, value, rec) -> None:
+        m.seen = True
+        try:
+            for k, c in value.items():
+                # 0.23 escapes the key's newlines twice; 0.27 leaves frames unindented
+                sys_name, _, stack = unescape_key(k).partition(",")
+                frames = tuple(f.strip() for f in stack.split("\n") if f.strip())
+                k = (sys_name, frames)
+                m.stacks[k] = m.stacks.get(k, 0) + int(c)
+        except (ValueError, TypeError, AttributeError):
+            raise rec.error(f"a flush.bt map {name}") from None
+
+    def counts(name: str, value, rec) -> None:
+        m.seen = True
+        name = name.lstrip("@")
+        try:
+            m.counts.setdefault(name, {}).update(
+                {_split_key(name, k): int(c) for k, c in value.items()})
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise rec.error(f"a flush.bt map @{name}") from None
+
+    # a stack key repeats once per thread that flushed from it: every one counts
+    bpftrace_json.read_all(lines, source, {"hist": hist, "stats": stats, "map": counts,
+                                           "@flush_stacks": flush_stacks},
+                           repeated_keys=True)
     return m
 
 

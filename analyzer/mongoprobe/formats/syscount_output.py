@@ -29,12 +29,12 @@ Without a name a number is ``sys_N``. Damaged input raises :class:`FormatError`.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Iterable
 
 import pandas as pd
 
+from . import bpftrace_json
 from .errors import FormatError
 
 COLUMNS = ["nr", "syscall", "count", "time_ns", "avg_ns", "errors"]
@@ -47,24 +47,13 @@ def _raw(lines: list[str], source: str) -> dict[str, dict[str, int]]:
     maps: dict[str, dict[str, int]] = {m: {} for m in MAPS}
     first = next((ln for ln in lines if ln.strip()), "")
     if first.lstrip().startswith("{"):
-        for n, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
+        def a_map(name: str, value, rec) -> None:
             try:
-                rec = json.loads(line)
-                kind, data = rec["type"], rec["data"]
-            except (ValueError, KeyError, TypeError):
-                raise FormatError(source, n, 'a bpftrace JSON record {"type": ..., "data": ...}',
-                                  line)
-            if kind != "map":
-                continue
-            for name, value in data.items():
-                name = name.lstrip("@")
-                if name in maps:
-                    try:
-                        maps[name].update({str(k): int(v) for k, v in value.items()})
-                    except (ValueError, AttributeError):
-                        raise FormatError(source, n, f"a syscount map @{name}", line)
+                maps[name[1:]].update({str(k): int(v) for k, v in value.items()})
+            except (ValueError, AttributeError):
+                raise rec.error(f"a syscount map {name}") from None
+
+        bpftrace_json.read_all(lines, source, {f"@{m}": a_map for m in MAPS})
         return maps
     seen = False
     for n, line in enumerate(lines, 1):

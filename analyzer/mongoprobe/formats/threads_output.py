@@ -17,8 +17,9 @@ columns: on-CPU, run-queue latency, sleep, voluntary and involuntary switches).
 
 from __future__ import annotations
 
-import json
 import re
+
+from . import bpftrace_json
 
 _TICK = re.compile(r"# tick monotonic_ns=(\d+)( final)?")
 _TEXT_MAP = re.compile(r"^@(oncpu_ns|runq_ns|vcx|icx|on_since|rq_since)\[(\d+)\]: (\d+)$")
@@ -38,32 +39,22 @@ def threads_snapshots(lines):
     def new(t: int, final: bool) -> tuple[int, dict, bool]:
         return t, {m: {} for m in THREAD_MAPS}, final
 
-    for line in lines:
-        s = line.strip()
-        if not s:
-            continue
-        if s.startswith("{"):
-            try:
-                rec = json.loads(s)
-            except ValueError:
-                continue
-            kind, data = rec.get("type"), rec.get("data")
-            if kind == "printf":
-                text = str(data)
-            elif kind == "map" and cur is not None:
-                for name, value in data.items():
-                    name = name.lstrip("@")
-                    if name in THREAD_MAPS:
-                        cur[1][name].update({int(k): int(v) for k, v in value.items()})
-                continue
-            else:
-                continue
-        else:
-            text = s
-            m = _TEXT_MAP.match(s)
-            if m and cur is not None:
-                cur[1][m[1]][int(m[2])] = int(m[3])
-                continue
+    def a_map(name: str, value, rec) -> None:
+        if cur is not None:
+            cur[1][name[1:]].update({int(k): int(v) for k, v in value.items()})
+
+    def printf(t: str, rec):
+        return [t]
+
+    def a_line(line: str, rec):     # the text output's lines
+        m = _TEXT_MAP.match(line)
+        if m and cur is not None:
+            cur[1][m[1]][int(m[2])] = int(m[3])
+            return None
+        return [line]
+
+    handlers = {"printf": printf, "text": a_line, **{f"@{m}": a_map for m in THREAD_MAPS}}
+    for text in bpftrace_json.read(lines, "threads.bt", handlers):
         if text.startswith("# tick end"):
             if cur is not None:
                 yield cur

@@ -127,12 +127,12 @@ def parse_snoop(lines: Iterable[str], source: str = "<snoop>") -> pd.DataFrame:
     return df
 
 
-def from_mono(ev: pd.DataFrame, offset_ns: int, pid: int) -> pd.DataFrame:
+def from_mono(ev: pd.DataFrame, clock, pid: int) -> pd.DataFrame:
     """The wire probes' events (``formats.wire_slices.EVENT_COLUMNS``, CLOCK_MONOTONIC
-    ``mono_ns``) as this table: ``time`` on the wall clock (``offset_ns``: wall minus
-    monotonic), ``elapsed_s`` unknown."""
+    ``mono_ns``) as this table: ``time`` on the wall clock by ``clock`` (the run's
+    ``model.clock.Clock``), ``elapsed_s`` unknown."""
     df = pd.DataFrame({
-        "time": (ev["mono_ns"].to_numpy(dtype="int64") + offset_ns) / 1e9,
+        "time": clock.wall_s(ev["mono_ns"].to_numpy(dtype="int64")),
         "elapsed_s": float("nan"), "pid": pid, "tid": ev["tid"], "fd": ev["fd"],
         "request_id": ev["request_id"], "opcode": ev["opcode"], "command": ev["command"],
         "bytes_in": ev["bytes_in"], "bytes_out": ev["bytes_out"],

@@ -75,6 +75,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from mongoprobe.model.phase import phases_from
+
 PHASE_COLUMNS = {"name": "str", "start": "float64", "end": "float64", "tool": "str",
                  "label": "str"}
 INTERVAL_COLUMNS = {"phase": "str", "time": "float64", "length_s": "float64", "op": "str",
@@ -131,8 +133,8 @@ class ToolOutput:
         facts of the tool's own phases no longer apply and are left out."""
         iv = self.intervals.copy()
         iv["phase"] = ""
-        for p in phases.itertuples(index=False):
-            inside = (iv["time"] > p.start) & (iv["time"] <= p.end)
+        for p in phases_from(phases):
+            inside = (iv["time"] > p.start) & (iv["time"] <= p.end)     # interval ends
             iv.loc[inside, "phase"] = p.name
         iv = iv[iv["phase"] != ""].reset_index(drop=True)
         ph = phases.copy()

@@ -53,6 +53,7 @@ import numpy as np
 import pandas as pd
 
 from mongoprobe.model import event_store, loglinear_buckets as loglinear
+from mongoprobe.model.clock import Clock
 from mongoprobe.wire import facts as wirefacts
 from mongoprobe.formats.wire_slices import COUNT_KEYS, LOST_KEYS
 
@@ -113,17 +114,18 @@ class Latencies:
         return None if self.source is None else self.source.frame()
 
     @classmethod
-    def from_slices(cls, slices, offset_ns: int,
+    def from_slices(cls, slices, clock: Clock | int,
                     events: pd.DataFrame | event_store.EventSource | None = None,
                     counts: dict | None = None, lost: dict | None = None,
                     events_complete: bool = True) -> "Latencies":
         """The probes' slices (``formats.wire_slices.Slice``, CLOCK_MONOTONIC) on the wall
-        clock (``offset_ns``: wall minus monotonic); ``events`` a wire_events table or
-        an ``event_store.EventSource``."""
+        clock (``clock``: a ``model.clock.Clock`` or its offset_ns); ``events`` a
+        wire_events table or an ``event_store.EventSource``."""
+        clock = Clock.of(clock)
         tot, hists, ctot, chists, ctr, err = [], [], [], [], [], []
         # (in time order: a probe may give a second late, see bpftrace_latency)
         for s in sorted(slices, key=lambda s: s.start_ns):
-            t, length = (s.start_ns + offset_ns) / 1e9, s.length_ns / 1e9
+            t, length = clock.wall_s(s.start_ns), s.length_ns / 1e9
             for (cmd, op), a in s.rows.items():
                 tot.append((t, length, cmd, op, a.count, a.sum_ns, a.max_ns, a.noreply,
                             a.errors))

@@ -47,14 +47,13 @@ import io
 import os
 import sys
 from collections import defaultdict
-from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
 from mongoprobe.formats import folded as folded_format
 from mongoprobe.formats import registry, stack_table
 from mongoprobe.formats.errors import FormatError
 from mongoprobe.formats.stack_table import COLUMNS
+from mongoprobe.model.phase import Phase, phases_from  # noqa: F401  (the notebooks' names)
 
 # The command line's names of the stack formats -> their names in the format registry.
 FORMATS = {"perf": "perf-script", "bpftrace": "bpftrace-stacks", "dtrace": "dtrace-stacks",
@@ -191,14 +190,6 @@ def write_folded(counts: dict[str, int], fh: IO) -> int:
 # --- slices and phases ------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Phase:
-    """A named time range [start, end) in the same time base as the table's ``time``."""
-    name: str
-    start: float
-    end: float
-
-
 def slice_time(df, start: float | None = None, end: float | None = None):
     """Rows whose time bucket starts in [start, end). Rows without time are dropped
     as soon as a bound is given."""
@@ -214,29 +205,8 @@ def slice_time(df, start: float | None = None, end: float | None = None):
 
 
 def slice_phase(df, phase: Phase):
+    """Rows whose time bucket starts in the phase."""
     return slice_time(df, phase.start, phase.end)
-
-
-def phases_from(obj: Any) -> list[Phase]:
-    """Phases from a DataFrame or records with name/start/end, a ``{"phases": [...]}``
-    dict (``mongoprobe phases --json``), or a JSON / CSV file holding either."""
-    if isinstance(obj, (str, os.PathLike)):
-        text = Path(obj).read_text()
-        if text.lstrip().startswith(("{", "[")):
-            import json
-            obj = json.loads(text)
-        else:
-            import pandas as pd
-            obj = pd.read_csv(io.StringIO(text))
-    if isinstance(obj, dict):
-        obj = obj.get("phases", [])
-    if hasattr(obj, "to_dict"):
-        obj = obj.to_dict(orient="records")
-    out = []
-    for r in obj:
-        out.append(r if isinstance(r, Phase) else
-                   Phase(str(r["name"]), float(r["start"]), float(r["end"])))
-    return out
 
 
 def by_phase(df, phases: Iterable[Phase]) -> dict[str, Any]:

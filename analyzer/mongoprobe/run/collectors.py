@@ -46,15 +46,15 @@ import os
 import re
 import resource
 import shutil
-import signal
-import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from mongoprobe.model.clock import Clock
 from mongoprobe.run import tracer as _probes
+from mongoprobe.run.child import Child
 
 DEFAULT = ["latency"]
 MAX_CONNECTIONS = _probes.MAX_CONNECTIONS
@@ -230,12 +230,8 @@ class Collector:
                            "status": "pending", "argv": None, "stderr": None,
                            "started": None, "ready": None, "stopped": None, "died_at": None,
                            "returncode": None, "error": None, "note": None}
-        self.proc: subprocess.Popen | None = None
+        self.child: Child | None = None
         self._stopping = False
-        self._ready = threading.Event()
-        self._eof = threading.Event()
-        self._err_head: list[str] = []
-        self._err_tail: list[str] = []
 
     @property
     def name(self) -> str:
@@ -257,7 +253,8 @@ class Collector:
         except (OSError, RuntimeError) as e:   # cannot start (ProbeError, CaptureError...):
             # recorded, the run goes on
             self.info.update(status="failed", error=f"{type(e).__name__}: {e}")
-            self._kill()
+            if self.child is not None:
+                self.child.kill()
 
     def _start_process(self) -> None:
         spec, ctx = self.spec, self.ctx
@@ -269,36 +266,28 @@ class Collector:
         self.info["stderr"] = err_name
 
         self.info["started"] = _now()
-        self.proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, bufsize=1,
-            env={**spec.env_default, **(spec.env_sized(ctx) if spec.env_sized else {}),
-                 **os.environ, **spec.env},
-            start_new_session=True)
-        self.info["pid"] = self.proc.pid
-        threading.Thread(target=self._pump, args=(self.proc.stdout, out, True),
-                         daemon=True).start()
-        threading.Thread(target=self._pump, args=(self.proc.stderr, err, False),
-                         daemon=True).start()
-        deadline = time.monotonic() + spec.attach_timeout
-        while not self._ready.wait(0.05):
-            if self.proc.poll() is not None:
-                self._eof.wait(2)
-                self.info.update(status="failed", returncode=self.proc.returncode,
-                                 stopped=_now(),
-                                 error=f"exited before it was ready: {self.error_line()}")
-                return
-            if time.monotonic() > deadline:
-                self.info.update(status="running",
-                                 note=f"no ready line after {spec.attach_timeout:.0f}s; "
-                                      "kept running")
-                return
+        self.child = Child(argv, {**spec.env_default,
+                                  **(spec.env_sized(ctx) if spec.env_sized else {}),
+                                  **os.environ, **spec.env},
+                           spec.ready, stdout=out, stderr=err)
+        self.info["pid"] = self.child.pid
+        state = self.child.wait_ready(spec.attach_timeout)
+        if state == "exited":
+            self.info.update(status="failed", returncode=self.child.proc.returncode,
+                             stopped=_now(),
+                             error=f"exited before it was ready: {self.error_line()}")
+            return
+        if state == "timeout":
+            self.info.update(status="running",
+                             note=f"no ready line after {spec.attach_timeout:.0f}s; "
+                                  "kept running")
+            return
         self.info.update(status="running", ready=_now())
         if spec.name == "latency":
             # what the sized maps take (--max-connections), as the kernel accounts it
             try:
                 self.info.update(max_connections=ctx.max_connections,
-                                 map_bytes=_probes.map_memory(self.proc.pid)[0])
+                                 map_bytes=_probes.map_memory(self.child.pid)[0])
             except OSError:
                 pass
         if spec.env_sized:
@@ -306,31 +295,11 @@ class Collector:
             # the newer name): maps of 4,096 keys would fill
             env = spec.env_sized(ctx)
             keys = int(env.get("BPFTRACE_MAX_MAP_KEYS", 0))
-            wrong = keys and _probes.bpftrace_size_mismatch(self.proc.pid, keys, env)
+            wrong = keys and _probes.bpftrace_size_mismatch(self.child.pid, keys, env)
             if wrong:
-                self._kill()
+                self.child.kill()
                 self.info.update(status="failed", stopped=_now(), error=wrong,
                                  sizing_error=True)
-
-    def _pump(self, stream, fh, is_stdout: bool) -> None:
-        ready = self.spec.ready
-        try:
-            for line in stream:
-                fh.write(line)
-                if is_stdout:
-                    fh.flush()
-                else:
-                    # its first lines (a tracer's error) and its last
-                    if len(self._err_head) < 50:
-                        self._err_head.append(line.rstrip("\n"))
-                    self._err_tail = (self._err_tail + [line.rstrip("\n")])[-20:]
-                if not self._ready.is_set() and (ready is None and is_stdout
-                                                 or ready is not None and ready.search(line)):
-                    self._ready.set()
-        finally:
-            fh.close()
-            if is_stdout:
-                self._eof.set()
 
     def _start_capture(self) -> None:
         from mongoprobe.pcap.capture import Capture
@@ -348,16 +317,16 @@ class Collector:
 
     def stderr_lines(self) -> list[str]:
         """What it has said on stderr so far (its first lines, and its last)."""
-        return list(dict.fromkeys(self._err_head + self._err_tail))
+        return self.child.said() if self.child is not None else []
 
     def error_line(self) -> str:
         """The tracer's own error (probes.tracer_error), else its exit status."""
-        said = _probes.tracer_error(self._err_head + self._err_tail)   # (overlap harmless)
+        said = _probes.tracer_error(self.stderr_lines())
         if said and self.spec.kind == "probe":
             said = (f"{_probes.tracer_label(self.spec.engine)} cannot run "
                     f"{self.spec.script}: "
                     + said.replace(f"{_probes.probes_dir().parent}{os.sep}", ""))
-        return said or f"exit status {self.proc.returncode if self.proc else '?'}"
+        return said or f"exit status {self.child.proc.returncode if self.child else '?'}"
 
     def check(self, target_gone: bool = False) -> str | None:
         """If it died since the last check, record that and return a one-line note.
@@ -376,12 +345,12 @@ class Collector:
                              dropped=res.dropped,
                              error=f"tshark exited: {res.stderr.strip().splitlines()[-1:]}")
             return f"{self.name} died"
-        if self.proc is None:
+        if self.child is None:
             return None
-        rc = self.proc.poll()
+        rc = self.child.proc.poll()
         if rc is None:
             return None
-        self._eof.wait(2)
+        self.child.wait_output(2)
         died = _now()
         how = f"signal {-rc}" if rc < 0 else f"status {rc}"
         if target_gone and (self.spec.kind == "probe" or self.spec.name == "pidstat"):
@@ -407,38 +376,17 @@ class Collector:
                 self.info.update(status="failed", stopped=_now(),
                                  error=f"stop: {type(e).__name__}: {e}")
             return
-        rc = self.proc.poll()
-        if rc is not None:     # it ended on its own just now
+        if self.child.proc.poll() is not None:     # it ended on its own just now
             self._stopping = False
             self.check()
             return
-        self._signal(signal.SIGINT)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
+        if self.child.stop(timeout):
             # its output may end inside a record: the run's readers say so, not guess
             self.info.update(note=f"did not end {timeout:.0f}s after SIGINT; killed "
                                   "(its output is cut)", cut=True)
-            self._kill()
-        self._eof.wait(10)
-        self.info.update(status="stopped", stopped=_now(), returncode=self.proc.returncode)
-
-    def _signal(self, sig: int) -> None:
-        try:
-            os.killpg(self.proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-    def _kill(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            self._signal(sig)
-            try:
-                self.proc.wait(5)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+        self.child.wait_output(10)
+        self.info.update(status="stopped", stopped=_now(),
+                         returncode=self.child.proc.returncode)
 
 
 def unlimited_memlock() -> None:
@@ -495,7 +443,7 @@ def events_to_parquet(run_dir: Path, offset_ns: int, pid: int,
         if not reader.events:
             return
         table = pa.Table.from_pandas(
-            wire_events.from_mono(events_frame(reader.events), offset_ns, pid),
+            wire_events.from_mono(events_frame(reader.events), Clock(offset_ns), pid),
             preserve_index=False)
         if writer is None:
             writer = pq.ParquetWriter(part, table.schema, compression="zstd")
@@ -544,7 +492,7 @@ def bcc_events_to_parquet(run_dir: Path, offset_ns: int, pid: int) -> Path | Non
     with open(src, "rb") as fh:
         frame = read_raw_events(fh, str(src))[1]
     out = Path(run_dir) / "latency.events.parquet"
-    pq.write_table(pa.Table.from_pandas(wire_events.from_mono(frame, offset_ns, pid),
+    pq.write_table(pa.Table.from_pandas(wire_events.from_mono(frame, Clock(offset_ns), pid),
                                         preserve_index=False), out, compression="zstd")
     src.unlink()
     return out

@@ -42,6 +42,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from mongoprobe.model.clock import Clock
 from mongoprobe.run import collectors, map_memory as mapmem, tracer as probes, wire_probe
 
 LOAD_OUT, LOAD_STDOUT = "load.out", "load.stdout"   # as rundir.py documents them
@@ -53,19 +54,6 @@ class RecordError(RuntimeError):
 
 
 # --- facts for the manifest ----------------------------------------------------------
-
-
-def clock_sample() -> dict:
-    """CLOCK_REALTIME - CLOCK_MONOTONIC, from the tightest of a few readings."""
-    best = None
-    for _ in range(5):
-        m1 = time.monotonic_ns()
-        r = time.time_ns()
-        m2 = time.monotonic_ns()
-        if best is None or m2 - m1 < best[0]:
-            best = (m2 - m1, r, (m1 + m2) // 2)
-    gap, r, m = best
-    return {"realtime_ns": r, "monotonic_ns": m, "offset_ns": r - m, "uncertainty_ns": gap}
 
 
 def _first_line(argv: list[str]) -> str | None:
@@ -350,7 +338,7 @@ class Recorder:
 
     def _run(self) -> int:
         host, kernel = host_facts()
-        clock0 = clock_sample()
+        clock0 = Clock.measure().as_dict()
         t = self.start_target()
         try:
             return self._record(t, host, kernel, clock0)
@@ -523,7 +511,7 @@ class Recorder:
             m["metrics"]["after"] = fetch_metrics(t["metrics_url"],
                                                   self.run_dir / "metrics.after.txt")
         self.stop_target()
-        clock1 = clock_sample()
+        clock1 = Clock.measure().as_dict()
         m["clock"]["end"] = clock1
         m["clock"]["drift_ns"] = clock1["offset_ns"] - m["clock"]["start"]["offset_ns"]
         m["end"] = round(clock1["realtime_ns"] / 1e9, 6)

@@ -71,6 +71,8 @@ import os
 from pathlib import Path
 
 from mongoprobe import progress
+from mongoprobe.model.clock import Clock
+from mongoprobe.model.phase import phases_from
 
 # pandas is imported where a table is built: ``import mongoprobe`` (every CLI call)
 # imports this module for load_run.
@@ -152,13 +154,18 @@ class Run:
     def file(self, key: str) -> Path | None:
         return self.files.get(key)
 
+    @functools.cached_property
+    def clock(self) -> Clock:
+        """The run's clock offset, measured when the recording started."""
+        return Clock.of(self.manifest["clock"]["start"])
+
     @property
     def offset_ns(self) -> int:
-        return int(self.manifest["clock"]["start"]["offset_ns"])
+        return self.clock.offset_ns
 
     def wall(self, monotonic_ns: float) -> float:
         """CLOCK_MONOTONIC nanoseconds (bpftrace nsecs) -> wall seconds."""
-        return (monotonic_ns + self.offset_ns) / 1e9
+        return self.clock.wall_s(monotonic_ns)
 
     # --- the latency probe ---------------------------------------------------------
 
@@ -195,10 +202,10 @@ class Run:
             # read in batches as figures need them, never all at once
             ev = ParquetEvents(self.file("latency_events"))
         elif r.events:      # a run cut before record moved them
-            ev = wire_events.from_mono(events_frame(r.events), self.offset_ns,
+            ev = wire_events.from_mono(events_frame(r.events), self.clock,
                                        int((self.manifest.get("target") or {}).get("pid") or 0))
         lost = r.lost_given(len(ev) if ev is not None else 0)
-        return Latencies.from_slices(slices, self.offset_ns, ev, r.counts, lost,
+        return Latencies.from_slices(slices, self.clock, ev, r.counts, lost,
                                      events_complete=every == 1 and ev is not None
                                      and len(ev) == r.counts["replies"])
 
@@ -223,7 +230,7 @@ class Run:
         ev = (ParquetEvents(self.file("latency_events"))
               if self.file("latency_events") is not None else None)
         every = int(self.manifest.get("latency_events_every") or 0)
-        return Latencies.from_slices(slices, self.offset_ns, ev, counts, lost,
+        return Latencies.from_slices(slices, self.clock, ev, counts, lost,
                                      events_complete=every == 1 and ev is not None
                                      and len(ev) == counts["replies"])
 
@@ -292,7 +299,7 @@ class Run:
         lat = self.latencies if self.file("latency") is not None else None
         ph = traffic.infer(lat) if lat is not None else None
         if ph is not None and len(ph):
-            rows = [[p.name, p.start, p.end, "traffic", ""] for p in ph.itertuples()]
+            rows = [[p.name, p.start, p.end, "traffic", ""] for p in phases_from(ph)]
             return loadtools.ToolOutput("traffic", loadtools.frame(
                 rows, loadtools.PHASE_COLUMNS), notes=[
                 "phases found in the server's traffic (its per-second command mix): "

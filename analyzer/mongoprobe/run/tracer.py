@@ -18,7 +18,8 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
+
+from mongoprobe.run.child import Child
 
 # bpftrace 0.17 symbolises user stacks at print time; on a large Go binary that
 # takes minutes of CPU without its symbol cache (BPFTRACE_CACHE_USER_SYMBOLS=1).
@@ -463,95 +464,38 @@ def check_pid(pid: int) -> None:
         raise ProbeError(f"no process with pid {pid}")
 
 
-class Probe:
-    """A running probe: ``lines()`` yields its stdout; ``stop()`` ends it with SIGINT."""
+class Probe(Child):
+    """A running probe: ``lines()`` yields its stdout; ``stop()`` ends it with its stop
+    signal (SIGINT: bpftrace and the bcc tools print what they have)."""
 
     def __init__(self, argv: list[str], ready: str, env: dict | None = None,
                  attach_timeout: float = 120.0, stop_signal: int = signal.SIGINT,
                  engine: str | None = None):
-        self.argv = argv
         self.engine = engine        # bpftrace | bcc | dtrace: named in its errors
         self.name = next((Path(a).name for a in argv if a.endswith((".bt", ".py", ".d"))),
                          argv[0])
-        self.stop_signal = stop_signal
-        self._ready_text = ready
-        self.stderr_lines: list[str] = []
-        self.proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
-            env={**os.environ, **(env or {})}, start_new_session=True)
-        self._ready = threading.Event()
-        self._lines: list[str] = []
-        self._cond = threading.Condition()
-        self._eof = False
-        threading.Thread(target=self._pump_out, daemon=True).start()
-        self._err_thread = threading.Thread(target=self._pump_err, daemon=True)
-        self._err_thread.start()
-        deadline = time.monotonic() + attach_timeout
-        while not self._ready.wait(0.1):
-            if self.proc.poll() is not None and self._eof:
-                self._err_thread.join(5)    # its last stderr lines: the error
-                # (the script's path as the checkout names it: probes/NAME.bt:LINE)
-                said = self.error_summary().replace(f"{probes_dir().parent}{os.sep}", "")
-                raise TracerFailed(f"{tracer_label(self.engine or argv[0])} cannot run "
-                                 f"{self.name}: {said}")
-            if time.monotonic() > deadline:
-                self.stop()
-                said = tracer_error(self.stderr_lines)
-                raise ProbeError(f"{self.name} not attached after {attach_timeout:.0f}s"
-                                 + (f": {said}" if said else ""))
+        super().__init__(argv, {**os.environ, **(env or {})}, re.compile(re.escape(ready)),
+                         stop_signal=stop_signal)
+        state = self.wait_ready(attach_timeout, poll=0.1)
+        if state == "exited":
+            # (the script's path as the checkout names it: probes/NAME.bt:LINE)
+            said = self.error_summary().replace(f"{probes_dir().parent}{os.sep}", "")
+            raise TracerFailed(f"{tracer_label(self.engine or argv[0])} cannot run "
+                               f"{self.name}: {said}")
+        if state == "timeout":
+            self.stop()
+            said = tracer_error(self.stderr_lines)
+            raise ProbeError(f"{self.name} not attached after {attach_timeout:.0f}s"
+                             + (f": {said}" if said else ""))
         self.started = time.time()
-
-    def _pump_out(self) -> None:
-        for line in self.proc.stdout:
-            if self._ready_text in line:
-                self._ready.set()
-            with self._cond:
-                self._lines.append(line)
-                self._cond.notify_all()
-        with self._cond:
-            self._eof = True
-            self._cond.notify_all()
-
-    def _pump_err(self) -> None:
-        for line in self.proc.stderr:
-            self.stderr_lines.append(line.rstrip("\n"))
-            if self._ready_text in line:
-                self._ready.set()
 
     def error_summary(self) -> str:
         """The tracer's own error (``tracer_error``), else its exit status."""
         return tracer_error(self.stderr_lines) or f"exit status {self.proc.returncode}"
 
-    def lines(self) -> Iterator[str]:
-        """Every stdout line, as it comes, until the probe exits."""
-        i = 0
-        while True:
-            with self._cond:
-                while i >= len(self._lines) and not self._eof:
-                    self._cond.wait()
-                if i >= len(self._lines) and self._eof:
-                    return
-                chunk = self._lines[i:]
-            i += len(chunk)
-            yield from chunk
-
-    def interrupt(self) -> None:
-        """Ask the probe to print what it has and exit (safe in a signal handler)."""
-        try:
-            os.killpg(self.proc.pid, self.stop_signal)
-        except ProcessLookupError:
-            pass
-
     def stop(self, timeout: float = 120.0) -> int:
-        if self.proc.poll() is None:
-            self.interrupt()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-                if self.argv[0] == dtrace_binary():
-                    remove_stale_uprobes(self.proc.pid)
+        if super().stop(timeout) and self.argv[0] == dtrace_binary():
+            remove_stale_uprobes(self.proc.pid)
         return self.proc.returncode
 
 
@@ -630,7 +574,3 @@ def dtrace(script: str, pid: int, *args: str | int, options: tuple[str, ...] = (
     return Probe([exe, *opts, "-s", str(path), "-p", str(pid), *map(str, args)], ready=ready,
                  stop_signal=signal.SIGTERM, engine="dtrace", **kw)
 
-
-def wall_offset_ns() -> int:
-    """CLOCK_REALTIME - CLOCK_MONOTONIC now: adds to bpf's nsecs to give wall time."""
-    return time.time_ns() - time.monotonic_ns()

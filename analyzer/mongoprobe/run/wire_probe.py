@@ -21,6 +21,7 @@ from mongoprobe.run import map_memory as mapmem, tracer as probes, procnet
 from mongoprobe.formats import wire_events
 from mongoprobe.formats.bpftrace_latency import BpftraceLatency
 from mongoprobe.formats.wire_slices import BccSlices, Slice, read_raw_events
+from mongoprobe.model.clock import Clock
 from mongoprobe.model.latencies import Latencies
 
 # the maps that fill, per engine, and what refilling them lost (the fix is always
@@ -47,7 +48,7 @@ class WireProbe:
         self.tls_hook = None        # bpftrace: the tlshooks.Hook its TLS tool hooks
         self.tls_notes: list[str] = []      # bpftrace: what was hooked, or why not
         self.notes: list[str] = []          # what the sizing check found
-        self.offset_ns = probes.wall_offset_ns()
+        self.clock = Clock.measure()      # bpf times are CLOCK_MONOTONIC
         self._tmp: str | None = None
         if engine == "bpftrace":
             self.tls_hook, self.tls_notes = bpftrace_tls_hook(pid, tls)
@@ -147,11 +148,11 @@ class WireProbe:
             final = self.reader.final or {}
             counts, lost = final.get("counts"), final.get("lost")
         ev = self.events_mono()
-        events = None if ev is None else wire_events.from_mono(ev, self.offset_ns, self.pid)
+        events = None if ev is None else wire_events.from_mono(ev, self.clock, self.pid)
         # events stand for every request only when none was lost
         complete = (self.events_every == 1 and ev is not None
                     and len(ev) == (counts or {}).get("replies"))
-        lat = Latencies.from_slices(self.slices_seen, self.offset_ns, events, counts, lost,
+        lat = Latencies.from_slices(self.slices_seen, self.clock, events, counts, lost,
                                     events_complete=complete)
         untraced = (self.reader.untraced if self.engine == "bpftrace"
                     else (self.reader.final or {}).get("untraced", {}))

@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mongoprobe.model.phase import phases_from
+
 ROWS = 50                  # bands per second: 20 ms each
 SIZE_PX = (1200, 480)
 DPI = 100
@@ -212,7 +214,7 @@ def latency_over_time(hist, phases, command: str, t0: float, bucket_s: float = 1
         fig.colorbar(mesh, ax=ax, label="requests")
         ticks = range(ylo, yhi + 1, max(1, (yhi - ylo) // 6))
         ax.set_yticks(list(ticks), [plots.fmt_ns(2 ** t) for t in ticks])
-    for p in phases.itertuples():
+    for p in phases_from(phases):
         ax.axvline(p.start - t0, color="#3060a0", lw=0.8)
         ax.text(p.start - t0, 1.0, p.name, transform=ax.get_xaxis_transform(),
                 fontsize=8, va="bottom")

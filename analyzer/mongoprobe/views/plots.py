@@ -6,7 +6,7 @@ stall can be read against the benchmark step that caused it.
 
 Inputs (times are wall-clock seconds since the epoch):
 
-    phases     name, start, end
+    phases     name, start, end (or ``model.phase.Phase``s)
     rates      time, and any rate columns to draw (e.g. ips, qps)
     events     time, command, latency_ns              (wire_events table)
 
@@ -27,6 +27,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from mongoprobe.model.phase import phases_from  # noqa: E402
+
 _BAND_COLOURS = ["#e8eef7", "#f7efe6"]
 
 
@@ -38,7 +40,7 @@ def png(fig) -> bytes:
 
 
 def _bands(ax, phases: pd.DataFrame, t0: float) -> None:
-    for i, p in enumerate(phases.itertuples()):
+    for i, p in enumerate(phases_from(phases)):
         ax.axvspan(p.start - t0, p.end - t0, color=_BAND_COLOURS[i % 2], zorder=0)
         ax.text((p.start + p.end) / 2 - t0, 1.0, p.name, transform=ax.get_xaxis_transform(),
                 ha="center", va="bottom", fontsize=8)
@@ -49,7 +51,7 @@ def _t0(phases: pd.DataFrame, *frames: pd.DataFrame, t0: float | None = None) ->
     start, so their axes agree), else the earliest time drawn."""
     if t0 is not None:
         return float(t0)
-    starts = [phases["start"].min()] if len(phases) else []
+    starts = [min(p.start for p in phases_from(phases))] if len(phases) else []
     starts += [f["time"].min() for f in frames if len(f)]
     return float(min(starts)) if starts else 0.0
 
@@ -99,7 +101,7 @@ def latency_histograms(lat, phases: pd.DataFrame, command: str) -> bytes:
     from mongoprobe.model import loglinear_buckets as loglinear
 
     fig, ax = plt.subplots(figsize=(9, 3))
-    for p in phases.itertuples():
+    for p in phases_from(phases):
         h = lat.histogram(command, p.start, p.end)
         if not h:
             continue

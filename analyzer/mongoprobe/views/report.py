@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from mongoprobe.wire import error_codes as errorcodes
+from mongoprobe.model.phase import phases_from
 from mongoprobe.views import heatmap, plots
 from mongoprobe.analysis import traffic_phases as traffic
 from mongoprobe.analysis import phase_table as phases_mod
@@ -230,7 +231,7 @@ def build(run, diff: tuple[str, str] | None = None, phases: pd.DataFrame | None 
             parts.append(_img(heatmap.latency_over_time(lat.hist, ph, c, t0),
                               f"{c} latency heat map"))
             prog.step(f"{c} heat map")
-            if any(lat.histogram(c, p.start, p.end) for p in ph.itertuples()):
+            if any(lat.histogram(c, p.start, p.end) for p in phases_from(ph)):
                 parts.append(_img(plots.latency_histograms(lat, ph, c),
                                   f"{c} latency histogram"))
             else:
