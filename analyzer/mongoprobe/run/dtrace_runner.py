@@ -195,13 +195,23 @@ def run(script: str, pid: int, args: tuple = (), duration: float | None = None,
     from mongoprobe.formats.dtrace_drops import parse_dtrace_drops
 
     probe = probes.dtrace(script, pid, *args, options=options)
-    # dtrace takes a second SIGTERM as "quit now": its END output, which takes seconds
-    # for thousands of connections' aggregations, would be lost (seen at 10,000)
-    stopper = probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None, duration, pid,
+    lines: list[str] = []
+    asked_at: list[int] = []     # the lines printed when SIGTERM was last sent
+
+    def ask() -> None:
+        # dtrace takes a second SIGTERM as "quit now": its END output, which takes
+        # seconds for thousands of connections' aggregations (over a minute at 10,000
+        # on a busy machine), would be lost. Asked again only when it printed nothing
+        # since the last ask.
+        printing = bool(asked_at) and len(lines) != asked_at[-1]
+        asked_at.append(len(lines))
+        if not printing:
+            probe.interrupt()
+
+    stopper = probes.Stopper(ask, lambda: probe.proc.poll() is None, duration, pid,
                              again=60.0)
     if banner:
         print(banner, file=sys.stderr, flush=True)
-    lines = []
     for line in probe.lines():
         lines.append(line)
         if on_line:
