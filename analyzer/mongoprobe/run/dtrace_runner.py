@@ -199,17 +199,18 @@ def run(script: str, pid: int, args: tuple = (), duration: float | None = None,
     asked_at: list[int] = []     # the lines printed when SIGTERM was last sent
 
     def ask() -> None:
-        # dtrace takes a second SIGTERM as "quit now": its END output, which takes
-        # seconds for thousands of connections' aggregations (over a minute at 10,000
-        # on a busy machine), would be lost. Asked again only when it printed nothing
-        # since the last ask.
+        # dtrace takes a second SIGTERM as "quit now": its END output would be lost.
+        # At 10,000 connections its consumer works 25-50 s of CPU on the aggregations
+        # before printing a line (silent for 70-150 s on a busy 2-CPU machine), then
+        # prints for seconds. Asked again only after 5 minutes in which it printed
+        # nothing.
         printing = bool(asked_at) and len(lines) != asked_at[-1]
         asked_at.append(len(lines))
         if not printing:
             probe.interrupt()
 
     stopper = probes.Stopper(ask, lambda: probe.proc.poll() is None, duration, pid,
-                             again=60.0)
+                             again=300.0)
     if banner:
         print(banner, file=sys.stderr, flush=True)
     for line in probe.lines():
