@@ -20,8 +20,9 @@ aspect each of a run; a tracer that fails fails only its own tests):
   1,000 connections attached and CHURN short connections, the maps of bpftrace and bcc
   read while they still run, every tracer stopped. The 10,000-connection tracers saw
   the rounds and the churn: their counts are exact over both.
-* the too-small run: each engine with ``--max-connections 500``; bpftrace and bcc
-  through 1,500 connections, then DTrace alone through 3,000 more.
+* the too-small run, on a second FerretDB while the scale run's tracers end: each
+  engine with ``--max-connections 500``; bpftrace and bcc through 1,500 connections,
+  then DTrace alone through 3,000 more.
 
 10,000 connections need 10,000 descriptors in the client and in FerretDB (both inherit
 this process's RLIMIT_NOFILE, raised towards its hard limit here); with a lower hard
@@ -40,7 +41,7 @@ import shutil
 import signal
 import subprocess
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,6 +85,14 @@ def big_target(tmp_path_factory, real_default):
         pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
     manyconns.raise_nofile(CONNECTIONS + 512)
     with target.EmbeddedTarget(tmp_path_factory.mktemp("ferretdb-conns")) as info:
+        yield info
+
+
+@pytest.fixture(scope="module")
+def small_target(tmp_path_factory, big_target):
+    """A second private FerretDB (the descriptor limit raised by big_target): the
+    too-small run's, traced while the scale run's tracers end."""
+    with target.EmbeddedTarget(tmp_path_factory.mktemp("ferretdb-small")) as info:
         yield info
 
 
@@ -190,6 +199,7 @@ class ScaleRun:
     ferretdb_pings: int     # FerretDB's own count over both
     tracers: Tracers
     left: dict[str, dict[str, int] | BaseException]   # map entries after the churn
+    too_small: Future | None       # the too-small run (Tracers), made while these ended
 
     @property
     def sent(self) -> int:
@@ -198,12 +208,13 @@ class ScaleRun:
 
 
 @pytest.fixture(scope="module")
-def scale_run(big_target) -> ScaleRun:
+def scale_run(big_target, small_target) -> ScaleRun:
     n = connections_possible(CONNECTIONS)
     assert n >= 5000, f"RLIMIT_NOFILE allows only {n} connections"
     port = port_of(big_target)
     tracers = Tracers()
     before = pings(big_target)
+    ok, too_small = False, None
     try:
         tracers.start(big_target.pid, BIG)
         answered = manyconns.rounds("127.0.0.1", port, n, ROUNDS)
@@ -218,9 +229,14 @@ def scale_run(big_target) -> ScaleRun:
                     left[engine] = map_entries(tracer_pid(tracers.clis[name]), CONN_MAPS[engine])
                 except (KeyError, OSError, subprocess.CalledProcessError, AssertionError) as e:
                     left[engine] = e        # (KeyError: its tracer did not start)
+        ok = True
     finally:
-        tracers.stop()
-    return ScaleRun(n, answered, churned, pings(big_target) - before, tracers, left)
+        # the too-small run, on a FerretDB of its own, while these tracers print and are
+        # read (DTrace's END of 10,000 connections and its summary take a minute)
+        with ThreadPoolExecutor(1) as pool:
+            too_small = pool.submit(run_too_small, small_target) if ok else None
+            tracers.stop()
+    return ScaleRun(n, answered, churned, pings(big_target) - before, tracers, left, too_small)
 
 
 @pytest.mark.parametrize("engine,by", [("bpftrace", "command"), ("bcc", "command"),
@@ -342,23 +358,30 @@ TOO_SMALL = {"bpftrace": (1500, "map @slot_cmd full"), "bcc": (1500, "map conns 
              "dtrace": (3000, "aggregation space full")}
 
 
-@pytest.fixture(scope="module")
-def too_small_run(big_target) -> Tracers:
+def run_too_small(info) -> Tracers:
     """Every engine with --max-connections 500, attached together: 5 rounds on
     TOO_SMALL's connections, the fewest first; an engine is stopped once its own have
     run, so that it sees no more."""
     tracers = Tracers()
     try:
-        tracers.start(big_target.pid, {engine: ["--engine", engine, "--max-connections", "500"]
-                                       for engine in TOO_SMALL})
+        tracers.start(info.pid, {engine: ["--engine", engine, "--max-connections", "500"]
+                                 for engine in TOO_SMALL})
         for conns in sorted({c for c, _ in TOO_SMALL.values()}):
-            manyconns.rounds("127.0.0.1", port_of(big_target), conns, 5)
+            manyconns.rounds("127.0.0.1", port_of(info), conns, 5)
             time.sleep(1.0)
             tracers.stop([e for e, (c, _) in TOO_SMALL.items()
                           if c == conns and e in tracers.clis])
     finally:
         tracers.stop()
     return tracers
+
+
+@pytest.fixture(scope="module")
+def too_small_run(scale_run) -> Tracers:
+    """run_too_small's tracers (made in scale_run's end)."""
+    if scale_run.too_small is None:
+        pytest.fail("the scale run failed before the too-small run")
+    return scale_run.too_small.result()
 
 
 @pytest.mark.parametrize("engine", list(TOO_SMALL))
