@@ -26,6 +26,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -35,7 +37,7 @@ import wireclient
 from helpers.cli import can_render_svg, start_cli, stop_cli
 from helpers.ferretdb import metrics_delta
 from helpers.flushloop import flushloop, loop  # noqa: F401 (fixtures)
-from helpers.wire import Probe, wireserver
+from helpers.wire import Probe, all_modes_server
 from mongoprobe.run import dtrace_runner as dtrace_engine, tracer as probes, target
 from mongoprobe.views import latency_table as latency
 from mongoprobe.load import mixed_workload as mixedload
@@ -169,66 +171,155 @@ def test_script_compiles(script, need_dtrace):
     assert "error" not in r.stderr.lower(), r.stderr
 
 
-@pytest.mark.parametrize("mode", WIRE_MODES)
-def test_snoop_on_the_mongod_pattern_server(mode, need_dtrace, tmp_path):
-    """mongo_snoop.d: one line per timed request, per command as the scenarios sent them;
-    the footer's counters exact, nothing lost (DTrace's stderr included)."""
-    with wireserver(mode, tmp_path) as (pid, port):
+@dataclass
+class SnoopRun:
+    """mongo_snoop.d traced once over every WIRE_MODES pattern: the all-modes server
+    (one process, a port per mode), the client's scenarios on each mode's port in turn.
+    ``windows``: each mode's wall-clock span, its requests told apart by time."""
+    expected: dict[str, wireclient.Expected]
+    windows: dict[str, tuple[float, float]]
+    lines: list[str]
+    probe: Probe
+
+
+@pytest.fixture(scope="module")
+def snoop_run(tmp_path_factory) -> SnoopRun:
+    """One mongo_snoop.d start for the five patterns (a start compiles its D and loads
+    its programs: seconds of CPU each)."""
+    why = probes.why_cannot_dtrace()
+    if why:
+        pytest.skip(why)
+    workdir = tmp_path_factory.mktemp("snoop")
+    expected, windows = {}, {}
+    with all_modes_server(workdir) as (pid, ports):
         probe = Probe([probes.dtrace_binary(), "-x", "dynvarsize=16m", "-x", "bufsize=8m",
                        "-s", str(DTRACE / "mongo_snoop.d"), "-p", str(pid)],
                       lambda p: any("Tracing MongoDB" in line for line in p.lines),
-                      tmp_path / "probe.err", stop_signal=signal.SIGTERM)
+                      workdir / "probe.err", stop_signal=signal.SIGTERM)
         try:
             probe.wait_attached()
-            expected = wireclient.run(port, connections=4)
-            time.sleep(0.3)
+            for mode in WIRE_MODES:
+                t0 = time.time()
+                expected[mode] = wireclient.run(ports[mode], connections=4)
+                # a send's exit tracepoint may run after the client has the bytes: the
+                # next mode starts once this one's last line is surely timed
+                time.sleep(0.3)
+                windows[mode] = (t0, time.time())
         finally:
             lines = probe.stop()
     assert probe.proc.returncode == 0, probe.describe()
-    events = dtrace_engine.snoop_events(lines)
+    return SnoopRun(expected, windows, lines, probe)
+
+
+@pytest.mark.parametrize("mode", WIRE_MODES)
+def test_snoop_on_the_mongod_pattern_server(mode, need_dtrace, snoop_run):
+    """mongo_snoop.d: one line per timed request, per command as the scenarios sent them;
+    the footer's counters exact, nothing lost (DTrace's stderr included). One start
+    traced every mode: each mode's lines are those of its time window, the footer
+    counts all the modes'."""
+    run, expected = snoop_run, snoop_run.expected[mode]
+    everything = dtrace_engine.snoop_events(run.lines)
+    t0, t1 = run.windows[mode]
+    events = everything[(everything["time"] >= t0) & (everything["time"] < t1)]
     assert Counter(events["command"]) == expected.replies_by_command
     assert Counter(events["opcode"]) == expected.by_op - Counter(
         {"OP_MSG": expected.no_reply})          # moreToCome inserts get no line
     assert int(events["stream"].sum()) == Counter(
         events["command"])["exhaustTest"]         # each exhaust reply had moreToCome
     assert (events["latency_ns"] > 0).all()
-    assert events["time"].notna().all()
+    assert everything["time"].notna().all()
+    # every line in some mode's window
+    assert sum(((everything["time"] >= a) & (everything["time"] < b)).sum()
+               for a, b in run.windows.values()) == len(everything)
     # failed replies (ok: 0 as double, int, long, bool; with or without errmsg and code)
     # in the ERR column; split too, whose writes of 10, 10 and the rest the script
     # gathers (probes/README.md, "Replies that failed")
-    assert wire_events.snoop_checks_replies(lines)
+    assert wire_events.snoop_checks_replies(run.lines)
     failed = events[events["error_code"] != 0]
     assert Counter(zip(failed["command"], failed["error_code"])) == expected.error_codes
-    counts, lost = dtrace_engine.snoop_footer(lines)
-    assert counts == {"requests": expected.requests, "replies": expected.replies,
-                      "stream_replies": expected.stream_replies, "no_reply": expected.no_reply}
+    total = sum(run.expected.values(), wireclient.Expected())
+    counts, lost = dtrace_engine.snoop_footer(run.lines)
+    assert counts == {"requests": total.requests, "replies": total.replies,
+                      "stream_replies": total.stream_replies, "no_reply": total.no_reply}
     lost["dropped"] = dtrace_drops.lost_events(
-        dtrace_drops.parse_dtrace_drops(probe.stderr.read_text().splitlines()))
+        dtrace_drops.parse_dtrace_drops(run.probe.stderr.read_text().splitlines()))
     assert lost == dict.fromkeys(lost, 0)
 
 
-def test_ferretdb_counts_equal_metrics_and_bpftrace(ferretdb, tmp_path, need_dtrace,
-                                                    need_bpftrace):
-    """On one pymongo workload, at once: latency --engine dtrace (mongo_time.d), latency
+@dataclass
+class FerretRun:
+    """The CLIs of the two FerretDB tests, started together: the counts test's on the
+    session's FerretDB under the mixed pymongo workload, the failed-reply test's on a
+    FerretDB of its own under helpers.ferretdb.refused_workload (FerretDB names no
+    legacy OP_QUERY command in its request counts: the two workloads stay apart)."""
+    outs: dict[str, tuple[str, str]]
+    load: object                    # the mixed workload's LoadResult
+    requests: tuple[dict, dict]     # the counts FerretDB's request counts before, after
+    responses: tuple[dict, dict]    # the other FerretDB's response counts before, after
+    events_files: dict[str, Path]
+
+
+@pytest.fixture(scope="module")
+def refused_target(tmp_path_factory):
+    """A private FerretDB for the failed-reply requests."""
+    if not target.ferretdb_binary().exists():
+        pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
+    with target.EmbeddedTarget(tmp_path_factory.mktemp("ferretdb-refused")) as info:
+        yield info
+
+
+@pytest.fixture(scope="module")
+def ferret_run(ferretdb, refused_target, tmp_path_factory) -> FerretRun:
+    """On the session's FerretDB: latency --engine dtrace (mongo_time.d), latency
     --engine dtrace --events (mongo_snoop.d), snoop --engine dtrace --json and latency
-    --engine bpftrace. Every per-command count equals FerretDB's own."""
-    events_file = tmp_path / "events.jsonl"
-    before = target.request_counts(ferretdb.metrics_url)
-    clis = {
-        "time": start_cli("latency", "-p", str(ferretdb.pid), "--json", "--engine", "dtrace"),
-        "events": start_cli("latency", "-p", str(ferretdb.pid), "--json", "--engine", "dtrace",
-                            "--events", str(events_file)),
-        "snoop": start_cli("snoop", "-p", str(ferretdb.pid), "--json", "--engine", "dtrace"),
-        "bpftrace": start_cli("latency", "-p", str(ferretdb.pid), "--json", "--engine",
-                              "bpftrace"),
-    }
+    --engine bpftrace; on refused_target: mongo_time.d and mongo_snoop.d again. Every
+    one started at once (their compiles overlap), then the workloads, one after the
+    other, then every one stopped at once."""
+    why = probes.why_cannot_dtrace()
+    if why:
+        pytest.skip(why)
+    from helpers.ferretdb import refused_workload, response_counts
+
+    folder = tmp_path_factory.mktemp("ferret-run")
+    files = {"events": folder / "events.jsonl", "failed-events": folder / "failed-events.jsonl"}
+    latency = ["latency", "--json", "--engine"]
+    argv = {"time": (ferretdb, [*latency, "dtrace"]),
+            "events": (ferretdb, [*latency, "dtrace", "--events", str(files["events"])]),
+            "snoop": (ferretdb, ["snoop", "--json", "--engine", "dtrace"]),
+            "bpftrace": (ferretdb, [*latency, "bpftrace"]),
+            "failed-time": (refused_target, [*latency, "dtrace"]),
+            "failed-events": (refused_target, [*latency, "dtrace", "--events",
+                                               str(files["failed-events"])])}
+    if probes.why_cannot_trace():       # (the counts test skips, saying why)
+        del argv["bpftrace"]
+    requests0 = target.request_counts(ferretdb.metrics_url)
+    responses0 = response_counts(refused_target.metrics_url)
+    clis = {}
+    with ThreadPoolExecutor(len(argv)) as pool:
+        starts = {name: pool.submit(start_cli, a[0], "-p", str(info.pid), *a[1:])
+                  for name, (info, a) in argv.items()}
     try:
+        for name, f in starts.items():
+            clis[name] = f.result()
         load = mixedload.run(ferretdb.uri, threads=4, rounds=2)
+        refused_workload(refused_target.uri)
         time.sleep(0.5)       # the last replies (endSessions) reach the probes
     finally:
-        outs = {name: stop_cli(proc) for name, proc in clis.items()}
-    after = target.request_counts(ferretdb.metrics_url)
-    metrics = metrics_delta(before, after)
+        # stop_cli's SIGINT to each at once: their ENDs and summaries overlap
+        with ThreadPoolExecutor(len(clis) or 1) as pool:
+            ends = {name: pool.submit(stop_cli, proc) for name, proc in clis.items()}
+        outs = {name: f.result() for name, f in ends.items()}
+    return FerretRun(outs, load, (requests0, target.request_counts(ferretdb.metrics_url)),
+                     (responses0, response_counts(refused_target.metrics_url)), files)
+
+
+def test_ferretdb_counts_equal_metrics_and_bpftrace(ferret_run, need_dtrace, need_bpftrace):
+    """On one pymongo workload (and the failed-reply requests after it), at once: latency
+    --engine dtrace (mongo_time.d), latency --engine dtrace --events (mongo_snoop.d),
+    snoop --engine dtrace --json and latency --engine bpftrace. Every per-command count
+    equals FerretDB's own."""
+    outs, load = ferret_run.outs, ferret_run.load
+    metrics = metrics_delta(*ferret_run.requests)
     assert sum(metrics.values()) > 100 and load.counts["insert"] > 0
 
     nothing_lost = {"unmatched_replies": 0, "requests_without_reply": 0, "malformed": 0,
@@ -248,7 +339,8 @@ def test_ferretdb_counts_equal_metrics_and_bpftrace(ferretdb, tmp_path, need_dtr
     assert all(e["latency_ns"] > 0 and e["time"] > 1e9 for e in snooped)
     assert "lost: unmatched replies 0, requests without reply 0, malformed headers 0, " \
            "dropped events 0" in outs["snoop"][1]
-    events = [json.loads(line) for line in events_file.read_text().splitlines()]
+    events = [json.loads(line) for line in
+              ferret_run.events_files["events"].read_text().splitlines()]
     assert Counter(e["command"] for e in events) == metrics
     # wall-clock times from DTrace's walltimestamp, within the run
     assert all(abs(e["time"] - time.time()) < 600 for e in events)
@@ -333,26 +425,18 @@ def test_setup_pins_the_same_dtrace_commit():
     assert f"DTRACE_COMMIT={probes.DTRACE_COMMIT} " in setup
 
 
-def test_failed_replies_match_ferretdb(ferretdb, tmp_path, need_dtrace):
+def test_failed_replies_match_ferretdb(ferret_run, need_dtrace):
     """test_latency_ferretdb's failed-reply requests (refused commands, endSessions, legacy
     OP_QUERY ones) under mongo_time.d and mongo_snoop.d at once: their failed replies per
     command and code == FerretDB's own failed responses, and the {$err} reply it counts
     "ok"; successes count none."""
-    from helpers.ferretdb import check_failures, failed_responses, refused_workload, response_counts
+    from helpers.ferretdb import check_failures, failed_responses
 
-    events_file = tmp_path / "events.jsonl"
-    before = response_counts(ferretdb.metrics_url)
-    clis = {"time": start_cli("latency", "-p", str(ferretdb.pid), "--json", "--engine",
-                              "dtrace"),
-            "events": start_cli("latency", "-p", str(ferretdb.pid), "--json", "--engine",
-                                "dtrace", "--events", str(events_file))}
-    try:
-        refused_workload(ferretdb.uri)
-    finally:
-        outs = {name: stop_cli(proc) for name, proc in clis.items()}
-    truth = failed_responses(before, response_counts(ferretdb.metrics_url))
+    outs = ferret_run.outs
+    truth = failed_responses(*ferret_run.responses)
     assert truth[("buildinfo", "UnsupportedOpQueryCommand")] == 2
     truth["find", "5739101"] = 1      # the {$err} reply FerretDB counts "ok"
-    check_failures(json.loads(outs["time"][0].strip().splitlines()[-1]), truth, None)
-    check_failures(json.loads(outs["events"][0].strip().splitlines()[-1]), truth,
-                   wire_events.parse_events_json(events_file.read_text().splitlines()))
+    check_failures(json.loads(outs["failed-time"][0].strip().splitlines()[-1]), truth, None)
+    check_failures(json.loads(outs["failed-events"][0].strip().splitlines()[-1]), truth,
+                   wire_events.parse_events_json(
+                       ferret_run.events_files["failed-events"].read_text().splitlines()))

@@ -4,42 +4,112 @@ Runs ``mongoprobe latency --json --events`` (the real CLI, the real probe) again
 real FerretDB while 8 pymongo connections with overlapping requestIDs drive a mixed
 load, then checks the probe against two independent truths: the client's own
 command monitoring and FerretDB's /debug/metrics.
+
+Every CLI of the file starts once, all at once (their compiles overlap): bpftrace and
+bcc on the session's FerretDB for the mixed load, bpftrace and bcc on a FerretDB of
+the file's own for the failed-reply requests (FerretDB names no legacy OP_QUERY command
+in its request counts: the two workloads stay apart).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from helpers.cli import start_cli, stop_cli
 from helpers.ferretdb import (WORKLOAD_COMMANDS, check_failures, failed_responses, metrics_delta,
                               refused_workload, response_counts)
 from mongoprobe.load import mixed_workload as mixedload
-from mongoprobe.run import procnet, target
+from mongoprobe.run import procnet, target, tracer as probes
 from mongoprobe.formats import wire_events
 
 pytestmark = [pytest.mark.root, pytest.mark.target]
 
+ENGINES = ("bpftrace", "bcc")
+WHY_NOT = {"bpftrace": probes.why_cannot_trace, "bcc": probes.why_cannot_bcc}
 
-@pytest.mark.parametrize("engine", ["bpftrace", "bcc"])
-def test_latency_matches_client_and_ferretdb(engine, ferretdb, tmp_path, request):
-    request.getfixturevalue("need_bcc" if engine == "bcc" else "need_bpftrace")
-    events_file = tmp_path / "events.jsonl"
-    before = target.request_counts(ferretdb.metrics_url)
-    cli = start_cli("latency", "-p", str(ferretdb.pid), "--json", "--engine", engine,
-                    "--events", str(events_file))
-    peers: dict = {}
+
+@dataclass
+class Runs:
+    """Each CLI's (stdout, stderr) once stopped, or what its start raised, by (test,
+    engine); the events files; the workloads' truths."""
+    outs: dict[tuple[str, str], tuple[str, str] | BaseException] = field(default_factory=dict)
+    events: dict[tuple[str, str], Path] = field(default_factory=dict)
+    load: object = None
+    peers: dict = field(default_factory=dict)
+    requests: tuple[dict, dict] = ({}, {})      # the mixed load's FerretDB, before/after
+    responses: tuple[dict, dict] = ({}, {})     # the refused one's, before/after
+
+    def result(self, test: str, engine: str) -> tuple[dict, pd.DataFrame]:
+        got = self.outs[test, engine]
+        if isinstance(got, BaseException):
+            raise got
+        events = wire_events.parse_events_json(self.events[test, engine].read_text().splitlines())
+        return json.loads(got[0].strip().splitlines()[-1]), events
+
+
+@pytest.fixture(scope="module")
+def refused_target(tmp_path_factory):
+    """A private FerretDB for the failed-reply requests."""
+    if not target.ferretdb_binary().exists():
+        pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
+    with target.EmbeddedTarget(tmp_path_factory.mktemp("ferretdb-refused")) as info:
+        yield info
+
+
+@pytest.fixture(scope="module")
+def runs(ferretdb, refused_target, tmp_path_factory) -> Runs:
+    folder = tmp_path_factory.mktemp("latency-runs")
+    r = Runs()
+    on = {"latency": ferretdb, "failed": refused_target}
+    wanted = [(test, engine) for test in on for engine in ENGINES if WHY_NOT[engine]() is None]
+    for test, engine in wanted:
+        r.events[test, engine] = folder / f"{test}-{engine}.jsonl"
+    r.requests = (target.request_counts(ferretdb.metrics_url), {})
+    r.responses = (response_counts(refused_target.metrics_url), {})
+    clis = {}
+    with ThreadPoolExecutor(len(wanted) or 1) as pool:
+        starts = {key: pool.submit(start_cli, "latency", "-p", str(on[key[0]].pid), "--json",
+                                   "--engine", key[1], "--events", str(r.events[key]))
+                  for key in wanted}
     try:
-        load = mixedload.run(ferretdb.uri, threads=8, rounds=2,
-                             while_open=lambda: peers.update(procnet.socket_peers(ferretdb.pid)))
-        time.sleep(0.5)      # let the last replies (endSessions) reach the probe
+        for key, f in starts.items():
+            try:
+                clis[key] = f.result()
+            except BaseException as e:      # pytest.fail's too: that CLI's tests fail
+                r.outs[key] = e
+        if any(test == "latency" for test, _ in clis):
+            r.load = mixedload.run(ferretdb.uri, threads=8, rounds=2,
+                                   while_open=lambda: r.peers.update(
+                                       procnet.socket_peers(ferretdb.pid)))
+        if any(test == "failed" for test, _ in clis):
+            refused_workload(refused_target.uri)
+        time.sleep(0.5)      # let the last replies (endSessions) reach the probes
     finally:
-        out, _ = stop_cli(cli)
-    after = target.request_counts(ferretdb.metrics_url)
-    result = json.loads(out.strip().splitlines()[-1])
-    events = wire_events.parse_events_json(events_file.read_text().splitlines())
+        # stop_cli's SIGINT to each at once: their ENDs and summaries overlap
+        with ThreadPoolExecutor(len(clis) or 1) as pool:
+            ends = {key: pool.submit(stop_cli, proc) for key, proc in clis.items()}
+        for key, f in ends.items():
+            try:
+                r.outs[key] = f.result()
+            except BaseException as e:
+                r.outs[key] = e
+    r.requests = (r.requests[0], target.request_counts(ferretdb.metrics_url))
+    r.responses = (r.responses[0], response_counts(refused_target.metrics_url))
+    return r
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_latency_matches_client_and_ferretdb(engine, runs, request):
+    request.getfixturevalue("need_bcc" if engine == "bcc" else "need_bpftrace")
+    result, events = runs.result("latency", engine)
+    load, peers = runs.load, runs.peers
 
     # Nothing lost, nothing unmatched.
     assert result["lost"] == {"unmatched_replies": 0, "requests_without_reply": 0,
@@ -47,7 +117,7 @@ def test_latency_matches_client_and_ferretdb(engine, ferretdb, tmp_path, request
 
     # Per-command counts: probe == FerretDB's metrics == the client's own count.
     probe_counts = {k: v["count"] for k, v in result["by_command"].items()}
-    assert probe_counts == metrics_delta(before, after)
+    assert probe_counts == metrics_delta(*runs.requests)
     for cmd in WORKLOAD_COMMANDS:
         assert probe_counts[cmd] == load.counts[cmd], cmd
     assert result["requests_by_command"] == probe_counts
@@ -71,23 +141,15 @@ def test_latency_matches_client_and_ferretdb(engine, ferretdb, tmp_path, request
     assert too_slow.empty, too_slow[["command", "request_id", "latency_ns", "duration_us"]]
 
 
-@pytest.mark.parametrize("engine", ["bpftrace", "bcc"])
-def test_failed_replies_match_ferretdb(engine, ferretdb, tmp_path, request):
+@pytest.mark.parametrize("engine", ENGINES)
+def test_failed_replies_match_ferretdb(engine, runs, request):
     """Commands FerretDB refuses (and endSessions, which it does not know), legacy
     OP_QUERY requests it refuses (LEGACY): the probe's failed replies per command and
     code == FerretDB's own failed responses, and the {$err} reply it counts "ok";
     successes (ping, the handshake, a legacy isMaster) count none."""
     request.getfixturevalue("need_bcc" if engine == "bcc" else "need_bpftrace")
-    events_file = tmp_path / "events.jsonl"
-    before = response_counts(ferretdb.metrics_url)
-    cli = start_cli("latency", "-p", str(ferretdb.pid), "--json", "--engine", engine,
-                    "--events", str(events_file))
-    try:
-        refused_workload(ferretdb.uri)
-    finally:
-        out, _ = stop_cli(cli)
-    truth = failed_responses(before, response_counts(ferretdb.metrics_url))
+    result, events = runs.result("failed", engine)
+    truth = failed_responses(*runs.responses)
     assert truth[("buildinfo", "UnsupportedOpQueryCommand")] == 2
     truth["find", "5739101"] = 1      # the {$err} reply FerretDB counts "ok"
-    check_failures(json.loads(out.strip().splitlines()[-1]), truth,
-                   wire_events.parse_events_json(events_file.read_text().splitlines()))
+    check_failures(result, truth, events)

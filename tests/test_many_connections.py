@@ -11,6 +11,19 @@ reused) and check, while the probe still runs, that its per-connection maps are 
 (nearly) empty (bpftrace, bcc; DTrace's dynamic variables cannot be listed: exactness
 only). A test with the maps sized too small checks that the loss is named with its fix.
 
+A tracer start costs seconds (a DTrace start ~6 s of CPU, its END and the analyzer's
+reading of 10,000 connections more), so the tracers share two runs (the tests check one
+aspect each of a run; a tracer that fails fails only its own tests):
+
+* the scale run: every engine's 10,000-connection tracer (bpftrace, bcc, bcc --by conn,
+  DTrace) attached together, the 10,000-connection rounds, then a DTrace sized for
+  1,000 connections attached and CHURN short connections, the maps of bpftrace and bcc
+  read while they still run, every tracer stopped. The 10,000-connection tracers saw
+  the rounds and the churn: their counts are exact over both.
+* the too-small run, on a second FerretDB while the scale run's tracers end: each
+  engine with ``--max-connections 500``; bpftrace and bcc through 1,500 connections,
+  then DTrace alone through 3,000 more.
+
 10,000 connections need 10,000 descriptors in the client and in FerretDB (both inherit
 this process's RLIMIT_NOFILE, raised towards its hard limit here); with a lower hard
 limit the tests run at the highest count it allows, and fail below 5,000 saying so.
@@ -28,6 +41,8 @@ import shutil
 import signal
 import subprocess
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -35,12 +50,13 @@ import pytest
 import manyconns
 from helpers.cli import start_cli
 from helpers.ferretdb import metrics_delta
-from mongoprobe.run import target, wire_probe
+from mongoprobe.run import target, tracer as probes
 
 pytestmark = [pytest.mark.root, pytest.mark.scale]
 
 CONNECTIONS = 10_000
 ROUNDS = 3
+CHURN = 12_000          # short connections, 200 open at a time (their fds reused)
 
 
 def connections_possible(want: int) -> int:
@@ -51,8 +67,18 @@ def connections_possible(want: int) -> int:
     return min(want, limit - 512)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def real_default():
+    """The probes sized by their own default (10,000 connections here), not the suite's
+    small one: that default is what these tests check. (Module scope: the shared runs
+    start their tracers once, for the module.)"""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("MONGOPROBE_MAX_CONNECTIONS", raising=False)
+        yield
+
+
 @pytest.fixture(scope="module")
-def big_target(tmp_path_factory):
+def big_target(tmp_path_factory, real_default):
     """A private FerretDB started with this process's RLIMIT_NOFILE at its hard limit
     (it inherits it), for thousands of connections."""
     if not target.ferretdb_binary().exists():
@@ -62,16 +88,21 @@ def big_target(tmp_path_factory):
         yield info
 
 
-@pytest.fixture(autouse=True)
-def real_default(monkeypatch):
-    """The probes sized by their own default (10,000 connections here), not the suite's
-    small one: that default is what these tests check."""
-    monkeypatch.delenv("MONGOPROBE_MAX_CONNECTIONS", raising=False)
+@pytest.fixture(scope="module")
+def small_target(tmp_path_factory, big_target):
+    """A second private FerretDB (the descriptor limit raised by big_target): the
+    too-small run's, traced while the scale run's tracers end."""
+    with target.EmbeddedTarget(tmp_path_factory.mktemp("ferretdb-small")) as info:
+        yield info
 
 
 def need(engine: str, request) -> None:
     request.getfixturevalue({"bpftrace": "need_bpftrace", "bcc": "need_bcc",
                              "dtrace": "need_dtrace"}[engine])
+
+
+WHY_NOT = {"bpftrace": probes.why_cannot_trace, "bcc": probes.why_cannot_bcc,
+           "dtrace": probes.why_cannot_dtrace}
 
 
 def port_of(info) -> int:
@@ -82,37 +113,146 @@ def pings(info) -> int:
     return metrics_delta({}, target.request_counts(info.metrics_url)).get("ping", 0)
 
 
-@pytest.mark.parametrize("engine,by", [("bpftrace", "command"), ("bcc", "command"),
-                                       ("bcc", "conn"), ("dtrace", "command")])
-def test_ten_thousand_connections_exact(engine, by, big_target, request):
-    need(engine, request)
+# --- starting and stopping several CLIs at once ----------------------------------------
+
+
+@dataclass
+class Tracers:
+    """CLIs started together (``latency --json``), by name; what each gave once stopped:
+    ``done[name]`` (stdout, stderr, exit status), or the exception its start raised."""
+    clis: dict[str, subprocess.Popen] = field(default_factory=dict)
+    done: dict[str, tuple[str, str, int] | BaseException] = field(default_factory=dict)
+
+    def start(self, pid: int, wanted: dict[str, list[str]]) -> None:
+        """Each of ``wanted`` (name: engine and options) whose engine can run here,
+        attached (their compiles and map allocations overlap)."""
+        wanted = {name: argv for name, argv in wanted.items()
+                  if WHY_NOT[argv[argv.index("--engine") + 1]]() is None}
+
+        def one(argv: list[str]) -> subprocess.Popen:
+            return start_cli("latency", "-p", str(pid), "--json", *argv)
+
+        with ThreadPoolExecutor(len(wanted) or 1) as pool:
+            futures = {name: pool.submit(one, argv) for name, argv in wanted.items()}
+        for name, f in futures.items():
+            try:
+                self.clis[name] = f.result()
+            except BaseException as e:      # pytest.fail's too: that tracer's tests fail
+                self.done[name] = e
+
+    def stop(self, names: list[str] | None = None) -> None:
+        """SIGINT (a user's Ctrl-C) to ``names`` (None: every one running), at once;
+        returns once each has printed and exited."""
+        names = list(self.clis) if names is None else names
+        for name in names:
+            self.clis[name].send_signal(signal.SIGINT)
+
+        def wait(cli: subprocess.Popen) -> tuple[str, str, int]:
+            try:
+                out, err = cli.communicate(timeout=300)
+            except subprocess.TimeoutExpired:
+                cli.kill()
+                out, err = cli.communicate()
+                err += "\n(killed: not ended within 300 s of SIGINT)"
+            return out, err, cli.returncode
+
+        with ThreadPoolExecutor(len(names) or 1) as pool:
+            ends = {name: pool.submit(wait, self.clis.pop(name)) for name in names}
+        self.done.update({name: f.result() for name, f in ends.items()})
+
+    def result(self, name: str) -> tuple[dict, str]:
+        """``name``'s last JSON line and its stderr; fails as its start or end did."""
+        got = self.done[name]
+        if isinstance(got, BaseException):
+            raise got
+        out, err, rc = got
+        assert rc == 0, err
+        return json.loads(out.strip().splitlines()[-1]), err
+
+
+def tracer_pid(cli: subprocess.Popen) -> int:
+    """The tracer a ``mongoprobe latency`` process runs (its one child)."""
+    kids = [int(k) for task in Path(f"/proc/{cli.pid}/task").iterdir()
+            for k in (task / "children").read_text().split()]
+    assert len(kids) == 1, kids
+    return kids[0]
+
+
+# --- the scale run ---------------------------------------------------------------------
+
+# the 10,000-connection tracers, named as the test ids; the 1,000-connection DTrace
+BIG = {"bpftrace-command": ["--engine", "bpftrace", "--by", "command"],
+       "bcc-command": ["--engine", "bcc", "--by", "command"],
+       "bcc-conn": ["--engine", "bcc", "--by", "conn"],
+       "dtrace-command": ["--engine", "dtrace", "--by", "command"]}
+SMALL_DTRACE = {"dtrace-churn": ["--engine", "dtrace", "--max-connections", "1000"]}
+# whose per-connection maps are read after the churn (the probes run as the CLI runs
+# them, --by command)
+CHURN_MAPS_OF = {"bpftrace": "bpftrace-command", "bcc": "bcc-command"}
+
+
+@dataclass
+class ScaleRun:
+    n: int                  # connections of the rounds
+    answered: int           # replies the client had in the rounds
+    churned: int            # replies the client had in the churn
+    ferretdb_pings: int     # FerretDB's own count over both
+    tracers: Tracers
+    left: dict[str, dict[str, int] | BaseException]   # map entries after the churn
+    too_small: Future | None       # the too-small run (Tracers), made while these ended
+
+    @property
+    def sent(self) -> int:
+        """Every ping the 10,000-connection tracers saw: the rounds', then the churn's."""
+        return self.n * ROUNDS + CHURN
+
+
+@pytest.fixture(scope="module")
+def scale_run(big_target, small_target) -> ScaleRun:
     n = connections_possible(CONNECTIONS)
     assert n >= 5000, f"RLIMIT_NOFILE allows only {n} connections"
+    port = port_of(big_target)
+    tracers = Tracers()
     before = pings(big_target)
-    cli = start_cli("latency", "-p", str(big_target.pid), "--json", "--engine", engine,
-                    "--by", by)
+    ok, too_small = False, None
     try:
-        answered = manyconns.rounds("127.0.0.1", port_of(big_target), n, ROUNDS)
+        tracers.start(big_target.pid, BIG)
+        answered = manyconns.rounds("127.0.0.1", port, n, ROUNDS)
         time.sleep(1.0)
+        tracers.start(big_target.pid, SMALL_DTRACE)
+        churned = manyconns.churn("127.0.0.1", port, CHURN, at_once=200)
+        time.sleep(1.0)
+        left: dict = {}
+        if shutil.which("bpftool"):
+            for engine, name in CHURN_MAPS_OF.items():
+                try:
+                    left[engine] = map_entries(tracer_pid(tracers.clis[name]), CONN_MAPS[engine])
+                except (KeyError, OSError, subprocess.CalledProcessError, AssertionError) as e:
+                    left[engine] = e        # (KeyError: its tracer did not start)
+        ok = True
     finally:
-        out, err = stop(cli)
-    sent = n * ROUNDS
-    assert answered == sent
-    assert pings(big_target) - before == sent      # FerretDB's own count
-    result = json.loads(out.strip().splitlines()[-1])
+        # the too-small run, on a FerretDB of its own, while these tracers print and are
+        # read (DTrace's END of 10,000 connections and its summary take a minute)
+        with ThreadPoolExecutor(1) as pool:
+            too_small = pool.submit(run_too_small, small_target) if ok else None
+            tracers.stop()
+    return ScaleRun(n, answered, churned, pings(big_target) - before, tracers, left, too_small)
+
+
+@pytest.mark.parametrize("engine,by", [("bpftrace", "command"), ("bcc", "command"),
+                                       ("bcc", "conn"), ("dtrace", "command")])
+def test_ten_thousand_connections_exact(engine, by, scale_run, request):
+    need(engine, request)
+    run = scale_run
+    assert run.answered == run.n * ROUNDS and run.churned == CHURN
+    assert run.ferretdb_pings == run.sent      # FerretDB's own count
+    result, err = run.tracers.result(f"{engine}-{by}")
     assert result["lost"] == {"unmatched_replies": 0, "requests_without_reply": 0,
                               "malformed": 0, "dropped": 0}, (result["counts"], err)
-    assert result["by_command"]["ping"]["count"] == sent
+    assert result["by_command"]["ping"]["count"] == run.sent
     if by == "conn":
         # every connection's aggregate kept (per-connection view)
-        assert sum(v["count"] for v in result["by_conn"].values()) >= sent
-
-
-def stop(cli: subprocess.Popen) -> tuple[str, str]:
-    cli.send_signal(signal.SIGINT)
-    out, err = cli.communicate(timeout=180)
-    assert cli.returncode == 0, err
-    return out, err
+        assert sum(v["count"] for v in result["by_conn"].values()) >= run.sent
 
 
 def map_entries(pid: int, names: set[str]) -> dict[str, int]:
@@ -177,48 +317,36 @@ CONN_MAPS = {"bpftrace": {"AT_conn", "AT_slot_cmd", "AT_slot_hdr", "AT_rx_pendin
 
 
 @pytest.mark.parametrize("engine", ["bpftrace", "bcc"])
-def test_churn_frees_connection_state(engine, big_target, request):
-    """6,000 short connections, 200 at a time (their fds reused): exact, and the
-    per-connection maps back to (nearly) empty while the probe still runs."""
+def test_churn_frees_connection_state(engine, scale_run, request):
+    """CHURN short connections, 200 at a time (their fds reused), after the 10,000 closed:
+    exact, and the per-connection maps back to (nearly) empty while the probe still
+    runs."""
     need(engine, request)
     if shutil.which("bpftool") is None:
         pytest.skip("bpftool is not installed (Debian package bpftool)")
-    wp = wire_probe.WireProbe(engine, big_target.pid)
-    try:
-        answered = manyconns.churn("127.0.0.1", port_of(big_target), 6000, at_once=200)
-        time.sleep(0.5)
-        left = map_entries(wp.probe.proc.pid, CONN_MAPS[engine])
-    finally:
-        wp.probe.stop()
-    for _ in wp.slices():      # what it printed, to its end
-        pass
-    lat = wp.finish()
-    wp.close()
-    assert answered == 6000
-    assert lat.lost == {"unmatched_replies": 0, "requests_without_reply": 0,
-                        "malformed": 0, "dropped": 0}
-    assert lat.counts["replies"] == 6000
-    # a handful of FerretDB's own descriptors at most; 6,000 if close() freed nothing
+    run = scale_run
+    result, err = run.tracers.result(CHURN_MAPS_OF[engine])
+    left = run.left[engine]
+    if isinstance(left, BaseException):
+        raise left
+    assert run.churned == CHURN
+    assert result["lost"] == {"unmatched_replies": 0, "requests_without_reply": 0,
+                              "malformed": 0, "dropped": 0}, err
+    assert result["counts"]["replies"] == run.sent      # the rounds', then the churn's
+    # a handful of FerretDB's own descriptors at most; thousands if close() freed nothing
     assert set(left) == CONN_MAPS[engine], left
     assert all(n <= 8 for n in left.values()), left
 
 
-def test_churn_exact_on_dtrace(big_target, request):
-    """12,000 short connections (fds reused) through the smallest dynvarsize, 16m:
+def test_churn_exact_on_dtrace(scale_run, request):
+    """CHURN short connections (fds reused) through the smallest dynvarsize, 16m:
     exact, no dynamic variable dropped. (DTrace cannot list its dynamic variables, so
     that close() frees a connection's is not checked here: with fds reused, state left
     behind would be overwritten, not grow.)"""
     need("dtrace", request)
-    cli = start_cli("latency", "-p", str(big_target.pid), "--json", "--engine", "dtrace",
-                    "--max-connections", "1000")
-    try:
-        answered = manyconns.churn("127.0.0.1", port_of(big_target), 12000, at_once=200)
-        time.sleep(1.0)
-    finally:
-        out, err = stop(cli)
-    assert answered == 12000
-    result = json.loads(out.strip().splitlines()[-1])
-    assert result["counts"]["replies"] == 12000
+    result, err = scale_run.tracers.result("dtrace-churn")
+    assert scale_run.churned == CHURN
+    assert result["counts"]["replies"] == CHURN      # attached after the rounds
     assert result["lost"] == {"unmatched_replies": 0, "requests_without_reply": 0,
                               "malformed": 0, "dropped": 0}, err
     assert "DTrace reported no drops or errors" in err
@@ -230,21 +358,40 @@ TOO_SMALL = {"bpftrace": (1500, "map @slot_cmd full"), "bcc": (1500, "map conns 
              "dtrace": (3000, "aggregation space full")}
 
 
+def run_too_small(info) -> Tracers:
+    """Every engine with --max-connections 500, attached together: 5 rounds on
+    TOO_SMALL's connections, the fewest first; an engine is stopped once its own have
+    run, so that it sees no more."""
+    tracers = Tracers()
+    try:
+        tracers.start(info.pid, {engine: ["--engine", engine, "--max-connections", "500"]
+                                 for engine in TOO_SMALL})
+        for conns in sorted({c for c, _ in TOO_SMALL.values()}):
+            manyconns.rounds("127.0.0.1", port_of(info), conns, 5)
+            time.sleep(1.0)
+            tracers.stop([e for e, (c, _) in TOO_SMALL.items()
+                          if c == conns and e in tracers.clis])
+    finally:
+        tracers.stop()
+    return tracers
+
+
+@pytest.fixture(scope="module")
+def too_small_run(scale_run) -> Tracers:
+    """run_too_small's tracers (made in scale_run's end)."""
+    if scale_run.too_small is None:
+        pytest.fail("the scale run failed before the too-small run")
+    return scale_run.too_small.result()
+
+
 @pytest.mark.parametrize("engine", list(TOO_SMALL))
-def test_too_small_maps_are_named(engine, big_target, request):
+def test_too_small_maps_are_named(engine, too_small_run, request):
     """--max-connections below the connections: the loss is counted, and the map that
     filled and the fix are named once at the end."""
     need(engine, request)
-    conns, want = TOO_SMALL[engine]
-    cli = start_cli("latency", "-p", str(big_target.pid), "--json", "--engine", engine,
-                    "--max-connections", "500")
-    try:
-        manyconns.rounds("127.0.0.1", port_of(big_target), conns, 5)
-        time.sleep(1.0)
-    finally:
-        out, err = stop(cli)
-    lost = json.loads(out.strip().splitlines()[-1])["lost"]
-    assert sum(lost.values()) > 0
+    _, want = TOO_SMALL[engine]
+    result, err = too_small_run.result(engine)
+    assert sum(result["lost"].values()) > 0
     hints = [ln for ln in err.splitlines() if " full: " in ln]
     assert len(hints) == 1, err
     assert want in hints[0] and "raise --max-connections (now 500)" in hints[0]

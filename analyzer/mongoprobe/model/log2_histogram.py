@@ -65,18 +65,21 @@ def from_buckets(rows: Iterable[tuple[int, int, int]]) -> pd.DataFrame:
     rows = list(rows)
     if not rows:
         return empty()
-    h = pd.DataFrame(rows, columns=list(COLUMNS)).astype("int64")
-    return validate(h.sort_values("lo", kind="stable").reset_index(drop=True))
+    # numpy, not DataFrame(rows).astype().sort_values(): a summary of 10,000
+    # connections builds 10,000 histograms, and pandas' per-call cost was a minute
+    a = np.array(rows, dtype=np.int64).reshape(-1, 3)
+    a = a[np.argsort(a[:, 0], kind="stable")]
+    return validate(pd.DataFrame(a, columns=list(COLUMNS)))
 
 
 def validate(h: pd.DataFrame) -> pd.DataFrame:
     """Return ``h`` if it is a well-formed histogram, else raise ValueError saying why."""
     if list(h.columns) != list(COLUMNS):
         raise ValueError(f"a histogram has columns {list(COLUMNS)}, not {list(h.columns)}")
-    for c in COLUMNS:
-        if h[c].dtype != np.int64:
+    lo, hi, count = cols = [h[c].to_numpy() for c in COLUMNS]    # each column read once
+    for c, a in zip(COLUMNS, cols):
+        if a.dtype != np.int64:
             raise ValueError(f"histogram column {c!r} must be int64, not {h[c].dtype}")
-    lo, hi, count = (h[c].to_numpy() for c in COLUMNS)
     if (lo >= hi).any():
         raise ValueError("histogram bucket with lo >= hi")
     if (count < 0).any():
@@ -145,10 +148,11 @@ def from_json_buckets(buckets: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
 def to_json_buckets(h: pd.DataFrame) -> list[dict[str, int]]:
     """Non-empty buckets as ``[{"lo_ns", "hi_ns", "count"}]`` (the ``latency --json`` "hist")."""
     validate(h)
-    nz = h[h["count"] > 0]
+    lo, hi, count = (h[c].to_numpy() for c in COLUMNS)
+    nz = count > 0          # (numpy: per-row pandas indexing is slow at 10,000 groups)
     return [
-        {"lo_ns": int(lo), "hi_ns": int(hi), "count": int(c)}
-        for lo, hi, c in zip(nz["lo"], nz["hi"], nz["count"])
+        {"lo_ns": a, "hi_ns": b, "count": c}
+        for a, b, c in zip(lo[nz].tolist(), hi[nz].tolist(), count[nz].tolist())
     ]
 
 

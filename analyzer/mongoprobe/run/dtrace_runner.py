@@ -195,13 +195,24 @@ def run(script: str, pid: int, args: tuple = (), duration: float | None = None,
     from mongoprobe.formats.dtrace_drops import parse_dtrace_drops
 
     probe = probes.dtrace(script, pid, *args, options=options)
-    # dtrace takes a second SIGTERM as "quit now": its END output, which takes seconds
-    # for thousands of connections' aggregations, would be lost (seen at 10,000)
-    stopper = probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None, duration, pid,
-                             again=60.0)
+    lines: list[str] = []
+    asked_at: list[int] = []     # the lines printed when SIGTERM was last sent
+
+    def ask() -> None:
+        # dtrace takes a second SIGTERM as "quit now": its END output would be lost.
+        # At 10,000 connections its consumer works 25-50 s of CPU on the aggregations
+        # before printing a line (silent for 70-150 s on a busy 2-CPU machine), then
+        # prints for seconds. Asked again only after 5 minutes in which it printed
+        # nothing.
+        printing = bool(asked_at) and len(lines) != asked_at[-1]
+        asked_at.append(len(lines))
+        if not printing:
+            probe.interrupt()
+
+    stopper = probes.Stopper(ask, lambda: probe.proc.poll() is None, duration, pid,
+                             again=300.0)
     if banner:
         print(banner, file=sys.stderr, flush=True)
-    lines = []
     for line in probe.lines():
         lines.append(line)
         if on_line:
