@@ -140,13 +140,12 @@ TARGET_FIXTURES = {"ferretdb", "tls_target", "tracing_and_target"}
 # file not listed (fast, or new) goes after these, in its usual order.
 FILE_SECONDS = {
     "test_verdicts.py": 150, "test_probe_cost.py": 51, "test_bcc_bursts.py": 18,
-    "test_examples.py": 303, "test_tls_decode.py": 229, "test_dtrace_tls.py": 223,
-    "test_many_connections.py": 171, "test_probe_patterns.py": 131, "test_dtrace.py": 129,
-    "test_compression.py": 71, "test_pcap.py": 71, "test_record.py": 64,
-    "test_profile_probes.py": 43, "test_tracer_versions_profilers.py": 40,
-    "test_teaching_probes.py": 37, "test_latency_ferretdb.py": 37, "test_ycsb_record.py": 29,
-    "test_tls_detect.py": 28, "test_wheel.py": 28, "test_engine_select.py": 27,
-    "test_pcapfile.py": 27,
+    "test_examples_live.py": 130, "test_many_connections.py": 110, "test_tls_decode.py": 75,
+    "test_pcap.py": 60, "test_probe_patterns.py": 131, "test_dtrace.py": 60,
+    "test_dtrace_tls.py": 55, "test_record.py": 55, "test_compression.py": 25,
+    "test_profile_probes.py": 27, "test_tracer_versions_profilers.py": 30,
+    "test_ycsb_record.py": 29, "test_wheel.py": 28, "test_engine_select.py": 27,
+    "test_pcapfile.py": 27, "test_latency_ferretdb.py": 19, "test_tls_detect.py": 15,
 }
 SERIAL_FILES = ("test_verdicts.py", "test_probe_cost.py", "test_bcc_bursts.py")
 
