@@ -139,13 +139,17 @@ TARGET_FIXTURES = {"ferretdb", "tls_target", "tracing_and_target"}
 # files marked serial come first, as they leave the others idle wherever they run. A
 # file not listed (fast, or new) goes after these, in its usual order.
 FILE_SECONDS = {
-    "test_verdicts.py": 150, "test_probe_cost.py": 51, "test_bcc_bursts.py": 18,
-    "test_examples_live.py": 130, "test_many_connections.py": 110, "test_tls_decode.py": 75,
-    "test_pcap.py": 60, "test_probe_patterns.py": 131, "test_dtrace.py": 60,
-    "test_dtrace_tls.py": 55, "test_record.py": 55, "test_compression.py": 25,
-    "test_profile_probes.py": 27, "test_tracer_versions_profilers.py": 30,
-    "test_ycsb_record.py": 29, "test_wheel.py": 28, "test_engine_select.py": 27,
-    "test_pcapfile.py": 27, "test_latency_ferretdb.py": 19, "test_tls_detect.py": 15,
+    "test_verdicts.py": 140, "test_probe_cost.py": 48, "test_bcc_bursts.py": 16,
+    "test_many_connections.py": 198, "test_examples_live.py": 142,
+    "test_probe_patterns.py": 114, "test_pcap.py": 98, "test_tls_decode.py": 70,
+    "test_dtrace_tls.py": 68, "test_dtrace.py": 64, "test_record.py": 54,
+    "test_profile_probes.py": 37, "test_tracer_versions_profilers.py": 32,
+    "test_pcapfile.py": 27, "test_latency_ferretdb.py": 27, "test_ycsb_record.py": 25,
+    "test_wheel.py": 25, "test_engine_select.py": 24, "test_stacks.py": 21,
+    "test_compression.py": 20, "test_end_to_end.py": 17, "test_tls_detect.py": 17,
+    "test_formats.py": 16, "test_load.py": 15, "test_longrun.py": 13,
+    "test_examples.py": 12, "test_untraced.py": 11, "test_teaching_probes.py": 11,
+    "test_report.py": 11, "test_tracer_versions.py": 11, "test_one_statistic.py": 10,
 }
 SERIAL_FILES = ("test_verdicts.py", "test_probe_cost.py", "test_bcc_bursts.py")
 
