@@ -39,7 +39,7 @@ from helpers.ferretdb import metrics_delta
 from helpers.flushloop import flushloop, loop  # noqa: F401 (fixtures)
 from helpers.wire import Probe, all_modes_server
 from mongoprobe.run import dtrace_runner as dtrace_engine, tracer as probes, target
-from mongoprobe.views import latency_table as latency
+from mongoprobe.model import latency_summary as latency
 from mongoprobe.load import mixed_workload as mixedload
 from mongoprobe.formats import dtrace_drops, dtrace_latency, stack_table, wire_events
 

@@ -26,10 +26,6 @@ KNOWN = {
         "probe_module finds probes/compressednames.py through the tracer runner",
     ("formats.flush_output", "model.log2_histogram"):
         "the parser returns its histograms as log2 histogram frames",
-    ("pcap.pairing", "views.latency_table"):
-        "LatencySummary, a model with its renderer, lives with the renderer",
-    ("run.dtrace_runner", "views.latency_table"):
-        "LatencySummary from DTrace's quantize output (the same mix)",
     ("run.record", "analysis.phase_table"):
         "record prints phases.lost_line at its end",
     ("run.run_folder", "analysis.traffic_phases"):

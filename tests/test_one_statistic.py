@@ -24,7 +24,7 @@ import pandas as pd
 import pytest
 
 from mongoprobe.model import log2_histogram as histogram, loglinear_buckets as loglinear
-from mongoprobe.views import latency_table as latency
+from mongoprobe.model import latency_summary as latency
 from mongoprobe.analysis import phase_table as phases
 from mongoprobe.wire import facts as wirefacts
 from mongoprobe.formats.bpftrace_latency import read_bpftrace_latency

@@ -225,7 +225,7 @@ def test_cli_json_golden(name, cli):
 def test_cli_json_keys_equal_latency_json(cli):
     """pcap --json has the top-level keys of latency --json (LatencySummary.to_json), plus
     its own "pcap" section."""
-    from mongoprobe.views.latency_table import LatencySummary
+    from mongoprobe.model.latency_summary import LatencySummary
 
     r = cli("pcap", sample("ferretdb-mixedload"), "--port",
            str(sidecar("ferretdb-mixedload")["port"]), "--json")

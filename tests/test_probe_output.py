@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from mongoprobe.model import log2_histogram as histogram, loglinear_buckets as loglinear
-from mongoprobe.views import latency_table as latency
+from mongoprobe.model import latency_summary as latency
 from mongoprobe.formats import quantize, wire_events
 from mongoprobe.formats.bpftrace_latency import read_bpftrace_latency, unpack
 from mongoprobe.formats.errors import FormatError

@@ -10,7 +10,9 @@ ones; tests/test_layout.py checks it and lists today's exceptions):
     formats/    every parser of a tool's output, foreign or our own, into DataFrames
                 (bpftrace's JSON lines through one reader, bpftrace_json)
     model/      tables in memory: log2/log-linear histograms, latencies, events, stacks;
-                the phase type (phase) and the monotonic-to-wall clock (clock)
+                the latency summary every probe's figures become (latency_summary,
+                with its quantize text and JSON); the phase type (phase) and the
+                monotonic-to-wall clock (clock)
     loadtools/  load tools' outputs (built-in, YCSB, iibench, markers) as one model
     pcap/       packet captures: tshark capture, pcap files, request/reply pairing
     run/        child processes (one lifecycle, child) and the live system: tracers,
@@ -18,7 +20,7 @@ ones; tests/test_layout.py checks it and lists today's exceptions):
                 reads it)
     analysis/   phases, traffic phases, the limiter's verdict, normalisation,
                 CPU categories, thread states
-    views/      renderers: shell tables, latency table, plots, heat maps, flame
+    views/      renderers: shell tables, plots, heat maps, flame
                 graphs, the HTML report
     load/       the built-in load programs (``mongoprobe load``, the mixed workload)
     cli/        the ``mongoprobe`` command

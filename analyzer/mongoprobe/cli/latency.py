@@ -103,7 +103,7 @@ def _started(probe, args: argparse.Namespace, sizing: str | None = None,
 def _print_summary(summary, args: argparse.Namespace, interval: bool = False) -> None:
     if args.json:
         print(json.dumps(summary.to_json()), flush=True)
-        from mongoprobe.views.latency_table import untraced_line
+        from mongoprobe.model.latency_summary import untraced_line
         if untraced_line(summary.untraced):      # said in one line, as in the text
             print(untraced_line(summary.untraced), file=sys.stderr)
         return
@@ -157,7 +157,7 @@ def _finished(wp):
 
 
 def cmd_latency(args: argparse.Namespace) -> int:
-    from mongoprobe.views import latency_table as latency
+    from mongoprobe.model import latency_summary as latency
     from mongoprobe.model.latencies import Latencies
 
     _check_trace(args)
@@ -242,7 +242,7 @@ def _dtrace_full_hint(run, script: str, args: argparse.Namespace) -> None:
 def _latency_dtrace(args: argparse.Namespace) -> int:
     """dtrace/mongo_time.d (or mongo_snoop.d for --events): one summary at the end."""
     from mongoprobe.run import dtrace_runner as dtrace_engine
-    from mongoprobe.views import latency_table as latency
+    from mongoprobe.model import latency_summary as latency
 
     if args.interval:
         raise CommandError("-i: mongo_time.d prints once, at the end; use -d, or "
@@ -271,7 +271,7 @@ def _latency_dtrace(args: argparse.Namespace) -> int:
 def _snoop_dtrace(args: argparse.Namespace) -> int:
     """dtrace/mongo_snoop.d: its lines as they come (mongo_snoop.bt's layout)."""
     from mongoprobe.run import dtrace_runner as dtrace_engine
-    from mongoprobe.views import latency_table as latency
+    from mongoprobe.model import latency_summary as latency
     from ..formats import wire_events
     from ..formats.dtrace_latency import clock
 
@@ -316,7 +316,7 @@ SNOOP_HEADER = (f"{'TIME(s)':<14} {'PID':<7} {'TID':<7} {'FD':<4} {'REQID':<11} 
 def cmd_snoop(args: argparse.Namespace) -> int:
     """One line per request: bpftrace's mongo_latency.bt with an event per request
     (names from its words here), bcc's mongosnoop.py, or dtrace/mongo_snoop.d."""
-    from mongoprobe.views import latency_table as latency
+    from mongoprobe.model import latency_summary as latency
     from mongoprobe.run import tracer as probes
     from ..formats.wire_slices import EVENT_COLUMNS
 

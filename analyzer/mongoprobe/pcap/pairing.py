@@ -2,7 +2,7 @@
 
 The capture is decoded in bulk by ``pcap/tshark_fields.py`` (one row per message);
 this module pairs replies with requests, summarizes latency exactly as ``mongoprobe
-latency`` does (same :class:`~mongoprobe.views.latency_table.LatencySummary`, so ``pcap --json``
+latency`` does (same :class:`~mongoprobe.model.latency_summary.LatencySummary`, so ``pcap --json``
 has the keys of ``latency --json``), and joins the network-side view with the
 server-side one the probes recorded.
 
@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from mongoprobe.wire import decode as wire
-from mongoprobe.views.latency_table import LatencySummary, from_latencies, unchecked
+from mongoprobe.model.latency_summary import LatencySummary, from_latencies, unchecked
 from . import tshark_fields
 from .tshark_fields import Decode
 
@@ -276,7 +276,7 @@ def conn_key(stream, client_port) -> list[str]:
 
 
 class CaptureSummary(LatencySummary):
-    """A capture's latency: :class:`~mongoprobe.views.latency_table.LatencySummary`'s data, JSON and
+    """A capture's latency: :class:`~mongoprobe.model.latency_summary.LatencySummary`'s data, JSON and
     rendering, in the capture's words: a connection is a TCP stream (keys "stream,
     client_port"), and the loss line counts what a capture loses (``malformed``: frames
     tshark marks malformed and requests no decoder could name; ``dropped``: frames after

@@ -25,7 +25,7 @@ from typing import Callable
 
 import pandas as pd
 
-from mongoprobe.views import latency_table as latency
+from mongoprobe.model import latency_summary as latency
 from mongoprobe.run import tracer as probes
 
 
@@ -232,7 +232,7 @@ def failed(run: DtraceRun) -> str | None:
 def latency_summary(run: DtraceRun, pid: int | None = None, hooked: str | None = None):
     """mongo_time.d's END output -> latency.LatencySummary (engine "dtrace"); ``hooked``:
     the OpenSSL mongo_time_tls.d hooked (TlsChoice.hooked)."""
-    from mongoprobe.views import latency_table as latency
+    from mongoprobe.model import latency_summary as latency
     from mongoprobe.formats.dtrace_latency import (parse_dtrace_failures, parse_dtrace_latency,
                                                    parse_dtrace_latency_totals)
 
@@ -304,7 +304,7 @@ def snoop_footer(lines: list[str]):
     """The counters of mongo_snoop.d's footer -> (counts, lost) dicts."""
     import io
 
-    from mongoprobe.views import latency_table as latency
+    from mongoprobe.model import latency_summary as latency
     from mongoprobe.formats.quantize import parse_scalars
 
     s = parse_scalars(io.StringIO("".join(lines)), "mongo_snoop.d")
