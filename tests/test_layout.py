@@ -26,8 +26,6 @@ KNOWN = {
         "probe_module finds probes/compressednames.py through the tracer runner",
     ("formats.flush_output", "model.log2_histogram"):
         "the parser returns its histograms as log2 histogram frames",
-    ("run.record", "analysis.phase_table"):
-        "record prints phases.lost_line at its end",
     ("run.run_folder", "analysis.traffic_phases"):
         "load_run infers the phases from traffic when the load tool has none",
     ("analysis.run_profile", "views.flamegraph"):

@@ -111,7 +111,7 @@ def test_a_collector_killed_mid_run_is_recorded_and_the_run_completes(recorded):
     # record itself ends with the same losses, after the line saying where the run is
     tail = recorded.stderr[recorded.stderr.index("mongoprobe record: run recorded in"):]
     said = [s.removeprefix("mongoprobe record: ") for s in tail.splitlines()[1:]]
-    assert said == phases.lost_line(lost).splitlines()
+    assert said == rundir.lost_line(lost).splitlines()
     assert said[0].startswith("lost: unmatched replies ")
 
 

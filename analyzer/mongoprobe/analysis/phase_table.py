@@ -77,6 +77,7 @@ from mongoprobe.wire import error_codes as errorcodes, facts as wirefacts
 from mongoprobe.model import latencies, phase
 from mongoprobe.model.phase import Phase, phases_from
 from mongoprobe.analysis import normalize, traffic_phases as traffic
+from mongoprobe.run.run_folder import lost_line
 
 NUMERIC = ["seconds", "server_s", "ops_avg", "ops_p95", "ips_avg", "ips_p95", "qps_avg",
            "qps_p95",
@@ -638,28 +639,3 @@ def tool_line(tool: dict) -> str:
     if tool["name"] not in loadtools.ADAPTERS and tried:
         head += f" (no adapter read the tool's output: {tried})"
     return "\n".join([head] + [f"  {n}" for n in tool["notes"]])
-
-
-def lost_line(lost: dict) -> str:
-    """The losses of a run, one line per source, as the probes print them."""
-    out = []
-    probe = lost.get("probe")
-    if probe is None:
-        out.append("lost: no latency probe in this run")
-    else:
-        out.append(f"lost: unmatched replies {probe['unmatched_replies']}, requests without "
-                   f"reply {probe['requests_without_reply']}, malformed headers "
-                   f"{probe['malformed']}, dropped events {probe['dropped']}")
-    for which, st in (lost.get("stacks") or {}).items():
-        if st.get("unreadable"):
-            out.append(f"lost: {which} stacks unreadable, none used: {st['unreadable']}")
-            continue
-        unit = " us" if st.get("unit") == "us" else ""        # offcpu: time, not samples
-        of = f" of {st['samples']}{unit} counted" if st.get("samples") is not None else ""
-        out.append(f"lost: {which} stacks folded {st['folded']}{unit}{of}, empty {st['empty']}, "
-                   f"lookup failed {st['lookup_failed']}")
-    for c in lost.get("collectors", []):
-        out.append(f"lost: collector {c['name']} {c['status']}"
-                   + (f" at {c['died_at']:.1f} s" if c.get("died_at") is not None else "")
-                   + (f": {c['why']}" if c.get("why") else ""))
-    return "\n".join(out)

@@ -461,3 +461,29 @@ def _complete_lines(fh):
 def load_run(path: str | os.PathLike) -> Run:
     """The run recorded in ``path`` (see the module doc for what it holds)."""
     return Run(path)
+
+
+def lost_line(lost: dict) -> str:
+    """The losses of a run (:attr:`Run.lost`), one line per source, as the probes
+    print them: what ``record`` says at its end, ``phases`` and ``report`` show."""
+    out = []
+    probe = lost.get("probe")
+    if probe is None:
+        out.append("lost: no latency probe in this run")
+    else:
+        out.append(f"lost: unmatched replies {probe['unmatched_replies']}, requests without "
+                   f"reply {probe['requests_without_reply']}, malformed headers "
+                   f"{probe['malformed']}, dropped events {probe['dropped']}")
+    for which, st in (lost.get("stacks") or {}).items():
+        if st.get("unreadable"):
+            out.append(f"lost: {which} stacks unreadable, none used: {st['unreadable']}")
+            continue
+        unit = " us" if st.get("unit") == "us" else ""        # offcpu: time, not samples
+        of = f" of {st['samples']}{unit} counted" if st.get("samples") is not None else ""
+        out.append(f"lost: {which} stacks folded {st['folded']}{unit}{of}, empty {st['empty']}, "
+                   f"lookup failed {st['lookup_failed']}")
+    for c in lost.get("collectors", []):
+        out.append(f"lost: collector {c['name']} {c['status']}"
+                   + (f" at {c['died_at']:.1f} s" if c.get("died_at") is not None else "")
+                   + (f": {c['why']}" if c.get("why") else ""))
+    return "\n".join(out)

@@ -109,7 +109,7 @@ def _run_section(run) -> str:
 
 
 def _lost_section(lost: dict) -> str:
-    from mongoprobe.analysis.phase_table import lost_line
+    from mongoprobe.run.run_folder import lost_line
     text = lost_line(lost)
     bad = (lost.get("probe") is None or any(lost["probe"].values()) or lost["collectors"]
            or any(st.get("unreadable") or st["empty"] or st["lookup_failed"]
