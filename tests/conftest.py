@@ -129,7 +129,7 @@ def pytest_runtest_protocol(item, nextitem):
 # `pytest -m "not root"` is the quick offline tier.
 ROOT_FIXTURES = {"need_bpftrace", "need_bcc", "need_dtrace", "need_capture",
                  "tracing_and_target"}
-TARGET_FIXTURES = {"ferretdb", "tls_target", "tracing_and_target"}
+TARGET_FIXTURES = {"ferretdb", "refused_target", "tls_target", "tracing_and_target"}
 
 
 # The files by their summed test time in the last full run (seconds, --durations), the
@@ -300,10 +300,22 @@ def tls_target(tmp_path_factory):
         target.stop(state)
 
 
+def _private_ferretdb(tmp_path_factory, name: str):
+    if not target.ferretdb_binary().exists():
+        pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
+    with target.EmbeddedTarget(tmp_path_factory.mktemp(name)) as info:
+        yield info
+
+
 @pytest.fixture(scope="session")
 def ferretdb(tmp_path_factory):
     """A private FerretDB for the test session: TargetInfo (pid, uri, metrics_url)."""
-    if not target.ferretdb_binary().exists():
-        pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
-    with target.EmbeddedTarget(tmp_path_factory.mktemp("ferretdb")) as info:
-        yield info
+    yield from _private_ferretdb(tmp_path_factory, "ferretdb")
+
+
+@pytest.fixture(scope="module")
+def refused_target(tmp_path_factory):
+    """A FerretDB of the module's own, for the requests it refuses: FerretDB's request
+    counts label legacy OP_QUERY requests "unknown", so they are kept off the session's
+    target, whose counts the tests compare with the probes' command by command."""
+    yield from _private_ferretdb(tmp_path_factory, "ferretdb-refused")

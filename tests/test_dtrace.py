@@ -260,15 +260,6 @@ class FerretRun:
 
 
 @pytest.fixture(scope="module")
-def refused_target(tmp_path_factory):
-    """A private FerretDB for the failed-reply requests."""
-    if not target.ferretdb_binary().exists():
-        pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
-    with target.EmbeddedTarget(tmp_path_factory.mktemp("ferretdb-refused")) as info:
-        yield info
-
-
-@pytest.fixture(scope="module")
 def ferret_run(ferretdb, refused_target, tmp_path_factory) -> FerretRun:
     """On the session's FerretDB: latency --engine dtrace (mongo_time.d), latency
     --engine dtrace --events (mongo_snoop.d), snoop --engine dtrace --json and latency

@@ -55,15 +55,6 @@ class Runs:
 
 
 @pytest.fixture(scope="module")
-def refused_target(tmp_path_factory):
-    """A private FerretDB for the failed-reply requests."""
-    if not target.ferretdb_binary().exists():
-        pytest.skip(f"{target.ferretdb_binary()} not built: run scripts/setup.sh")
-    with target.EmbeddedTarget(tmp_path_factory.mktemp("ferretdb-refused")) as info:
-        yield info
-
-
-@pytest.fixture(scope="module")
 def runs(ferretdb, refused_target, tmp_path_factory) -> Runs:
     folder = tmp_path_factory.mktemp("latency-runs")
     r = Runs()

@@ -20,8 +20,6 @@ TOP_LEVEL = {"__init__.py", "__main__.py", "progress.py"}
 
 # (importer, imported) against the order -> why it is so today
 KNOWN = {
-    ("formats.bpftrace_latency", "model.loglinear_buckets"):
-        "the parser sizes buckets with loglinear.bounds (wire.facts has the same)",
     ("formats.bpftrace_latency", "run.tracer"):
         "probe_module finds probes/compressednames.py through the tracer runner",
     ("formats.flush_output", "model.log2_histogram"):

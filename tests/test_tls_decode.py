@@ -47,7 +47,7 @@ from mongoprobe.run import tracer as mp_probes
 from mongoprobe.formats import wire_events
 from helpers.ferretdb import (REFUSED, WORKLOAD_COMMANDS, failed_responses, metrics_delta,
                               response_counts)
-from helpers.tls import CliTracer, Job, PatternsRun, stop_all, traced_jobs
+from helpers.tls import CliTracer, Job, PatternsRun, stop_all_or_raise, traced_jobs
 from helpers.wire import (BCC_TOOL, SYSTEM_PYTHON, Probe, from_bcc, from_bpftrace,
                           sleeping_in_main_loop, tool_unavailable)
 
@@ -99,12 +99,8 @@ def ferretdb_run(tls_target, tmp_path_factory) -> SimpleNamespace:
         client.close()
         time.sleep(0.5)      # let the last replies reach the probe
     except BaseException as exc:
-        for failed in stop_all(tracers)[1]:     # said with the first failure
-            exc.add_note(f"and on stopping: {failed}")
-        raise
-    outputs, failures = stop_all(tracers)
-    if failures:
-        raise failures[0]
+        stop_all_or_raise(tracers, exc)
+    outputs = stop_all_or_raise(tracers)
     return SimpleNamespace(
         latency=json.loads(outputs["latency"][-1]),
         snoop=[json.loads(ln) for ln in outputs["snoop"] if ln.startswith("{")],

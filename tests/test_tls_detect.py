@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.tls import CliTracer, once_per_key, stop_all
+from helpers.tls import CliTracer, once_per_key, stop_all_or_raise
 from mongoprobe.run import target, tracer as probes
 from mongoprobe.wire.encode import encode_op_msg
 
@@ -50,12 +50,8 @@ def _trace(pid: int, work, workdir: Path) -> dict[str, tuple[dict, str]]:
         work()
         time.sleep(0.5)
     except BaseException as exc:
-        for failed in stop_all(tracers)[1]:     # said with the first failure
-            exc.add_note(f"and on stopping: {failed}")
-        raise
-    outputs, failures = stop_all(tracers)
-    if failures:
-        raise failures[0]
+        stop_all_or_raise(tracers, exc)
+    outputs = stop_all_or_raise(tracers)
     return {engine: (json.loads(outputs[engine][-1]), tracers[engine].stderr)
             for engine in tracers}
 

@@ -314,6 +314,20 @@ def stop_all(tracers: dict) -> tuple[dict[str, list[str]], list[BaseException]]:
     return outputs, failures
 
 
+def stop_all_or_raise(tracers: dict, error: BaseException | None = None) -> dict[str, list[str]]:
+    """Every tracer stopped (stop_all). With ``error``, the failure of the block that ran
+    them: the failures to stop noted on it, and it raised. Else the first failure to stop
+    raised, or their stdout lines returned."""
+    outputs, failures = stop_all(tracers)
+    if error is not None:
+        for failed in failures:     # said with the first failure
+            error.add_note(f"and on stopping: {failed}")
+        raise error
+    if failures:
+        raise failures[0]
+    return outputs
+
+
 def once_per_key(factory: Callable[..., object]) -> Callable[..., object]:
     """factory(*key) made once per key; a skip or failure is raised again for every
     test that asks (the pattern of tests/test_probe_patterns.py's ``traced``)."""

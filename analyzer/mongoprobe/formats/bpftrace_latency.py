@@ -57,7 +57,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from mongoprobe.model import loglinear_buckets as loglinear
+from mongoprobe.wire import facts as wirefacts
 from mongoprobe.run.tracer import probe_module
 from . import bpftrace_json
 from .errors import FormatError
@@ -104,7 +104,7 @@ def unpack(bucket: int, value: int) -> tuple[int, int]:
     bounds say which value it is."""
     v = value & ((1 << 64) - 1)
     n = v & ((1 << PACK_BITS) - 1)
-    lo = n * loglinear.bounds(bucket)[0]
+    lo = n * wirefacts.bounds(bucket)[0]
     return n, lo + (((v >> PACK_BITS) - lo) % _SUM_MOD)
 
 
