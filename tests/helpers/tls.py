@@ -328,6 +328,18 @@ def stop_all_or_raise(tracers: dict, error: BaseException | None = None) -> dict
     return outputs
 
 
+def assert_exact_counts(r: dict, run: "PatternsRun") -> None:
+    """A tracer's --json report ``r`` of a shared run counts exactly what the run sent:
+    every pattern's scenarios and the short connections' pings, nothing lost."""
+    e = run.expected
+    assert r["requests_by_command"] == dict(e.by_command)
+    assert r["requests_by_command"]["ping"] == \
+        sum(p.by_command["ping"] for p in run.by_pattern.values()) + run.short
+    assert r["counts"] == {"requests": e.requests, "replies": e.replies,
+                           "stream_replies": e.stream_replies, "no_reply": e.no_reply}
+    assert r["lost"] == dict.fromkeys(r["lost"], 0)
+
+
 def once_per_key(factory: Callable[..., object]) -> Callable[..., object]:
     """factory(*key) made once per key; a skip or failure is raised again for every
     test that asks (the pattern of tests/test_probe_patterns.py's ``traced``)."""
