@@ -145,6 +145,24 @@ def test_pcap_format_equals_pcapng(tmp_path):
     assert d2.workers == 2
 
 
+def _sent_twice(out, name: str, bl: list, i: int) -> list:
+    """Sample ``name`` (its blocks ``bl``) with packet block ``i`` sent twice, written to
+    ``out``: decoded on one worker and on two, each one retransmitted frame and the same
+    requests, counts and losses as the sample; the summaries."""
+    port = port_of(name)
+    altered = write(out, bl[:i + 1] + [bl[i]] + bl[i + 1:])
+    ref = reference(name)
+    summaries = []
+    for workers in (1, 2):
+        r = pcap.summarize(altered, port, workers=workers)
+        j = r.to_json()
+        assert r.decode.retransmitted == 1
+        assert j["requests_by_command"] == ref["requests_by_command"]
+        assert j["lost"] == ref["lost"] and j["counts"] == ref["counts"]
+        summaries.append(r)
+    return summaries
+
+
 def test_retransmission_is_not_a_second_request(tmp_path):
     """A request packet sent twice (as TCP retransmits it) is one request, and the
     decode says a frame was retransmitted."""
@@ -153,14 +171,7 @@ def test_retransmission_is_not_a_second_request(tmp_path):
     bl = blocks(path)
     pk = packet_blocks(bl)
     i = next(i for i in pk[10:] if tcp_of(bl[i])[1] == port and tcp_of(bl[i])[2] > 0)
-    altered = write(tmp_path / "retrans.pcapng", bl[:i + 1] + [bl[i]] + bl[i + 1:])
-    ref = reference(name)
-    for workers in (1, 2):
-        r = pcap.summarize(altered, port, workers=workers)
-        j = r.to_json()
-        assert r.decode.retransmitted == 1
-        assert j["requests_by_command"] == ref["requests_by_command"]
-        assert j["lost"] == ref["lost"] and j["counts"] == ref["counts"]
+    _sent_twice(tmp_path / "retrans.pcapng", name, bl, i)
 
 
 def test_missing_segment_is_counted(tmp_path):
@@ -347,12 +358,5 @@ def test_retransmitted_tail_of_a_long_message_is_not_malformed(tmp_path):
     # the segment that completed the 100 KB request (its frame), sent twice
     i = pk[int(big["frame"]) - 1]
     assert tcp_of(bl[i])[1] == port and tcp_of(bl[i])[2] > 0
-    altered = write(tmp_path / "retrans-tail.pcapng", bl[:i + 1] + [bl[i]] + bl[i + 1:])
-    ref = reference(name)
-    for workers in (1, 2):
-        r = pcap.summarize(altered, port, workers=workers)
-        j = r.to_json()
-        assert r.decode.retransmitted == 1
+    for r in _sent_twice(tmp_path / "retrans-tail.pcapng", name, bl, i):
         assert r.decode.malformed_frames == 0
-        assert j["requests_by_command"] == ref["requests_by_command"]
-        assert j["lost"] == ref["lost"] and j["counts"] == ref["counts"]
