@@ -72,6 +72,25 @@ def test_time_outside_the_server_is_the_network_only_with_queued_bytes():
     assert shaped.limiter.share > 0.5
 
 
+def test_more_requests_inside_than_cores_all_on_cpu_is_the_servers_cpu():
+    """A Go server queues the goroutines beyond its threads itself: the kernel's run
+    queue stays short while more requests than cores want a CPU (a real SQLite query
+    phase: 3.94 requests inside on 2 cores, 1.65 cores used, 0.18 s/s queued)."""
+    busy = dict(server_s=3.94, outside_s=0.02, srv_cpu=1.65, srv_runq=0.18,
+                off={"disk": 0.0, "lock": 0.0, "downstream": 0.0, "other": 0.01,
+                     "idle": 6.0})
+    v = limiter.decide(_fig(**busy))
+    assert v.limiter.resource == "server-cpu" and v.limiter.saturated
+    assert any("3.94 requests inside the server on 2 cores" in e
+               for e in v.limiter.evidence)
+    # as many requests inside, but most of their time blocked: not the CPU's demand
+    v = limiter.decide(_fig(**{**busy, "off": {"lock": 2.0, "idle": 6.0}}))
+    assert v.limiter.resource == "server-lock"
+    # fewer requests inside than cores: the CPU has room
+    v = limiter.decide(_fig(**{**busy, "server_s": 1.5}))
+    assert v.limiter.resource != "server-cpu"
+
+
 def test_a_throttled_tool_is_the_load_tool():
     v = limiter.decide(_fig(outside_s=3.0, tool_cpu=0.1, tool_runq=2.5))
     assert v.limiter.resource == "load-tool"

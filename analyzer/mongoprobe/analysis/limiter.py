@@ -66,6 +66,11 @@ RUNQ_SATURATED = 0.25
 RUNQ_FLOOR = 0.05
 # ... or one using nearly every core is busy whatever its queue
 CPU_BUSY = 0.85
+# ... or more requests inside the server than cores, its threads on a CPU or queued for
+# one nearly all their busy time: the demand beyond the cores waits. A runtime with a
+# scheduler of its own (Go's) queues the goroutines beyond its threads itself, out of
+# the kernel's run queue, so the queue above does not show it
+CPU_DEMAND = 0.9
 # a flush in flight half of the phase's time: the disk is the serial path (SQLite
 # commits one transaction at a time, each ending in an fsync)
 DISK_SERIAL = 0.5
@@ -184,8 +189,12 @@ def decide(fig: Figures) -> Verdict:
     if fig.srv_cpu is not None:
         cpu, runq = fig.srv_cpu + down["cpu"], fig.srv_runq + down["runq"]
         comp["server-cpu"] = cpu + runq
+        blocked = sum(off.get(k) or 0.0 for k in ("disk", "lock", "downstream", "other"))
+        on_cpu = (cpu + runq) / (cpu + runq + blocked) if fig.off and cpu + runq else None
+        demand = (on_cpu is not None and fig.server_s is not None
+                  and fig.server_s >= ncpu and on_cpu >= CPU_DEMAND)
         sat["server-cpu"] = (runq >= RUNQ_SATURATED * cpu and runq >= RUNQ_FLOOR
-                             or cpu >= CPU_BUSY * ncpu)
+                             or cpu >= CPU_BUSY * ncpu or demand)
         line = (f"server CPU {cpu:.2f} of {ncpu} cores, its threads waited "
                 f"{runq:.2f} s/s for a CPU")
         if fig.down_cpu is not None:
@@ -195,6 +204,10 @@ def decide(fig: Figures) -> Verdict:
             line += (f"; the machine's CPUs {fig.machine_busy:.0f}% busy (vmstat): "
                      "other processes take the rest")
         ev["server-cpu"].append(line)
+        if demand:
+            ev["server-cpu"].append(
+                f"{fig.server_s:.2f} requests inside the server on {ncpu} cores, its "
+                f"threads on a CPU or queued for one {on_cpu:.0%} of their busy time")
         if fig.categories:
             cat, share = max(fig.categories.items(), key=lambda kv: kv[1])
             ev["server-cpu"].append(f"{share:.0%} of on-CPU samples in {cat}")
