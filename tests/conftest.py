@@ -67,6 +67,20 @@ def pytest_sessionstart(session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
+    if _CPU_BY_TEST:
+        by_file: dict[str, float] = {}
+        for nodeid, cpu in _CPU_BY_TEST.items():
+            f = nodeid.split("::", 1)[0]
+            by_file[f] = by_file.get(f, 0.0) + cpu
+        w = terminalreporter.write_line
+        w(f"CPU seconds of the tests' own processes: {sum(by_file.values()):.0f} in all")
+        for f, cpu in sorted(by_file.items(), key=lambda kv: -kv[1])[:15]:
+            if cpu >= 1.0:
+                w(f"{cpu:8.1f}  {f}")
+        w("the tests that used the most (setup, call and teardown):")
+        for t, cpu in sorted(_CPU_BY_TEST.items(), key=lambda kv: -kv[1])[:15]:
+            if cpu >= 1.0:
+                w(f"{cpu:8.1f}  {t}")
     # How busy the machine's CPUs were over the session: the measure of whether more
     # workers (scripts/test.sh) could shorten it, or the tests wait on CPU already.
     if _SESSION_CPU:
@@ -113,6 +127,82 @@ def _room(alone: bool):
             fcntl.flock(r, fcntl.LOCK_UN)
             if alone:
                 fcntl.flock(t, fcntl.LOCK_UN)
+
+
+# --- CPU per test -----------------------------------------------------------------------
+#
+# The suite's length on this machine is set by CPU (the CPUs are busy most of the run):
+# each test's last report carries the CPU seconds the worker's own processes used over
+# its setup, call and teardown (the worker, and every process carrying its session mark,
+# alive or reaped by a marked parent: the tracers, the targets, the load tools, the BPF
+# programs run in their syscalls), and the session ends with the files and tests that
+# used the most. A module fixture's cost lands on the test that made it.
+
+
+class _TreeCpu:
+    """CPU seconds used so far by this process and the live processes marked with this
+    session's mark (their reaped children included)."""
+
+    def __init__(self) -> None:
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.marked: dict[tuple[str, str], bool] = {}     # (pid, start time) -> marked
+        self.needle = None
+
+    def __call__(self) -> float:
+        if self.needle is None:
+            self.needle = f"{SESSION_MARK}={os.environ[SESSION_MARK]}".encode()
+        me = os.times()
+        total = me.user + me.system + me.children_user + me.children_system
+        ticks = 0
+        seen = {}
+        for d in os.scandir("/proc"):
+            if not d.name.isdigit() or int(d.name) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{d.name}/stat", "rb") as f:
+                    f = f.read().rsplit(b")", 1)[1].split()
+                key = (d.name, f[19])          # starttime: a reused pid is a new process
+                marked = self.marked.get(key)
+                if marked is None:
+                    with open(f"/proc/{d.name}/environ", "rb") as e:
+                        marked = self.needle in e.read().split(b"\0")
+                seen[key] = marked
+                if marked:
+                    ticks += sum(int(x) for x in f[11:15])  # utime stime cutime cstime
+            except OSError:                     # gone meanwhile, or not ours to read
+                continue
+        self.marked = seen
+        return total + ticks / self.tick
+
+
+_tree_cpu = _TreeCpu()
+_CPU_BY_TEST: dict[str, float] = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    item._mongoprobe_cpu0 = _tree_cpu()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    yield
+    item._mongoprobe_cpu = _tree_cpu() - item._mongoprobe_cpu0
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    rep = (yield).get_result()
+    if call.when == "teardown" and hasattr(item, "_mongoprobe_cpu"):
+        # setup, call and teardown: the report that crosses to the controller last
+        rep.user_properties.append(("cpu_s", round(item._mongoprobe_cpu, 2)))
+
+
+def pytest_runtest_logreport(report) -> None:
+    for name, value in report.user_properties:
+        if name == "cpu_s":
+            _CPU_BY_TEST[report.nodeid] = value
 
 
 @pytest.hookimpl(hookwrapper=True)
