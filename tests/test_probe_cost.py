@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -34,27 +35,46 @@ def load_bench():
     return mod
 
 
-@pytest.mark.root
-def test_quick_bpftrace_hist_on_java_server():
+@pytest.fixture(scope="module")
+def quick():
+    """One quick bench run on mongo-java-server (one JVM, one warm-up): bpftrace's
+    histogram row, and bcc's with the floor, idle and sock rows beside it; each test
+    reads its engine's rows, and skips where its engine cannot run."""
     bench = load_bench()
-    why = bench.why_cannot_run(["bpftrace"], ["java"])
-    if why:
-        pytest.skip(why)
+    why = {e: bench.why_cannot_run([e], ["java"]) for e in ("bpftrace", "bcc")}
+    engines = [e for e, w in why.items() if not w]
+    if not engines:
+        pytest.skip("; ".join(why.values()))
     sysctl_before = bench.STATS_SYSCTL.read_text()
-    r = subprocess.run([sys.executable, str(BENCH), "--quick", "--engines", "bpftrace",
-                        "--modes", "hist", "--targets", "java", "--json"],
+    r = subprocess.run([sys.executable, str(BENCH), "--quick", "--engines", ",".join(engines),
+                        "--modes", "hist,floor,idle,sock", "--targets", "java", "--json"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
-    report = json.loads(r.stdout)
+    return SimpleNamespace(bench=bench, report=json.loads(r.stdout), why=why,
+                           sysctl_before=sysctl_before)
+
+
+def rows_of(quick, engine: str) -> dict:
+    """``engine``'s rows by mode (skips where it cannot run)."""
+    if quick.why[engine]:
+        pytest.skip(quick.why[engine])
+    return {row["mode"]: row for row in quick.report["rows"] if row["engine"] == engine}
+
+
+@pytest.mark.root
+def test_quick_bpftrace_hist_on_java_server(quick):
+    bench, report = quick.bench, quick.report
+    rows = rows_of(quick, "bpftrace")
+    assert set(rows) == {"hist"}        # the floors are bcc programs
+    row = rows["hist"]
     # Counting by BPF_ENABLE_STATS leaves the global sysctl alone (others on the
     # machine may be switching it); counting by the sysctl puts it back.
     assert report["config"]["stats_via"] in ("BPF_ENABLE_STATS", "sysctl")
     if report["config"]["stats_via"] == "sysctl":
-        assert bench.STATS_SYSCTL.read_text() == sysctl_before
+        assert bench.STATS_SYSCTL.read_text() == quick.sysctl_before
 
     assert report["config"]["reps"] == 1
     assert set(report["none_ops_per_s"]) == {"java"} and report["none_ops_per_s"]["java"] > 0
-    [row] = report["rows"]
     assert (row["target"], row["engine"], row["mode"]) == ("java", "bpftrace", "hist")
 
     bpf = row["bpf"]
@@ -92,20 +112,13 @@ def test_quick_bpftrace_hist_on_java_server():
 
 
 @pytest.mark.root
-def test_quick_floor_beside_bcc_hist():
+def test_quick_floor_beside_bcc_hist(quick):
     """The floor row runs on the bcc probe's own tracepoints, hit as often per request;
     its programs only test the pid, so it costs less than the probe's. The idle row's
     syscall tracepoint is never hit; the sock row's programs are on the socket
     tracepoints, hit by every socket receive and send."""
-    bench = load_bench()
-    why = bench.why_cannot_run(["bcc"], ["java"])
-    if why:
-        pytest.skip(why)
-    r = subprocess.run([sys.executable, str(BENCH), "--quick", "--engines", "bcc",
-                        "--modes", "hist,floor,idle,sock", "--targets", "java", "--json"],
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr
-    rows = {row["mode"]: row for row in json.loads(r.stdout)["rows"]}
+    bench = quick.bench
+    rows = rows_of(quick, "bcc")
     assert set(rows) == {"hist", "floor", "idle", "sock"}
     hist, floor = rows["hist"]["bpf"], rows["floor"]["bpf"]
 
@@ -120,6 +133,6 @@ def test_quick_floor_beside_bcc_hist():
     assert idle["runs_per_request"] == 0 and idle["ns_per_request"] == 0
     assert {p["name"] for p in sock["programs"]} == {"sock_recv_length", "sock_send_length"}
     assert sock["runs_per_request"] >= 2    # the server's receive and send, at least
-    text = bench.render(json.loads(r.stdout))
+    text = bench.render(quick.report)
     assert "java     bcc floor" in text and "java     bcc idle" in text
     assert "where the BPF time goes: java, bcc idle" not in text

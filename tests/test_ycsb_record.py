@@ -46,17 +46,25 @@ def run(tmp_path_factory, tracing_and_target):
         pytest.skip("no java on PATH (YCSB needs Java 17)")
     path = tmp_path_factory.mktemp("ycsb") / "RUN"
     script = f"set -e\n{ycsb('-load')}\n{ycsb('-t')}\n"
-    # --events: every request kept, so the server's counts per phase are exact
+    # --events: every request kept, so the server's counts per phase are exact; the
+    # probes the verdict reads (offcpu, treestat's record of it all) for its test
     r = mp("record", "--target", "embedded", "-o", str(path), "--probes",
-           "latency,vmstat,iostat,pidstat", "--events", "--", "sh", "-c", script, timeout=600)
+           "latency,offcpu,vmstat,iostat,pidstat", "--events", "--", "sh", "-c", script,
+           timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     return path
 
 
-def test_phases_come_from_ycsbs_own_output(run):
+@pytest.fixture(scope="module")
+def phases_json(run) -> dict:
+    """``phases RUN --json`` of the run, read once by the tests that check it."""
     r = mp("phases", str(run), "--json")
     assert r.returncode == 0, r.stderr
-    j = json.loads(r.stdout)
+    return json.loads(r.stdout)
+
+
+def test_phases_come_from_ycsbs_own_output(run, phases_json):
+    j = phases_json
     assert j["tool"]["name"] == "ycsb" and j["tool"]["version"] == "0.17.0"
     ph = {p["name"]: p for p in j["phases"]}
     assert list(ph) == ["load", "workloada"]
@@ -78,9 +86,9 @@ def test_phases_come_from_ycsbs_own_output(run):
                                   "malformed": 0, "dropped": 0}
 
 
-def test_server_counts_equal_ycsbs_operations(run):
+def test_server_counts_equal_ycsbs_operations(run, phases_json):
     rec = mongoprobe.load_run(run)
-    j = json.loads(mp("phases", str(run), "--json").stdout)
+    j = phases_json
     ph = {p["name"]: p for p in j["phases"]}
     tot = rec.tool_output.totals.set_index(["phase", "op"])["operations"]
     assert tot[("load", "INSERT")] == RECORDS
@@ -93,8 +101,8 @@ def test_server_counts_equal_ycsbs_operations(run):
         assert rec.metrics_delta[cmd] == ph[phase]["latency_us"][cmd]["count"]
 
 
-def test_client_latency_beside_the_servers(run):
-    j = json.loads(mp("phases", str(run), "--json").stdout)
+def test_client_latency_beside_the_servers(run, phases_json):
+    j = phases_json
     for p in j["phases"]:
         vs = p["client_vs_server"]
         assert set(vs) == set(p["rates"]), p["name"]
@@ -129,3 +137,30 @@ def test_report_plots_ycsbs_own_rates(run, tmp_path):
     assert "Client (the tool&#x27;s own) vs server (the probe) latency" in text or \
         "Client (the tool's own) vs server (the probe) latency" in text
     assert "workloada" in text and "READ" in text
+
+
+def _limiter(p: dict) -> str:
+    assert p["limiter"]["decided"], p["evidence_missing"]
+    return p["limiter"]["resource"]
+
+
+def test_verdicts_agree_with_ycsbs_own_latency(run, phases_json):
+    """Nothing injected: a phase is limited in the server only if YCSB's requests spent
+    most of the latency YCSB itself measured inside it. (Not alone on the machine, as
+    test_verdicts.py's are: the check compares the run's own figures, which others'
+    load moves together.)"""
+    j = phases_json
+    ph = {p["name"]: p for p in j["phases"]}
+    assert set(ph) == {"load", "workloada"}
+    for p in ph.values():
+        t = p["time_split"]
+        client, server = t["client_us"], t["server_us"]
+        assert client and server, p["name"]
+        inside = server / client    # of YCSB's own mean latency, the server's part
+        r = _limiter(p)
+        if r.startswith("server-"):
+            assert inside >= 0.5, (p["name"], r, inside)
+        else:
+            load_tool = next(x["share"] for x in p["limits"] if x["resource"] == "load-tool")
+            assert r in ("load-tool", "network", "none"), r
+            assert inside < 0.75 or load_tool > 0.5, (p["name"], r, inside)
