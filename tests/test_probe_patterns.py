@@ -9,9 +9,9 @@ pipelining, moreToCome, OP_QUERY, OP_COMPRESSED, an exhaust stream). Each probe 
 exactly those counts: no tolerance, nothing lost or malformed.
 
 A tool start costs seconds (a bcc start compiles its C, bpftrace preallocates its maps), so
-each (engine, version) is traced ONCE: one server process serves every wireserver mode on
-a port of its own, the client runs every scenario on each port in turn, and the expected
-counts are summed. The tests below check one aspect each of that run, so a failure says
+every (engine, version) is traced ONCE, all of them at the same time: one server process
+serves every wireserver mode on a port of its own, every tool attaches to it, the client
+runs every scenario on each port in turn, once, and the expected counts are summed. The tests below check one aspect each of that run, so a failure says
 which aspect and which (engine, version). The engines: each bpftrace and each bcc python
 at hand (the system ones and the $MONGOPROBE_TOOLS/bin wrappers scripts/tracer-roots.sh
 builds: a missing one is skipped), and the D engine (dtrace/mongo_time.d, run by Oracle
@@ -31,6 +31,7 @@ import json
 import signal
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,45 +80,82 @@ def start_probe(engine: str, binary: str, pid: int, workdir: Path) -> Probe:
                  lambda p: "Tracing MongoDB" in p.stderr.read_text(), workdir / "probe.err")  # fmt: skip
 
 
-def trace(engine: str, binary: str | None, workdir: Path) -> Run:
-    """Trace the all-modes server with ENGINE (BINARY: its bpftrace or bcc python) while
-    the client runs every scenario on every mode's port."""
-    reason = tool_unavailable(engine, binary)
-    if reason:
-        pytest.skip(reason)
-    with all_modes_server(workdir) as (pid, ports):
-        probe = start_probe(engine, binary, pid, workdir)
+def trace_all(rows: list[tuple[str, str | None, str | None]], tmp: Path) -> dict:
+    """Trace the all-modes server with every (ENGINE, VERSION, BINARY) of ``rows`` at
+    once (their compiles overlap; each sees every syscall) while the client runs every
+    scenario on every mode's port, once: {(engine, version): Run, or the skip or failure
+    of that tool alone}."""
+    out: dict[tuple[str, str | None], Run | BaseException] = {}
+    probes: dict[tuple[str, str | None], tuple[str, Path, Probe]] = {}
+    (tmp / "server").mkdir()
+    with all_modes_server(tmp / "server") as (pid, ports):
         try:
-            probe.wait_attached()
+            for engine, version, binary in rows:
+                reason = tool_unavailable(engine, binary)
+                if reason:
+                    out[engine, version] = _raised(pytest.skip, reason)
+                    continue
+                workdir = tmp / f"{engine}-{version}"
+                workdir.mkdir()
+                probes[engine, version] = engine, workdir, start_probe(engine, binary, pid, workdir)
+            for key, (_, _, probe) in probes.items():
+                try:
+                    probe.wait_attached()       # (it stops the probe when it fails)
+                except pytest.fail.Exception as e:
+                    out[key] = e
             expected = wireclient.Expected()
             for mode in MODES:
                 expected = expected + wireclient.run(ports[mode], connections=CONNECTIONS)
             time.sleep(0.3)  # a send's exit tracepoint may run after the client has the bytes
         finally:
-            lines = probe.stop()
-    if probe.proc.returncode != 0:
-        pytest.fail(f"probe failed: {probe.describe()}")
-    if engine == "dtrace":
-        return Run(expected, from_dtrace(lines, probe.stderr))
-    if engine == "bpftrace":
-        return Run(expected, from_bpftrace(lines))
-    events = [json.loads(line) for line in (workdir / "events.jsonl").read_text().splitlines()]
-    return Run(expected, from_bcc(lines), bcc_report(lines), events)
+            # every probe stopped at once (a DTrace END, a bcc detach, take seconds each)
+            with ThreadPoolExecutor(len(probes) or 1) as pool:
+                stops = {key: pool.submit(probe.stop) for key, (_, _, probe) in probes.items()}
+            lines = {}
+            for key, f in stops.items():
+                try:
+                    lines[key] = f.result()
+                except pytest.fail.Exception as e:
+                    out.setdefault(key, e)
+    for key, (engine, workdir, probe) in probes.items():
+        if key in out:
+            continue
+        try:
+            if probe.proc.returncode != 0:
+                pytest.fail(f"probe failed: {probe.describe()}")
+            if engine == "dtrace":
+                out[key] = Run(expected, from_dtrace(lines[key], probe.stderr))
+            elif engine == "bpftrace":
+                out[key] = Run(expected, from_bpftrace(lines[key]))
+            else:
+                events = [json.loads(line) for line in
+                          (workdir / "events.jsonl").read_text().splitlines()]
+                out[key] = Run(expected, from_bcc(lines[key]), bcc_report(lines[key]), events)
+        except (Exception, pytest.fail.Exception) as e:
+            out[key] = e
+    return out
+
+
+def _raised(outcome: Callable, reason: str) -> BaseException:
+    """The exception pytest.skip(reason) (or .fail) raises, to raise later."""
+    try:
+        outcome(reason)
+    except BaseException as e:      # (pytest's outcomes are not Exceptions)
+        return e
+    raise AssertionError(f"{outcome} did not raise")
 
 
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str | None, str | None], Run]:
-    """trace(), once per (engine, version) for all the aspect tests; a skip or failure
-    repeats."""
+    """trace_all() of every (engine, version) row, once, on the first test's call; each
+    aspect test reads its own row's run (a row's skip or failure repeats in its tests)."""
     runs: dict[tuple[str, str | None], Run | BaseException] = {}
 
     def get(engine: str, version: str | None, binary: str | None) -> Run:
-        if (engine, version) not in runs:
-            try:
-                runs[engine, version] = trace(engine, binary,
-                                              tmp_path_factory.mktemp(f"{engine}-{version}"))
-            except (Exception, pytest.skip.Exception, pytest.fail.Exception) as exc:
-                runs[engine, version] = exc
+        if not runs:
+            rows = [tuple(p.values) for p in ENGINES
+                    if not any(m.name == "skip" for m in p.marks)]
+            runs.update(trace_all(rows, tmp_path_factory.mktemp("patterns")))
         run = runs[engine, version]
         if isinstance(run, BaseException):
             raise run
