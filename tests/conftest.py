@@ -73,10 +73,13 @@ def pytest_terminal_summary(terminalreporter) -> None:
             f = nodeid.split("::", 1)[0]
             by_file[f] = by_file.get(f, 0.0) + cpu
         w = terminalreporter.write_line
-        w(f"CPU seconds of the tests' own processes: {sum(by_file.values()):.0f} in all")
-        for f, cpu in sorted(by_file.items(), key=lambda kv: -kv[1])[:15]:
+        w(f"CPU seconds of the tests' own processes: {sum(by_file.values()):.0f} in all.")
+        w("The files that used the most, beside their tests' time (time far over CPU is "
+          "waiting):")
+        w("   CPU s  time s  file")
+        for f, cpu in sorted(by_file.items(), key=lambda kv: -kv[1])[:20]:
             if cpu >= 1.0:
-                w(f"{cpu:8.1f}  {f}")
+                w(f"{cpu:8.1f}{_WALL_BY_FILE.get(f, 0.0):8.1f}  {f}")
         w("the tests that used the most (setup, call and teardown):")
         for t, cpu in sorted(_CPU_BY_TEST.items(), key=lambda kv: -kv[1])[:15]:
             if cpu >= 1.0:
@@ -177,6 +180,7 @@ class _TreeCpu:
 
 _tree_cpu = _TreeCpu()
 _CPU_BY_TEST: dict[str, float] = {}
+_WALL_BY_FILE: dict[str, float] = {}
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -200,6 +204,8 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_runtest_logreport(report) -> None:
+    f = report.nodeid.split("::", 1)[0]
+    _WALL_BY_FILE[f] = _WALL_BY_FILE.get(f, 0.0) + report.duration
     for name, value in report.user_properties:
         if name == "cpu_s":
             _CPU_BY_TEST[report.nodeid] = value
