@@ -228,21 +228,22 @@ ROOT_FIXTURES = {"need_bpftrace", "need_bcc", "need_dtrace", "need_capture",
 TARGET_FIXTURES = {"ferretdb", "refused_target", "tls_target", "tracing_and_target"}
 
 
-# The files by their summed test time in the last full run (seconds, --durations), the
-# longest first: pytest-xdist hands the workers whole files in collection order
-# (scripts/test.sh passes --no-loadscope-reorder: its own order is by number of tests),
-# and a long file handed out last would run on alone while the other workers idle. The
+# The files by their summed test time in a recent full run (seconds: the time column of
+# the session's CPU table), the longest first: pytest-xdist hands the workers whole
+# files in collection order (scripts/test.sh passes --no-loadscope-reorder: its own
+# order is by number of tests), and a long file handed out last would run on alone
+# while the other workers idle. The
 # files marked serial come first, as they leave the others idle wherever they run. A
 # file not listed (fast, or new) goes after these, in its usual order.
 FILE_SECONDS = {
-    "test_verdicts.py": 140, "test_probe_cost.py": 48, "test_bcc_bursts.py": 16,
-    "test_many_connections.py": 198, "test_examples_live.py": 142,
-    "test_probe_patterns.py": 114, "test_pcap.py": 98, "test_tls_decode.py": 70,
-    "test_dtrace_tls.py": 68, "test_dtrace.py": 64, "test_record.py": 54,
-    "test_profile_probes.py": 37, "test_tracer_versions_profilers.py": 32,
-    "test_pcapfile.py": 27, "test_latency_ferretdb.py": 27, "test_ycsb_record.py": 25,
-    "test_wheel.py": 25, "test_engine_select.py": 24, "test_stacks.py": 21,
-    "test_compression.py": 20, "test_end_to_end.py": 17, "test_tls_detect.py": 17,
+    "test_verdicts.py": 120, "test_probe_cost.py": 43, "test_bcc_bursts.py": 16,
+    "test_examples_live.py": 86, "test_dtrace.py": 86, "test_pcap.py": 80,
+    "test_record.py": 76, "test_dtrace_tls.py": 70, "test_tls_decode.py": 63,
+    "test_many_connections.py": 62, "test_probe_patterns.py": 41,
+    "test_tracer_versions_profilers.py": 40, "test_ycsb_record.py": 35,
+    "test_pcapfile.py": 31, "test_profile_probes.py": 30, "test_engine_select.py": 28,
+    "test_wheel.py": 26, "test_latency_ferretdb.py": 22, "test_stacks.py": 20,
+    "test_compression.py": 20, "test_tls_detect.py": 20, "test_end_to_end.py": 16,
     "test_formats.py": 16, "test_load.py": 15, "test_longrun.py": 13,
     "test_examples.py": 12, "test_untraced.py": 11, "test_teaching_probes.py": 11,
     "test_report.py": 11, "test_tracer_versions.py": 11, "test_one_statistic.py": 10,
