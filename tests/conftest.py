@@ -67,7 +67,7 @@ def pytest_sessionstart(session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    if _CPU_BY_TEST:
+    if _CPU_BY_TEST and max(_CPU_BY_TEST.values()) >= 1.0:
         by_file: dict[str, float] = {}
         for nodeid, cpu in _CPU_BY_TEST.items():
             f = nodeid.split("::", 1)[0]
