@@ -8,7 +8,6 @@ import signal
 import sys
 import time
 
-from mongoprobe.run import child
 from mongoprobe.run.child import ERR_HEAD, ERR_TAIL, Child
 
 ENV = dict(os.environ)
@@ -79,25 +78,6 @@ def test_one_that_ignores_its_stop_signal_is_killed_and_reaped() -> None:
         time.sleep(0.05)
     else:
         raise AssertionError(f"process group {c.pid} still alive")
-
-
-def test_a_lost_sigint_is_asked_again_a_sigterm_is_not(monkeypatch) -> None:
-    # bpftrace 0.17 loses a SIGINT now and then and traces on: asked again, it prints
-    # and exits (not killed, its output whole)
-    monkeypatch.setattr(child, "AGAIN", 0.2)
-    c = Child(sh("n=0; trap 'n=$((n+1)); [ $n -ge 2 ] && { echo summary; exit 0; }' INT; "
-                 "echo ready; while :; do sleep 0.05; done"), ENV, re.compile("ready"))
-    assert c.wait_ready(30) == "ready"
-    assert c.stop(30) is False and c.proc.returncode == 0
-    assert list(c.lines()) == ["ready\n", "summary\n"]
-    # a SIGTERM only once (a second makes dtrace quit without printing): one that
-    # needs two waits out the timeout and is killed
-    c = Child(sh("n=0; trap 'n=$((n+1)); [ $n -ge 2 ] && exit 0' TERM; "
-                 "echo ready; while :; do sleep 0.05; done"), ENV, re.compile("ready"),
-              stop_signal=signal.SIGTERM)
-    assert c.wait_ready(30) == "ready"
-    t0 = time.monotonic()
-    assert c.stop(1.0) is True and time.monotonic() - t0 >= 1.0
 
 
 def test_its_own_session_keeps_a_terminal_ctrl_c_off_it() -> None:

@@ -6,8 +6,8 @@ then stops its children in order (each with the signal that makes it print what 
 has). Its stdout goes to a file, flushed line by line, or is kept for ``lines()``; its
 stderr is kept (whole, or its first and last lines when it also goes to a file) for the
 error it names. It is ready when a line of either stream matches ``ready`` (None: its
-first stdout line). ``stop`` sends the stop signal (a SIGINT again now and then, in
-case it was lost), waits, then SIGTERM and SIGKILL, and reaps it.
+first stdout line). ``stop`` sends the stop signal, waits, then SIGTERM and SIGKILL,
+and reaps it.
 """
 
 from __future__ import annotations
@@ -22,11 +22,6 @@ from typing import IO, Iterator
 
 ERR_HEAD, ERR_TAIL = 50, 20     # stderr lines kept when it goes to a file as well
 KILL_WAIT = 5.0                 # s given to SIGTERM, then to SIGKILL
-# s between asks of a child stopped by SIGINT that has not exited: bpftrace 0.17 loses
-# one now and then and traces on (seen in full-suite runs: a 120 s wait, then killed,
-# its output cut), as the CLI's Stopper asks again. A SIGTERM is sent once: a second
-# one makes dtrace quit without printing.
-AGAIN = 5.0
 
 
 class Child:
@@ -140,23 +135,17 @@ class Child:
         self.signal(self.stop_signal)
 
     def stop(self, timeout: float) -> bool:
-        """Ask it to end (the stop signal; a SIGINT again every AGAIN s), wait
-        ``timeout`` s, then SIGTERM and SIGKILL; reaped. True when it had to be killed
-        (its output may be cut)."""
+        """Ask it to end (the stop signal), wait ``timeout`` s, then SIGTERM and SIGKILL;
+        reaped. True when it had to be killed (its output may be cut)."""
         if self.proc.poll() is not None:
             return False
-        deadline = time.monotonic() + timeout
-        while True:
-            self.interrupt()
-            left = deadline - time.monotonic()
-            wait = min(left, AGAIN) if self.stop_signal == signal.SIGINT else left
-            try:
-                self.proc.wait(max(wait, 0))
-                return False
-            except subprocess.TimeoutExpired:
-                if time.monotonic() >= deadline:
-                    self.kill()
-                    return True
+        self.interrupt()
+        try:
+            self.proc.wait(timeout)
+            return False
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return True
 
     def kill(self) -> None:
         """SIGTERM, then SIGKILL, KILL_WAIT s each; reaped (unless even SIGKILL could
