@@ -89,7 +89,8 @@ def _started(probe, args: argparse.Namespace, sizing: str | None = None,
     """The probe is attached: say so (stderr, so stdout stays data) and arm the stops.
     tls_lines: what was said about TLS (WireProbe.tls_lines), else bcc's stderr."""
     from mongoprobe.run import tracer as probes, wire_probe
-    probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None, args.duration, args.pid)
+    probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None, args.duration, args.pid,
+                   child=probe.proc.pid)
     if tls_lines is None:       # the TLS library hooked (bcc), or why none was
         tls_lines = wire_probe.said_about_tls(probe.stderr_lines)
     for line in tls_lines:

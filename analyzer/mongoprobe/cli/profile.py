@@ -253,7 +253,7 @@ def _profile_bpftrace(args: argparse.Namespace, raw: Path) -> int:
             keys = _keys_max(args.frequency, args.duration)
         probe = _start_bpftrace(script, [args.pid, tid], keys_max=keys)
         stopper = probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None,
-                           args.duration, args.pid)
+                                 args.duration, args.pid, child=probe.proc.pid)
         target = f"thread {tid} of PID {args.pid}" if tid else f"PID {args.pid}"
         _err(f"Sampling {target}: {what} (bpftrace)... Hit Ctrl-C to end.")
         with open(raw, "w") as fh:
@@ -321,7 +321,8 @@ def _profile_perf(args: argparse.Namespace, raw: Path) -> int:
             except ProcessLookupError:
                 pass
 
-        stopper = probes.Stopper(stop, lambda: proc.poll() is None, args.duration, args.pid)
+        stopper = probes.Stopper(stop, lambda: proc.poll() is None, args.duration, args.pid,
+                                 child=proc.pid)
         target = f"thread {args.tid} of PID {args.pid}" if args.tid else f"PID {args.pid}"
         _err(f"Sampling {target}: {event} at {args.frequency} Hz, call graph "
              f"{args.call_graph} (perf record)... Hit Ctrl-C to end.")
@@ -379,7 +380,7 @@ def cmd_flush(args: argparse.Namespace) -> int:
         return _flush_dtrace(args)
     probe = _start_bpftrace("flush.bt", [args.pid], json_mode=True)
     stopper = probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None, args.duration,
-                       args.pid)
+                             args.pid, child=probe.proc.pid)
     _err(f"Tracing flushes of PID {args.pid} (msync fsync fdatasync sync_file_range "
          "syncfs)... Hit Ctrl-C to end.")
     lines = list(probe.lines())
@@ -455,7 +456,7 @@ def cmd_syscount(args: argparse.Namespace) -> int:
     else:
         probe = _start_bpftrace("syscount.bt", [args.pid], json_mode=True)
         stopper = probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None,
-                                 args.duration, args.pid)
+                                 args.duration, args.pid, child=probe.proc.pid)
         _err(f"Counting syscalls of PID {args.pid} (raw_syscalls)... Hit Ctrl-C to end.")
         t0 = time.monotonic()
         lines = list(probe.lines())
@@ -500,7 +501,7 @@ def cmd_threads(args: argparse.Namespace) -> int:
     probe = _start_bpftrace("threads.bt", [args.pid], json_mode=True)
     duration = args.duration + 0.3 if args.duration else None   # let the last tick land
     stopper = probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None, duration,
-                             args.pid)
+                             args.pid, child=probe.proc.pid)
     _err(f"Tracing thread microstates of PID {args.pid} (sched_switch/sched_wakeup), "
          f"every {args.interval} s... Hit Ctrl-C to end.")
     printed = 0

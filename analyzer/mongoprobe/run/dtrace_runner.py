@@ -210,7 +210,7 @@ def run(script: str, pid: int, args: tuple = (), duration: float | None = None,
             probe.interrupt()
 
     stopper = probes.Stopper(ask, lambda: probe.proc.poll() is None, duration, pid,
-                             again=300.0)
+                             again=300.0, child=probe.proc.pid)
     if banner:
         print(banner, file=sys.stderr, flush=True)
     for line in probe.lines():

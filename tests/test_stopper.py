@@ -1,0 +1,75 @@
+"""The CLI's Stopper (mongoprobe.run.tracer.Stopper) on real children: it asks a tracer
+to end when its duration is up, and asks again a child that lost the signal, but never
+one busy with its end: a second SIGINT while bpftrace 0.17 prints its maps kills it with
+nothing printed (a 25 s off-CPU profile of a busy server came out empty that way)."""
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mongoprobe.run import tracer
+
+# like bpftrace 0.17: the first SIGINT starts its end (printing, about a second of CPU
+# here), during which the default SIGINT is back and a second one would kill it
+BUSY_END = """
+import signal, sys, time
+def end(*_):
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    t = time.process_time()
+    while time.process_time() - t < 1.5:
+        pass
+    print("printed", flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGINT, end)
+print("ready", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+# one that loses the first SIGINT and idles on: the second ends it
+LOSES_ONE = """
+import signal, sys, time
+asked = []
+def ask(*_):
+    asked.append(1)
+    if len(asked) >= 2:
+        print("printed", flush=True)
+        sys.exit(0)
+signal.signal(signal.SIGINT, ask)
+print("ready", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+@pytest.fixture
+def handlers():
+    """The Stopper sets this process's SIGINT and SIGTERM handlers: put back after."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for s, h in saved.items():
+        signal.signal(s, h)
+
+
+def stopped(script: str) -> tuple[int, str]:
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"
+    tracer.Stopper(lambda: proc.send_signal(signal.SIGINT), lambda: proc.poll() is None,
+                   0.1, proc.pid, again=0.3, child=proc.pid)
+    t0 = time.monotonic()
+    out, _ = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 20
+    return proc.returncode, out
+
+
+def test_a_child_busy_with_its_end_is_not_asked_again(handlers):
+    rc, out = stopped(BUSY_END)
+    assert (rc, out) == (0, "printed\n")
+
+
+def test_a_child_that_lost_the_signal_is_asked_again(handlers):
+    rc, out = stopped(LOSES_ONE)
+    assert (rc, out) == (0, "printed\n")
