@@ -12,37 +12,36 @@ import pytest
 
 from mongoprobe.run import tracer
 
-# like bpftrace 0.17: the first SIGINT starts its end (printing, about a second of CPU
-# here), during which the default SIGINT is back and a second one would kill it
-BUSY_END = """
-import signal, sys, time
-def end(*_):
+def child(on_sigint: str) -> str:
+    """A child that says ready, then idles until its ``on_sigint`` handler ends it."""
+    return ("import signal, sys, time\n" + on_sigint
+            + "signal.signal(signal.SIGINT, on_sigint)\n"
+              "print('ready', flush=True)\n"
+              "while True:\n"
+              "    time.sleep(0.05)\n")
+
+
+# like bpftrace 0.17: the first SIGINT starts its end (printing, 1.5 s of CPU here),
+# during which the default SIGINT is back and a second one would kill it
+BUSY_END = child("""
+def on_sigint(*_):
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     t = time.process_time()
     while time.process_time() - t < 1.5:
         pass
     print("printed", flush=True)
     sys.exit(0)
-signal.signal(signal.SIGINT, end)
-print("ready", flush=True)
-while True:
-    time.sleep(0.05)
-"""
+""")
 
 # one that loses the first SIGINT and idles on: the second ends it
-LOSES_ONE = """
-import signal, sys, time
+LOSES_ONE = child("""
 asked = []
-def ask(*_):
+def on_sigint(*_):
     asked.append(1)
     if len(asked) >= 2:
         print("printed", flush=True)
         sys.exit(0)
-signal.signal(signal.SIGINT, ask)
-print("ready", flush=True)
-while True:
-    time.sleep(0.05)
-"""
+""")
 
 
 @pytest.fixture
