@@ -544,8 +544,7 @@ class Recorder:
         """The run's losses as ``phases`` and ``report`` show them: the probe's
         counters, the stacks not folded, the collectors that died."""
         from mongoprobe.formats.errors import FormatError
-        from mongoprobe.run.run_folder import lost_line
-        from mongoprobe.run.run_folder import load_run
+        from mongoprobe.run.run_folder import load_run, lost_line
 
         try:
             lost = load_run(self.run_dir).lost

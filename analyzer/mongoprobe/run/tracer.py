@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from mongoprobe.run.child import Child
+from mongoprobe.run.treestat import stat_fields
 
 # bpftrace 0.17 symbolises user stacks at print time; on a large Go binary that
 # takes minutes of CPU without its symbol cache (BPFTRACE_CACHE_USER_SYMBOLS=1).
@@ -562,11 +563,8 @@ ENDING_CPU = 0.2
 
 def cpu_seconds(pid: int) -> float | None:
     """The user and system CPU seconds process ``pid`` has used; None once it is gone."""
-    try:
-        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    f = stat_fields(pid)
+    return None if f is None else (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def bpftrace(script: str, *args: str | int, env: dict | None = None, **kw) -> Probe:
