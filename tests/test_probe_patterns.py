@@ -93,7 +93,7 @@ def trace_all(rows: list[tuple[str, str | None, str | None]], tmp: Path) -> dict
             for engine, version, binary in rows:
                 reason = tool_unavailable(engine, binary)
                 if reason:
-                    out[engine, version] = _raised(pytest.skip, reason)
+                    out[engine, version] = pytest.skip.Exception(reason)   # raised by its tests
                     continue
                 workdir = tmp / f"{engine}-{version}"
                 workdir.mkdir()
@@ -134,15 +134,6 @@ def trace_all(rows: list[tuple[str, str | None, str | None]], tmp: Path) -> dict
         except (Exception, pytest.fail.Exception) as e:
             out[key] = e
     return out
-
-
-def _raised(outcome: Callable, reason: str) -> BaseException:
-    """The exception pytest.skip(reason) (or .fail) raises, to raise later."""
-    try:
-        outcome(reason)
-    except BaseException as e:      # (pytest's outcomes are not Exceptions)
-        return e
-    raise AssertionError(f"{outcome} did not raise")
 
 
 @pytest.fixture(scope="module")
