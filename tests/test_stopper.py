@@ -1,7 +1,8 @@
 """The CLI's Stopper (mongoprobe.run.tracer.Stopper) on real children: it asks a tracer
-to end when its duration is up, and asks again a child that lost the signal, but never
-one busy with its end: a second SIGINT while bpftrace 0.17 prints its maps kills it with
-nothing printed (a 25 s off-CPU profile of a busy server came out empty that way)."""
+to end when its duration is up, and asks again a child that lost the signal (it still
+sleeps between polls), but never one busy with its end, on a CPU or waiting for one or
+for a read: a second SIGINT while bpftrace 0.17 prints its maps kills it with nothing
+printed (off-CPU profiles of a busy server came out empty that way)."""
 
 import signal
 import subprocess
@@ -33,6 +34,16 @@ def on_sigint(*_):
     sys.exit(0)
 """)
 
+# one whose end waits, using no CPU (for a disk, or for a CPU on a loaded machine): here
+# for a line on its stdin, which the test writes after several asking intervals
+WAITING_END = child("""
+def on_sigint(*_):
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    sys.stdin.readline()
+    print("printed", flush=True)
+    sys.exit(0)
+""")
+
 # one that loses the first SIGINT and idles on: the second ends it
 LOSES_ONE = child("""
 asked = []
@@ -53,12 +64,23 @@ def handlers():
         signal.signal(s, h)
 
 
-def stopped(script: str) -> tuple[int, str]:
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+def stopped(script: str, stdin_after: float | None = None) -> tuple[int, str]:
+    """The child stopped by a Stopper asking every 0.3 s; ``stdin_after``: a line written
+    to its stdin that many seconds after it was first asked."""
+    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline() == "ready\n"
-    tracer.Stopper(lambda: proc.send_signal(signal.SIGINT), lambda: proc.poll() is None,
-                   0.1, proc.pid, again=0.3, child=proc.pid)
+    stopper = tracer.Stopper(lambda: proc.send_signal(signal.SIGINT),
+                             lambda: proc.poll() is None, 0.1, proc.pid, again=0.3,
+                             child=proc.pid)
     t0 = time.monotonic()
+    if stdin_after is not None:
+        while stopper.fired_at is None:
+            time.sleep(0.01)
+        time.sleep(stdin_after)
+        if proc.poll() is None:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
     out, _ = proc.communicate(timeout=30)
     assert time.monotonic() - t0 < 20
     return proc.returncode, out
@@ -66,6 +88,11 @@ def stopped(script: str) -> tuple[int, str]:
 
 def test_a_child_busy_with_its_end_is_not_asked_again(handlers):
     rc, out = stopped(BUSY_END)
+    assert (rc, out) == (0, "printed\n")
+
+
+def test_a_child_waiting_at_its_end_is_not_asked_again(handlers):
+    rc, out = stopped(WAITING_END, stdin_after=2.0)
     assert (rc, out) == (0, "printed\n")
 
 

@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 from mongoprobe.run.child import Child
-from mongoprobe.run.treestat import stat_fields
 
 # bpftrace 0.17 symbolises user stacks at print time; on a large Go binary that
 # takes minutes of CPU without its symbol cache (BPFTRACE_CACHE_USER_SYMBOLS=1).
@@ -510,7 +509,7 @@ class Stopper:
                  child: int | None = None):
         self.stop, self.alive, self.duration, self.pid = stop, alive, duration, pid
         self.again = again          # s between asks while the child has not exited
-        self.child = child          # its pid: not asked again while it works on its end
+        self.child = child          # its pid: asked again only while it polls
         self.reason: str | None = None
         self.fired_at: float | None = None
         self._lock = threading.RLock()   # a second Ctrl-C runs inside the first
@@ -541,30 +540,41 @@ class Stopper:
             print(f"mongoprobe: stopping the probe after an error: {e!r}", file=sys.stderr)
             self.fire("error")
         # Once asked, the child prints and exits; ask again now and then in case the
-        # signal was lost (seen once with bpftrace 0.17: it kept tracing), but not while
-        # it uses CPU: a second SIGINT while bpftrace 0.17 prints its maps kills it with
-        # nothing printed (offcpu.bt's END of 14,000 stacks after a 25 s profile of a busy
-        # server took over 5 s, and the profile came out empty).
-        used = cpu_seconds(self.child) if self.child else None
+        # signal was lost (seen once with bpftrace 0.17: it kept tracing), but only while
+        # it still waits for events as it did when tracing: a second SIGINT while
+        # bpftrace 0.17 prints its maps kills it with nothing printed. Whether it is
+        # printing cannot be told by its CPU use: on a loaded machine a printing tracer
+        # waits for a CPU or a disk, and an off-CPU profile came out empty that way.
         while self.reason is not None and self.alive():
             time.sleep(self.again)
-            now = cpu_seconds(self.child) if self.child else None
-            busy = used is not None and now is not None and now - used >= ENDING_CPU * self.again
-            used = now
-            if self.alive() and not busy:
+            if self.alive() and (self.child is None or polling(self.child)):
                 self.stop()
 
 
-# A child that uses this share of a CPU after it was asked to stop is working on its end
-# (printing its maps, detaching its probes): not asked again. A tracer that lost the
-# signal polls its buffers at a few percent.
-ENDING_CPU = 0.2
+# Where a tracer's main thread sleeps between polls of its buffers (the kernel function
+# /proc/PID/wchan names, without a ".constprop.0"-like suffix): epoll (bpftrace,
+# DTrace, bcc's ring buffers), poll and select (bcc's perf buffers), a sleep (bcc
+# tools between slices). Printing maps, reading symbols or waiting for a CPU are not
+# among them (a running or runnable task's wchan is 0).
+POLLING_WAITS = frozenset({"do_epoll_wait", "ep_poll", "do_sys_poll", "poll_schedule_timeout",
+                           "do_select", "core_sys_select", "hrtimer_nanosleep",
+                           "do_nanosleep"})
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """The user and system CPU seconds process ``pid`` has used; None once it is gone."""
-    f = stat_fields(pid)
-    return None if f is None else (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+def polling(pid: int, samples: int = 10, every: float = 0.05) -> bool:
+    """Whether process ``pid`` still waits for events as a tracer does between polls:
+    its main thread in POLLING_WAITS at each of ``samples`` looks ``every`` s apart (a
+    tracer at its end may poll once more, briefly). False once it is gone."""
+    for i in range(samples):
+        if i:
+            time.sleep(every)
+        try:
+            wchan = Path(f"/proc/{pid}/wchan").read_text()
+        except OSError:
+            return False
+        if wchan.split(".")[0] not in POLLING_WAITS:
+            return False
+    return True
 
 
 def bpftrace(script: str, *args: str | int, env: dict | None = None, **kw) -> Probe:
