@@ -378,7 +378,7 @@ static __always_inline int mw_tls_return(void *ctx, u64 key, s64 n, int ok)
         return 0;
     if (t->nptr) {
         u64 got = 0;
-        if (bpf_probe_read_user(&got, sizeof(got), (void *)t->nptr) != 0)
+        if (mw_read_user(&got, sizeof(got), (void *)t->nptr) != 0)
             return 0;
         n = got;
     }

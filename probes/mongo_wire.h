@@ -92,6 +92,15 @@
 /* keep clang from folding away a bound the verifier needs to see */
 #define MW_OPAQUE(x) asm volatile("" : "+r"(x))
 
+/* User memory is read through these, the helpers called by their ids: bcc up to 0.26
+ * (Debian 12's) rereads /proc/kallsyms at every bpf_probe_read_user{,_str} call it
+ * finds in the source, to choose a helper for kernels without them (before 5.5):
+ * ~55 ms each, a second of every start here. It does not look at these. */
+#define mw_read_user(dst, size, src) \
+    ((long (*)(void *, __u32, const void *))BPF_FUNC_probe_read_user)(dst, size, src)
+#define mw_read_user_str(dst, size, src) \
+    ((long (*)(void *, __u32, const void *))BPF_FUNC_probe_read_user_str)(dst, size, src)
+
 /* opcodes */
 #define OP_REPLY        1
 #define OP_UPDATE       2001
@@ -491,7 +500,7 @@ static __always_inline void mw_capture(struct mw_conn *c, u64 src, u64 r, u64 po
     MW_OPAQUE(pos);
     if (n > MW_PFX || pos >= MW_PFX)
         return;
-    if (bpf_probe_read_user(&c->pfx[pos], n, (void *)src) == 0)
+    if (mw_read_user(&c->pfx[pos], n, (void *)src) == 0)
         c->pfx_len = pos + n;
 }
 
@@ -579,7 +588,7 @@ static __always_inline void mw_decode(struct mw_conn *c, u64 src, u32 r, u32 pos
                 if (off >= pos && off < pos + r) {
                     u32 d = off - pos;
                     char tmp[MW_NAME + 8] = {};
-                    long n = bpf_probe_read_user_str(tmp, sizeof(tmp),
+                    long n = mw_read_user_str(tmp, sizeof(tmp),
                                                      (void *)(src + d));
                     if (n <= 0)
                         goto unknown;
@@ -673,7 +682,7 @@ static __always_inline s32 mw_code_at(u64 src, u64 p, u64 low, u64 readable)
 {
     u8 e[16] = {};
     if (p < low || p + 10 > readable ||
-        bpf_probe_read_user(e, 10, (void *)(src + p)) != 0)
+        mw_read_user(e, 10, (void *)(src + p)) != 0)
         return -1;
     u64 w = *(u64 *)e;
     if ((w & 0xffffffffffffULL) == 0x0065646f6310ULL)          /* 0x10 "code\0" */
@@ -687,7 +696,7 @@ static __always_inline s32 mw_code_after_str(u64 src, u64 p, u64 skip, u64 low,
                                              u64 readable)
 {
     u32 len = 0;
-    if (p + skip < low || bpf_probe_read_user(&len, 4, (void *)(src + p + skip)) != 0 ||
+    if (p + skip < low || mw_read_user(&len, 4, (void *)(src + p + skip)) != 0 ||
         len > MW_MAXLEN)
         return -1;
     s32 code = mw_code_at(src, p + skip + 4 + len, low, readable);
@@ -711,7 +720,7 @@ static __always_inline s32 mw_failed_legacy(u32 flags, s32 len, u64 src, u64 rea
     if (m > 16)
         m = 16;
     MW_OPAQUE(m);
-    if (m < 5 || m > 16 || bpf_probe_read_user(e, m, (void *)(src + 40)) != 0)
+    if (m < 5 || m > 16 || mw_read_user(e, m, (void *)(src + 40)) != 0)
         return fail;
     u64 w = *(u64 *)e;
     if ((w & 0xffffffffffffULL) == 0x007272652402ULL)          /* 0x02 "$err\0" */
@@ -1026,7 +1035,7 @@ static __always_inline int mw_rx_step(struct mw_args *a, struct mw_conn *c)
         if (!c && off == 0 && ret == 5) {
             /* OpenSSL reads a record's 5-byte header alone */
             u64 b = 0;
-            if (bpf_probe_read_user(&b, 3, (void *)a->buf) == 0)
+            if (mw_read_user(&b, 3, (void *)a->buf) == 0)
                 mw_tls_seen(a->fd, b);
         }
         mw_desync_rx(c);
@@ -1041,7 +1050,7 @@ static __always_inline int mw_rx_step(struct mw_args *a, struct mw_conn *c)
     u64 left = ret - off;
     u64 r0 = avail - off;       /* readable bytes from the header on */
     int fast = r0 >= MW_FAST;
-    if (bpf_probe_read_user(m, fast ? MW_FAST : MW_HDR, (void *)(a->buf + off)) != 0)
+    if (mw_read_user(m, fast ? MW_FAST : MW_HDR, (void *)(a->buf + off)) != 0)
         return 1;
     if (!mw_valid(h, 1)) {
         /* unknown connection: not protocol traffic (files, pipes), ignored;
@@ -1200,7 +1209,7 @@ static __always_inline void mw_tx_first(void *ctx, struct mw_args *a, struct mw_
             a->off = ret;
             return;
         }
-        if (bpf_probe_read_user(&c->tx_hdr[have], take, (void *)a->buf) != 0) {
+        if (mw_read_user(&c->tx_hdr[have], take, (void *)a->buf) != 0) {
             mw_desync_tx(c);
             a->off = ret;
             return;
@@ -1271,7 +1280,7 @@ static __always_inline int mw_tx_step(void *ctx, struct mw_args *a, struct mw_co
         u64 left = ret - off;
         MW_OPAQUE(left);
         if (off + left > avail || left >= MW_HDR || left == 0 ||
-            bpf_probe_read_user(c->tx_hdr, left, (void *)(a->buf + off)) != 0) {
+            mw_read_user(c->tx_hdr, left, (void *)(a->buf + off)) != 0) {
             mw_desync_tx(c);
             return 1;
         }
@@ -1290,7 +1299,7 @@ static __always_inline int mw_tx_step(void *ctx, struct mw_args *a, struct mw_co
     if (hl > MW_RHDR)
         hl = MW_RHDR;
     MW_OPAQUE(hl);
-    if (hl > MW_RHDR || bpf_probe_read_user(&r, hl, (void *)(a->buf + off)) != 0)
+    if (hl > MW_RHDR || mw_read_user(&r, hl, (void *)(a->buf + off)) != 0)
         return 1;
     if (!mw_valid(&r.h, 0)) {
         mw_desync_tx(c);
@@ -1385,7 +1394,7 @@ static __always_inline int mw_enter_vec(u64 fd, u64 vec, u64 vlen, int tx)
     u64 id = bpf_get_current_pid_tgid();
     if ((id >> 32) != MW_TARGET_PID)
         return 0;
-    if (vlen == 0 || bpf_probe_read_user(&iov, sizeof(iov), (void *)vec) != 0)
+    if (vlen == 0 || mw_read_user(&iov, sizeof(iov), (void *)vec) != 0)
         return mw_enter_skip();
     return mw_enter(fd, iov.base, iov.len, tx);
 }
@@ -1399,7 +1408,7 @@ static __always_inline int mw_enter_msg(u64 fd, u64 msg, u64 flags, int tx)
     if (!tx && (flags & MW_MSG_PEEK))
         return mw_enter_skip();
     /* struct user_msghdr: msg_name(8) msg_namelen(4+4) msg_iov(8) msg_iovlen(8) */
-    if (bpf_probe_read_user(iov, sizeof(iov), (void *)(msg + 16)) != 0)
+    if (mw_read_user(iov, sizeof(iov), (void *)(msg + 16)) != 0)
         return mw_enter_skip();
     return mw_enter_vec(fd, iov[0], iov[1], tx);
 }
@@ -1506,7 +1515,7 @@ static __always_inline int mw_exit_rx(void *ctx, int nr, s64 ret, int kind)
         /* struct user_msghdr: msg_name(8) msg_namelen(4+4) msg_iov(8) msg_iovlen(8) */
         u64 iov[2] = {};
         if ((r.dx & MW_MSG_PEEK) ||
-            bpf_probe_read_user(iov, sizeof(iov), (void *)(r.si + 16)) != 0)
+            mw_read_user(iov, sizeof(iov), (void *)(r.si + 16)) != 0)
             return 0;
         a.buf = iov[0];
         a.cap = iov[1];
@@ -1514,7 +1523,7 @@ static __always_inline int mw_exit_rx(void *ctx, int nr, s64 ret, int kind)
     }
     if (kind == 1) {
         struct mw_iovec v = {};
-        if (a.cap == 0 || bpf_probe_read_user(&v, sizeof(v), (void *)a.buf) != 0)
+        if (a.cap == 0 || mw_read_user(&v, sizeof(v), (void *)a.buf) != 0)
             return 0;
         a.buf = v.base;
         a.cap = v.len;
