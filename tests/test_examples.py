@@ -22,6 +22,8 @@ must exit 0, print no traceback, and print what EXPECT says.
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 
 import pytest
 
@@ -34,6 +36,16 @@ def test_every_command_shows_examples() -> None:
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     bare = [name for name, sp in sub.choices.items() if not ex.epilog_examples(sp.epilog)]
     assert not bare, f"commands whose --help has no examples: {bare}"
+
+
+def test_the_parser_builds_without_the_heavy_modules() -> None:
+    """A command's start (--help too) builds the whole parser: it imports neither pandas
+    nor pymongo (half a second), only the command that runs imports what it needs."""
+    code = ("import sys; from mongoprobe import cli; cli.build_parser(); "
+            "print(sorted({'pandas', 'pymongo', 'numpy'} & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_every_example_says_what_it_prints() -> None:

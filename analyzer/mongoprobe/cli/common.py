@@ -8,6 +8,8 @@ start, ``--help`` included.
 from __future__ import annotations
 
 import argparse
+import ast
+import importlib.util
 import os
 import shutil
 from pathlib import Path
@@ -24,6 +26,14 @@ class CommandError(Exception):
     def __init__(self, message: str, status: int = 1):
         super().__init__(message)
         self.status = status
+
+
+def doc_line(module: str) -> str:
+    """The first line of ``module``'s docstring, read from its source without importing
+    it: the modules behind the commands import pandas and pymongo, half a second that
+    every command's start (--help too) would pay to build the parser."""
+    source = Path(importlib.util.find_spec(module).origin).read_text()
+    return ast.get_docstring(ast.parse(source)).split("\n")[0]
 
 
 def port(text: str) -> int:

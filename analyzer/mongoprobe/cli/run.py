@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from .common import RAW, CommandError
+from .common import RAW, CommandError, doc_line
 
 # --- load ----------------------------------------------------------------------------
 
@@ -28,7 +28,7 @@ LOAD_EXAMPLES = """examples:
 
 
 def _load_arguments(p: argparse.ArgumentParser) -> None:
-    from mongoprobe.load.insert_workload import COLLECTION
+    from mongoprobe.load import COLLECTION
 
     p.add_argument("--uri", default=None,
                    help="server URI (default: $MONGOPROBE_URI, set by mongoprobe record)")
@@ -219,17 +219,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
-    from mongoprobe.load import insert_workload as load
-    from mongoprobe.run import record
-
     lp = sub.add_parser("load", help="built-in insert/query workload (insert benchmark style)",
-                        description=load.__doc__.split("\n")[0], formatter_class=RAW,
+                        description=doc_line("mongoprobe.load.insert_workload"),
+                        formatter_class=RAW,
                         epilog=LOAD_EXAMPLES)
     _load_arguments(lp)
     lp.set_defaults(func=cmd_load)
 
     rp = sub.add_parser("record", help="run a load command while probes record the server",
-                        description=record.__doc__.split("\n")[0], formatter_class=RAW,
+                        description=doc_line("mongoprobe.run.record"), formatter_class=RAW,
                         epilog=RECORD_EXAMPLES)
     _record_arguments(rp)
     rp.set_defaults(func=cmd_record)

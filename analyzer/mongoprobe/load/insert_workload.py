@@ -93,9 +93,10 @@ from dataclasses import dataclass, field
 
 from pymongo.errors import PyMongoError
 
+from mongoprobe.load import COLLECTION
+
 BUCKET_BOUNDS_S = (256e-6, 1e-3, 4e-3, 16e-3, 64e-3, 256e-3, 1.0, 4.0, 16.0)
 BUCKETS = ("256us", "1ms", "4ms", "16ms", "64ms", "256ms", "1s", "4s", "16s", "gt")
-COLLECTION = "purchases_index"
 INDEXES = (
     ("price", "customerid"),
     ("cashregisterid", "price", "customerid"),
