@@ -145,6 +145,7 @@ def test_load_needs_a_uri():
     assert r.returncode == 2 and "--phases: phase '1i.0q'" in r.stderr
 
 
+@pytest.mark.serial     # the paced phase's rate: alone on the machine
 def test_load_on_ferretdb(ferretdb):
     before = target.request_counts(ferretdb.metrics_url)
     t0 = time.time()
