@@ -588,8 +588,7 @@ static __always_inline void mw_decode(struct mw_conn *c, u64 src, u32 r, u32 pos
                 if (off >= pos && off < pos + r) {
                     u32 d = off - pos;
                     char tmp[MW_NAME + 8] = {};
-                    long n = mw_read_user_str(tmp, sizeof(tmp),
-                                                     (void *)(src + d));
+                    long n = mw_read_user_str(tmp, sizeof(tmp), (void *)(src + d));
                     if (n <= 0)
                         goto unknown;
                     if (d + (u32)n - 1 > r)     /* ran past the chunk */

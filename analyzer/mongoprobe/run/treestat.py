@@ -76,8 +76,7 @@ IDLE = (" idle", " idle in transaction", " idle in transaction (aborted)")
 _LOCK = {"x86_64": {202, 65, 220, 73, 72, 449}, "aarch64": {98, 193, 192, 32, 25, 449}}
 
 
-def stat_fields(pid: int) -> list[str] | None:
-    """The fields of /proc/PID/stat after its command (state first); None once gone."""
+def _stat_fields(pid: int) -> list[str] | None:
     try:
         with open(f"/proc/{pid}/stat") as fh:
             s = fh.read()
@@ -94,7 +93,7 @@ def children_map() -> dict[int, list[int]]:
     """{parent pid: [child pids]} of every process now."""
     children: dict[int, list[int]] = {}
     for pid in _all_pids():
-        f = stat_fields(pid)
+        f = _stat_fields(pid)
         if f is not None:
             children.setdefault(int(f[1]), []).append(pid)
     return children
@@ -115,7 +114,7 @@ def session_of(sid: int) -> list[int]:
     """Every process whose session id is ``sid``."""
     out = []
     for pid in _all_pids():
-        f = stat_fields(pid)
+        f = _stat_fields(pid)
         if f is not None and int(f[3]) == sid:
             out.append(pid)
     return out
