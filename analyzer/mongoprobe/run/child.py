@@ -6,8 +6,8 @@ then stops its children in order (each with the signal that makes it print what 
 has). Its stdout goes to a file, flushed line by line, or is kept for ``lines()``; its
 stderr is kept (whole, or its first and last lines when it also goes to a file) for the
 error it names. It is ready when a line of either stream matches ``ready`` (None: its
-first stdout line). ``stop`` sends the stop signal, waits, then SIGTERM and SIGKILL,
-and reaps it.
+first stdout line). ``stop`` sends the stop signal (again while the child still polls
+for events, ``polling``), waits, then SIGTERM and SIGKILL, and reaps it.
 """
 
 from __future__ import annotations
@@ -22,6 +22,33 @@ from typing import IO, Iterator
 
 ERR_HEAD, ERR_TAIL = 50, 20     # stderr lines kept when it goes to a file as well
 KILL_WAIT = 5.0                 # s given to SIGTERM, then to SIGKILL
+ASK_AGAIN = 2.0                 # s between asks while a stopped child has not exited
+
+# Where a tracer's main thread sleeps between polls of its buffers (the kernel function
+# /proc/PID/wchan names, without a ".constprop.0"-like suffix): epoll (bpftrace,
+# DTrace, bcc's ring buffers), poll and select (bcc's perf buffers), a sleep (bcc
+# tools between slices). Printing maps, reading symbols or waiting for a CPU are not
+# among them (a running or runnable task's wchan is 0).
+POLLING_WAITS = frozenset({"do_epoll_wait", "ep_poll", "do_sys_poll", "poll_schedule_timeout",
+                           "do_select", "core_sys_select", "hrtimer_nanosleep",
+                           "do_nanosleep"})
+
+
+def polling(pid: int, samples: int = 10, every: float = 0.05) -> bool:
+    """Whether process ``pid`` still waits for events as a tracer does between polls:
+    its main thread in POLLING_WAITS at each of ``samples`` looks ``every`` s apart (a
+    tracer at its end may poll once more, briefly). False once it is gone."""
+    for i in range(samples):
+        if i:
+            time.sleep(every)
+        try:
+            with open(f"/proc/{pid}/wchan") as f:
+                wchan = f.read()
+        except OSError:
+            return False
+        if wchan.split(".")[0] not in POLLING_WAITS:
+            return False
+    return True
 
 
 class Child:
@@ -140,12 +167,21 @@ class Child:
         if self.proc.poll() is not None:
             return False
         self.interrupt()
-        try:
-            self.proc.wait(timeout)
-            return False
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return True
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                self.proc.wait(max(0.0, min(ASK_AGAIN, end - time.monotonic())))
+                return False
+            except subprocess.TimeoutExpired:
+                pass
+            if time.monotonic() >= end:
+                self.kill()
+                return True
+            # bpftrace 0.17 loses a signal that lands between two of its polls (it sets a
+            # flag only epoll_wait's EINTR looks at): asked again while it still polls,
+            # never while it prints (a second SIGINT then kills it).
+            if polling(self.pid):
+                self.interrupt()
 
     def kill(self) -> None:
         """SIGTERM, then SIGKILL, KILL_WAIT s each; reaped (unless even SIGKILL could

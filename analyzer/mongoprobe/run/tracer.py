@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from mongoprobe.run.child import Child
+from mongoprobe.run.child import ASK_AGAIN, Child, polling
 
 # bpftrace 0.17 symbolises user stacks at print time; on a large Go binary that
 # takes minutes of CPU without its symbol cache (BPFTRACE_CACHE_USER_SYMBOLS=1).
@@ -505,7 +505,7 @@ class Stopper:
     ``stop`` is called once, from a thread or the signal handler; ``reason`` says why.
     """
 
-    def __init__(self, stop, alive, duration: float | None, pid: int, again: float = 5.0,
+    def __init__(self, stop, alive, duration: float | None, pid: int, again: float = ASK_AGAIN,
                  child: int | None = None):
         self.stop, self.alive, self.duration, self.pid = stop, alive, duration, pid
         self.again = again          # s between asks while the child has not exited
@@ -549,32 +549,6 @@ class Stopper:
             time.sleep(self.again)
             if self.alive() and (self.child is None or polling(self.child)):
                 self.stop()
-
-
-# Where a tracer's main thread sleeps between polls of its buffers (the kernel function
-# /proc/PID/wchan names, without a ".constprop.0"-like suffix): epoll (bpftrace,
-# DTrace, bcc's ring buffers), poll and select (bcc's perf buffers), a sleep (bcc
-# tools between slices). Printing maps, reading symbols or waiting for a CPU are not
-# among them (a running or runnable task's wchan is 0).
-POLLING_WAITS = frozenset({"do_epoll_wait", "ep_poll", "do_sys_poll", "poll_schedule_timeout",
-                           "do_select", "core_sys_select", "hrtimer_nanosleep",
-                           "do_nanosleep"})
-
-
-def polling(pid: int, samples: int = 10, every: float = 0.05) -> bool:
-    """Whether process ``pid`` still waits for events as a tracer does between polls:
-    its main thread in POLLING_WAITS at each of ``samples`` looks ``every`` s apart (a
-    tracer at its end may poll once more, briefly). False once it is gone."""
-    for i in range(samples):
-        if i:
-            time.sleep(every)
-        try:
-            wchan = Path(f"/proc/{pid}/wchan").read_text()
-        except OSError:
-            return False
-        if wchan.split(".")[0] not in POLLING_WAITS:
-            return False
-    return True
 
 
 def bpftrace(script: str, *args: str | int, env: dict | None = None, **kw) -> Probe:
