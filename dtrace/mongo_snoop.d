@@ -49,7 +49,9 @@ inline int TLS_FD = 0x40000000;		/* fd | TLS_FD: a TLS connection's plaintext st
 /*
  * Per connection, keyed [pid, fd] (probes/README.md): declared here because the
  * D compiler wants every variable declared or assigned before it is read.
- * A zero value frees a dynamic variable.
+ * A zero value frees a dynamic variable. The pid is written $target: every
+ * clause keyed so runs for the traced process only, and the builtin pid is a
+ * function call at each use (Oracle DTrace), the macro a constant.
  */
 int known[int, int];		/* the fd has shown a valid request header */
 int64_t rxrem[int, int];	/* bytes of the incoming message still to come */
@@ -126,6 +128,8 @@ this uint64_t v;
 this int32_t ec;
 this uint32_t y;		/* a receive's first bytes: a TLS record header? */
 this int tls;
+this int rx_go;			/* this receive is framed (R0) */
+this int tx_go;			/* this send is framed (T0) */
 
 BEGIN
 {
@@ -208,8 +212,20 @@ syscall::recvmsg:entry, syscall::recvmsg_nocancel:entry
 /*
  * R0: every this-> variable a later clause reads is set here or before it in
  * the same firing (clause-local variables are undefined until assigned);
- * self->rx_go guards the rest of this firing.
+ * this->rx_go guards the rest of this firing. A clause-local flag, not a
+ * thread-local one: each of the hundred-odd predicates below then reads it
+ * from scratch memory instead of looking it up in the dynamic-variable space,
+ * on every receive of every process (Oracle DTrace: a function call each, and
+ * the BPF verifier walks each call at every start).
  */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+{
+	this->rx_go = 0;
+}
+
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
@@ -221,7 +237,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	this->buf = self->rx_buf;
 	/* bytes that landed in the first buffer: only there can a header be read */
 	this->n = this->ret < self->rx_cap ? this->ret : self->rx_cap;
-	this->rem = rxrem[pid, this->fd];
+	this->rem = rxrem[$target, this->fd];
 	this->off = 0;
 	this->stop = 0;
 	this->it = 0;
@@ -229,7 +245,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	this->want = 0;
 	this->kind = 0;
 	this->cmdns = 0;
-	self->rx_go = this->ret > 0;
+	this->rx_go = this->ret > 0;
 }
 
 /*
@@ -243,14 +259,14 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && ((this->ret == 5 && this->n == 5) || this->n >= 16) && !known[pid, this->fd] &&
-    tlsfd[pid, this->fd] == 0/
+/this->rx_go && ((this->ret == 5 && this->n == 5) || this->n >= 16) && !known[$target, this->fd] &&
+    tlsfd[$target, this->fd] == 0/
 {
 	this->y = *(uint32_t *)copyin(this->buf, 4);
 	this->tls = ((this->y & 0xff) == 0x16 || (this->y & 0xff) == 0x17) &&
 	    ((this->y >> 8) & 0xff) == 3 && ((this->y >> 16) & 0xff) <= 4;
 	@tls_conns = sum(this->tls);
-	tlsfd[pid, this->fd] = this->tls;
+	tlsfd[$target, this->fd] = this->tls;
 }
 
 /* R1: the buffer continues a message whose header came earlier. */
@@ -258,15 +274,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->rem > 0/
+/this->rx_go && this->rem > 0/
 {
 	this->off = this->rem < this->ret ? this->rem : this->ret;
 	/* mongod's pattern: the header came alone, the body (offset 16) starts here */
-	this->want = rxneed[pid, this->fd] && rxpos[pid, this->fd] == 16 && this->n >= 16;
+	this->want = rxneed[$target, this->fd] && rxpos[$target, this->fd] == 16 && this->n >= 16;
 	this->b = this->buf;
 	this->fin = this->off == this->rem;
-	rxrem[pid, this->fd] = this->rem - this->off;
-	rxpos[pid, this->fd] = this->fin ? 0 : rxpos[pid, this->fd] + this->off;
+	rxrem[$target, this->fd] = this->rem - this->off;
+	rxpos[$target, this->fd] = this->fin ? 0 : rxpos[$target, this->fd] + this->off;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
  * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
@@ -275,11 +291,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -287,7 +303,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -297,9 +313,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -308,21 +324,21 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -330,19 +346,19 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -350,20 +366,20 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -372,9 +388,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -382,15 +398,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -398,7 +414,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -411,7 +427,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -420,7 +436,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -437,10 +453,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -449,27 +465,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -479,11 +495,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -491,7 +507,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -501,9 +517,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -512,21 +528,21 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -534,19 +550,19 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -554,20 +570,20 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -576,9 +592,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -586,15 +602,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -602,7 +618,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -612,7 +628,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -621,7 +637,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -638,10 +654,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -650,27 +666,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -680,11 +696,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -692,7 +708,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -702,9 +718,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -713,21 +729,21 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -735,19 +751,19 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -755,20 +771,20 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -777,9 +793,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -787,15 +803,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -803,7 +819,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -813,7 +829,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -822,7 +838,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -839,10 +855,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -851,27 +867,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -881,11 +897,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -893,7 +909,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -903,9 +919,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -914,21 +930,21 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -936,19 +952,19 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -956,20 +972,20 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -978,9 +994,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -988,15 +1004,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -1004,7 +1020,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -1014,7 +1030,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -1023,7 +1039,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -1040,10 +1056,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -1052,27 +1068,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -1082,11 +1098,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -1094,7 +1110,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -1104,9 +1120,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -1115,21 +1131,21 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -1137,19 +1153,19 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -1157,20 +1173,20 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -1179,9 +1195,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -1189,15 +1205,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -1205,7 +1221,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -1215,7 +1231,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -1224,7 +1240,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -1241,10 +1257,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -1253,27 +1269,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -1283,11 +1299,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -1295,7 +1311,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -1305,9 +1321,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -1316,21 +1332,21 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -1338,19 +1354,19 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -1358,20 +1374,20 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -1380,9 +1396,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -1390,15 +1406,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -1406,7 +1422,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -1416,7 +1432,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -1425,7 +1441,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -1442,10 +1458,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -1454,27 +1470,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -1484,11 +1500,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -1496,7 +1512,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -1506,9 +1522,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -1517,21 +1533,21 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -1539,19 +1555,19 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -1559,20 +1575,20 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -1581,9 +1597,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -1591,15 +1607,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -1607,7 +1623,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -1617,7 +1633,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -1626,7 +1642,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -1643,10 +1659,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -1655,27 +1671,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -1685,11 +1701,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -1697,7 +1713,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -1707,9 +1723,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -1718,21 +1734,21 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -1740,19 +1756,19 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -1760,20 +1776,20 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -1782,9 +1798,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -1792,15 +1808,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -1808,7 +1824,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -1818,7 +1834,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -1827,7 +1843,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -1844,10 +1860,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -1856,27 +1872,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -1886,11 +1902,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -1898,7 +1914,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -1908,9 +1924,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -1919,21 +1935,21 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -1941,19 +1957,19 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -1961,20 +1977,20 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -1983,9 +1999,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -1993,15 +2009,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -2009,7 +2025,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -2021,10 +2037,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->off < this->ret && known[pid, this->fd]/
+/this->rx_go && this->off < this->ret && known[$target, this->fd]/
 {
 	@malformed = sum(1);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 }
 
 syscall::read:return, syscall::read_nocancel:return,
@@ -2034,7 +2050,6 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /self->rx_armed/
 {
 	self->rx_armed = 0;
-	self->rx_go = 0;
 	self->rx_fd = 0;
 	self->rx_buf = 0;
 	self->rx_cap = 0;
@@ -2046,7 +2061,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
  * the same pid cost a dynamic-variable lookup and nothing more */
 syscall::write:entry, syscall::write_nocancel:entry,
 syscall::send:entry, syscall::sendto:entry, syscall::sendto_nocancel:entry
-/pid == $target && known[pid, (int)arg0]/
+/pid == $target && known[$target, (int)arg0]/
 {
 	self->tx_fd = (int)arg0;
 	self->tx_buf = (uint64_t)arg1;
@@ -2055,7 +2070,7 @@ syscall::send:entry, syscall::sendto:entry, syscall::sendto_nocancel:entry
 }
 
 syscall::writev:entry, syscall::writev_nocancel:entry
-/pid == $target && (int)arg2 > 0 && known[pid, (int)arg0]/
+/pid == $target && (int)arg2 > 0 && known[$target, (int)arg0]/
 {
 	self->tx_fd = (int)arg0;
 	self->tx_buf = *(uint64_t *)copyin(arg1, 8);
@@ -2064,7 +2079,7 @@ syscall::writev:entry, syscall::writev_nocancel:entry
 }
 
 syscall::sendmsg:entry, syscall::sendmsg_nocancel:entry
-/pid == $target && known[pid, (int)arg0]/
+/pid == $target && known[$target, (int)arg0]/
 {
 	self->tx_iov = *(uint64_t *)copyin(arg1 + 16, 8);
 	self->tx_iovlen = *(int64_t *)copyin(arg1 + 24, 8);
@@ -2101,6 +2116,14 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+{
+	this->tx_go = 0;
+}
+
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /self->tx_armed/
 {
 	this->ret = (int64_t)arg1;
@@ -2108,14 +2131,14 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->buf = self->tx_buf;
 	this->n = this->ret < self->tx_cap ? this->ret : self->tx_cap;
 	this->ts = self->tx_ts;
-	this->rem = txrem[pid, this->fd];
-	this->have = txhave[pid, this->fd];
+	this->rem = txrem[$target, this->fd];
+	this->have = txhave[$target, this->fd];
 	this->off = 0;
 	this->stop = 0;
 	this->it = 0;
 	this->valid = 0;
 	this->sp = 0;
-	self->tx_go = this->ret > 0 && known[pid, this->fd];
+	this->tx_go = this->ret > 0 && known[$target, this->fd];
 }
 
 /* T1: the rest of a reply split across sends. */
@@ -2123,10 +2146,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->rem > 0/
+/this->tx_go && this->rem > 0/
 {
 	this->off = this->rem < this->ret ? this->rem : this->ret;
-	txrem[pid, this->fd] = this->rem - this->off;
+	txrem[$target, this->fd] = this->rem - this->off;
 }
 
 /*
@@ -2141,12 +2164,12 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->have > 0/
+/this->tx_go && this->have > 0/
 {
 	this->w = (uint64_t *)alloca(48);
-	this->w[0] = txh0[pid, this->fd]; this->w[1] = txh1[pid, this->fd];
-	this->w[2] = txh2[pid, this->fd]; this->w[3] = txh3[pid, this->fd];
-	this->w[4] = txh4[pid, this->fd]; this->w[5] = 0;
+	this->w[0] = txh0[$target, this->fd]; this->w[1] = txh1[$target, this->fd];
+	this->w[2] = txh2[$target, this->fd]; this->w[3] = txh3[$target, this->fd];
+	this->w[4] = txh4[$target, this->fd]; this->w[5] = 0;
 	this->got = this->n < 40 - this->have ? this->n : 40 - this->have;
 	copyinto(this->buf, this->got, (char *)this->w + this->have);
 	this->got = this->have + this->got;
@@ -2163,7 +2186,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->stop = this->cut ? 2 : !this->valid;
 	this->valid = this->valid && !this->cut;
 	this->mtc = this->op == OP_MSG && this->got >= 20 && (this->w[2] & 2) != 0;
-	this->ts = txts[pid, this->fd];
+	this->ts = txts[$target, this->fd];
 	this->off = -this->have;
 	/* the failure test on the gathered bytes (F, F1, F2 on a buffer): OP_MSG,
 	 * kind 0 @20, ok @25 ("ok" @26), its value @29; OP_REPLY: QueryFailure
@@ -2184,13 +2207,13 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    (this->w[2] & 2) != 0) ? -1 : 0;
 	this->e = this->op == OP_REPLY && this->len >= 48 && this->off + 48 <= this->n ? 40 : 0;
 	this->vs = 0;
-	txh0[pid, this->fd] = this->cut ? this->w[0] : 0;
-	txh1[pid, this->fd] = this->cut ? this->w[1] : 0;
-	txh2[pid, this->fd] = this->cut ? this->w[2] : 0;
-	txh3[pid, this->fd] = this->cut ? this->w[3] : 0;
-	txh4[pid, this->fd] = this->cut ? this->w[4] : 0;
-	txhave[pid, this->fd] = this->cut ? this->got : 0;
-	txts[pid, this->fd] = this->cut ? this->ts : 0;
+	txh0[$target, this->fd] = this->cut ? this->w[0] : 0;
+	txh1[$target, this->fd] = this->cut ? this->w[1] : 0;
+	txh2[$target, this->fd] = this->cut ? this->w[2] : 0;
+	txh3[$target, this->fd] = this->cut ? this->w[3] : 0;
+	txh4[$target, this->fd] = this->cut ? this->w[4] : 0;
+	txhave[$target, this->fd] = this->cut ? this->got : 0;
+	txts[$target, this->fd] = this->cut ? this->ts : 0;
 	this->off = this->cut ? this->ret : this->off;
 }
 
@@ -2199,7 +2222,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->have > 0 && this->stop == 1/
+/this->tx_go && this->have > 0 && this->stop == 1/
 {
 	@malformed = sum(1);
 	this->off = this->ret;
@@ -2212,18 +2235,18 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
-	this->tl = tail[pid, this->fd];
-	this->hd = head[pid, this->fd];
+	this->tl = tail[$target, this->fd];
+	this->hd = head[$target, this->fd];
 	this->k = this->tl < this->hd &&
-	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    slot_rid[$target, this->fd, this->tl % SLOTS] == this->rto ? 0 :
 	    this->tl + 1 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    slot_rid[$target, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
 	    this->tl + 2 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    slot_rid[$target, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
 	    this->tl + 3 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+	    slot_rid[$target, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
 /*
@@ -2241,7 +2264,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
@@ -2260,7 +2283,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->e != 0/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
 	this->et = this->ey & 0xff;
@@ -2275,7 +2298,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
     this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
 {
 	this->v = this->vs == 8 ?
@@ -2292,7 +2315,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -2307,7 +2330,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -2321,12 +2344,12 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->tl = this->tl + this->k;
 	this->s = this->tl % SLOTS;
-	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
-	this->o = slot_op[pid, this->fd, this->s];
+	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
+	this->o = slot_op[$target, this->fd, this->s];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
@@ -2335,14 +2358,14 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->lat = this->lat < 0 ? 0 : this->lat;
 	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
-	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
-	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
+	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[$target, this->fd, this->s],
+	    slot_len[$target, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
 	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
 	@without = sum(-1);
-	tail[pid, this->fd] = this->tl + 1;
+	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 }
 
 
@@ -2351,11 +2374,11 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
-    stream[pid, this->fd] == this->rto/
+/this->tx_go && this->valid && this->k == SLOTS && stream[$target, this->fd] != 0 &&
+    stream[$target, this->fd] == this->rto/
 {
 	@stream = sum(1);
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 	this->k = SLOTS + 1;
 }
 
@@ -2364,7 +2387,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS/
+/this->tx_go && this->valid && this->k == SLOTS/
 {
 	@unmatched = sum(1);
 }
@@ -2373,10 +2396,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
 	this->fin = this->len <= this->ret - this->off;
-	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	txrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
 	this->off = this->fin ? this->off + this->len : this->ret;
 	this->valid = 0;
 }
@@ -2387,7 +2410,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go/
+/this->tx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 	this->valid = 0;
@@ -2398,7 +2421,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it/
+/this->tx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -2422,10 +2445,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it && !this->valid/
+/this->tx_go && this->it && !this->valid/
 {
 	@malformed = sum(1);
-	txrem[pid, this->fd] = 0;
+	txrem[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -2437,18 +2460,18 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
-	this->tl = tail[pid, this->fd];
-	this->hd = head[pid, this->fd];
+	this->tl = tail[$target, this->fd];
+	this->hd = head[$target, this->fd];
 	this->k = this->tl < this->hd &&
-	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    slot_rid[$target, this->fd, this->tl % SLOTS] == this->rto ? 0 :
 	    this->tl + 1 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    slot_rid[$target, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
 	    this->tl + 2 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    slot_rid[$target, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
 	    this->tl + 3 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+	    slot_rid[$target, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
 /*
@@ -2466,7 +2489,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
@@ -2485,7 +2508,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->e != 0/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
 	this->et = this->ey & 0xff;
@@ -2500,7 +2523,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
     this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
 {
 	this->v = this->vs == 8 ?
@@ -2517,7 +2540,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -2532,7 +2555,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -2546,12 +2569,12 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->tl = this->tl + this->k;
 	this->s = this->tl % SLOTS;
-	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
-	this->o = slot_op[pid, this->fd, this->s];
+	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
+	this->o = slot_op[$target, this->fd, this->s];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
@@ -2560,14 +2583,14 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->lat = this->lat < 0 ? 0 : this->lat;
 	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
-	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
-	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
+	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[$target, this->fd, this->s],
+	    slot_len[$target, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
 	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
 	@without = sum(-1);
-	tail[pid, this->fd] = this->tl + 1;
+	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 }
 
 
@@ -2576,11 +2599,11 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
-    stream[pid, this->fd] == this->rto/
+/this->tx_go && this->valid && this->k == SLOTS && stream[$target, this->fd] != 0 &&
+    stream[$target, this->fd] == this->rto/
 {
 	@stream = sum(1);
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 	this->k = SLOTS + 1;
 }
 
@@ -2589,7 +2612,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS/
+/this->tx_go && this->valid && this->k == SLOTS/
 {
 	@unmatched = sum(1);
 }
@@ -2598,10 +2621,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
 	this->fin = this->len <= this->ret - this->off;
-	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	txrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
 	this->off = this->fin ? this->off + this->len : this->ret;
 	this->valid = 0;
 }
@@ -2610,7 +2633,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go/
+/this->tx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 	this->valid = 0;
@@ -2621,7 +2644,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it/
+/this->tx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -2645,10 +2668,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it && !this->valid/
+/this->tx_go && this->it && !this->valid/
 {
 	@malformed = sum(1);
-	txrem[pid, this->fd] = 0;
+	txrem[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -2660,18 +2683,18 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
-	this->tl = tail[pid, this->fd];
-	this->hd = head[pid, this->fd];
+	this->tl = tail[$target, this->fd];
+	this->hd = head[$target, this->fd];
 	this->k = this->tl < this->hd &&
-	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    slot_rid[$target, this->fd, this->tl % SLOTS] == this->rto ? 0 :
 	    this->tl + 1 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    slot_rid[$target, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
 	    this->tl + 2 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    slot_rid[$target, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
 	    this->tl + 3 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+	    slot_rid[$target, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
 /*
@@ -2689,7 +2712,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
@@ -2708,7 +2731,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->e != 0/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
 	this->et = this->ey & 0xff;
@@ -2723,7 +2746,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
     this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
 {
 	this->v = this->vs == 8 ?
@@ -2740,7 +2763,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -2755,7 +2778,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -2769,12 +2792,12 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->tl = this->tl + this->k;
 	this->s = this->tl % SLOTS;
-	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
-	this->o = slot_op[pid, this->fd, this->s];
+	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
+	this->o = slot_op[$target, this->fd, this->s];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
@@ -2783,14 +2806,14 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->lat = this->lat < 0 ? 0 : this->lat;
 	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
-	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
-	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
+	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[$target, this->fd, this->s],
+	    slot_len[$target, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
 	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
 	@without = sum(-1);
-	tail[pid, this->fd] = this->tl + 1;
+	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 }
 
 
@@ -2799,11 +2822,11 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
-    stream[pid, this->fd] == this->rto/
+/this->tx_go && this->valid && this->k == SLOTS && stream[$target, this->fd] != 0 &&
+    stream[$target, this->fd] == this->rto/
 {
 	@stream = sum(1);
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 	this->k = SLOTS + 1;
 }
 
@@ -2812,7 +2835,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS/
+/this->tx_go && this->valid && this->k == SLOTS/
 {
 	@unmatched = sum(1);
 }
@@ -2821,10 +2844,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
 	this->fin = this->len <= this->ret - this->off;
-	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	txrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
 	this->off = this->fin ? this->off + this->len : this->ret;
 	this->valid = 0;
 }
@@ -2833,7 +2856,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go/
+/this->tx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 	this->valid = 0;
@@ -2844,7 +2867,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it/
+/this->tx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -2868,10 +2891,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it && !this->valid/
+/this->tx_go && this->it && !this->valid/
 {
 	@malformed = sum(1);
-	txrem[pid, this->fd] = 0;
+	txrem[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -2883,18 +2906,18 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
-	this->tl = tail[pid, this->fd];
-	this->hd = head[pid, this->fd];
+	this->tl = tail[$target, this->fd];
+	this->hd = head[$target, this->fd];
 	this->k = this->tl < this->hd &&
-	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    slot_rid[$target, this->fd, this->tl % SLOTS] == this->rto ? 0 :
 	    this->tl + 1 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    slot_rid[$target, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
 	    this->tl + 2 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    slot_rid[$target, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
 	    this->tl + 3 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+	    slot_rid[$target, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
 /*
@@ -2912,7 +2935,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
@@ -2931,7 +2954,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->e != 0/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
 	this->et = this->ey & 0xff;
@@ -2946,7 +2969,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
     this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
 {
 	this->v = this->vs == 8 ?
@@ -2963,7 +2986,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -2978,7 +3001,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -2992,12 +3015,12 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->tl = this->tl + this->k;
 	this->s = this->tl % SLOTS;
-	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
-	this->o = slot_op[pid, this->fd, this->s];
+	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
+	this->o = slot_op[$target, this->fd, this->s];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
@@ -3006,14 +3029,14 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->lat = this->lat < 0 ? 0 : this->lat;
 	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
-	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
-	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
+	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[$target, this->fd, this->s],
+	    slot_len[$target, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
 	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
 	@without = sum(-1);
-	tail[pid, this->fd] = this->tl + 1;
+	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 }
 
 
@@ -3022,11 +3045,11 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
-    stream[pid, this->fd] == this->rto/
+/this->tx_go && this->valid && this->k == SLOTS && stream[$target, this->fd] != 0 &&
+    stream[$target, this->fd] == this->rto/
 {
 	@stream = sum(1);
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 	this->k = SLOTS + 1;
 }
 
@@ -3035,7 +3058,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS/
+/this->tx_go && this->valid && this->k == SLOTS/
 {
 	@unmatched = sum(1);
 }
@@ -3044,10 +3067,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
 	this->fin = this->len <= this->ret - this->off;
-	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	txrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
 	this->off = this->fin ? this->off + this->len : this->ret;
 	this->valid = 0;
 }
@@ -3056,7 +3079,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go/
+/this->tx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 	this->valid = 0;
@@ -3067,7 +3090,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it/
+/this->tx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -3091,10 +3114,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it && !this->valid/
+/this->tx_go && this->it && !this->valid/
 {
 	@malformed = sum(1);
-	txrem[pid, this->fd] = 0;
+	txrem[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -3106,18 +3129,18 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
-	this->tl = tail[pid, this->fd];
-	this->hd = head[pid, this->fd];
+	this->tl = tail[$target, this->fd];
+	this->hd = head[$target, this->fd];
 	this->k = this->tl < this->hd &&
-	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    slot_rid[$target, this->fd, this->tl % SLOTS] == this->rto ? 0 :
 	    this->tl + 1 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    slot_rid[$target, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
 	    this->tl + 2 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    slot_rid[$target, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
 	    this->tl + 3 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+	    slot_rid[$target, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
 /*
@@ -3135,7 +3158,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
@@ -3154,7 +3177,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->e != 0/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
 	this->et = this->ey & 0xff;
@@ -3169,7 +3192,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
     this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
 {
 	this->v = this->vs == 8 ?
@@ -3186,7 +3209,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -3201,7 +3224,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -3215,12 +3238,12 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->tl = this->tl + this->k;
 	this->s = this->tl % SLOTS;
-	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
-	this->o = slot_op[pid, this->fd, this->s];
+	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
+	this->o = slot_op[$target, this->fd, this->s];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
@@ -3229,14 +3252,14 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->lat = this->lat < 0 ? 0 : this->lat;
 	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
-	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
-	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
+	    pid, tid, this->fd & ~TLS_FD, this->rto, this->opname, slot_cmd[$target, this->fd, this->s],
+	    slot_len[$target, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
 	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
 	@without = sum(-1);
-	tail[pid, this->fd] = this->tl + 1;
+	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 }
 
 
@@ -3245,11 +3268,11 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
-    stream[pid, this->fd] == this->rto/
+/this->tx_go && this->valid && this->k == SLOTS && stream[$target, this->fd] != 0 &&
+    stream[$target, this->fd] == this->rto/
 {
 	@stream = sum(1);
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 	this->k = SLOTS + 1;
 }
 
@@ -3258,7 +3281,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS/
+/this->tx_go && this->valid && this->k == SLOTS/
 {
 	@unmatched = sum(1);
 }
@@ -3267,10 +3290,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
 	this->fin = this->len <= this->ret - this->off;
-	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	txrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
 	this->off = this->fin ? this->off + this->len : this->ret;
 	this->valid = 0;
 }
@@ -3281,7 +3304,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->off < this->ret && this->n == this->ret &&
+/this->tx_go && this->off < this->ret && this->n == this->ret &&
     (this->ret - this->off < 16 || this->stop == 2)/
 {
 	this->have = this->ret - this->off;
@@ -3289,11 +3312,11 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->w[0] = 0; this->w[1] = 0; this->w[2] = 0; this->w[3] = 0; this->w[4] = 0;
 	this->w[5] = 0;
 	copyinto(this->buf + this->off, this->have, this->w);
-	txh0[pid, this->fd] = this->w[0]; txh1[pid, this->fd] = this->w[1];
-	txh2[pid, this->fd] = this->w[2]; txh3[pid, this->fd] = this->w[3];
-	txh4[pid, this->fd] = this->w[4];
-	txhave[pid, this->fd] = this->have;
-	txts[pid, this->fd] = this->ts;
+	txh0[$target, this->fd] = this->w[0]; txh1[$target, this->fd] = this->w[1];
+	txh2[$target, this->fd] = this->w[2]; txh3[$target, this->fd] = this->w[3];
+	txh4[$target, this->fd] = this->w[4];
+	txhave[$target, this->fd] = this->have;
+	txts[$target, this->fd] = this->ts;
 	this->off = this->ret;
 }
 
@@ -3302,10 +3325,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->off < this->ret/
+/this->tx_go && this->off < this->ret/
 {
 	@malformed = sum(1);
-	txrem[pid, this->fd] = 0;
+	txrem[$target, this->fd] = 0;
 }
 
 syscall::write:return, syscall::write_nocancel:return,
@@ -3315,7 +3338,6 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /self->tx_armed/
 {
 	self->tx_armed = 0;
-	self->tx_go = 0;
 	self->tx_fd = 0;
 	self->tx_buf = 0;
 	self->tx_cap = 0;
@@ -3326,31 +3348,31 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 
 
 syscall::close:entry, syscall::close_nocancel:entry
-/pid == $target && known[pid, (int)arg0]/
+/pid == $target && known[$target, (int)arg0]/
 {
 	/* requests still waiting never got a reply: they stay counted in @without */
 	this->fd = (int)arg0;
-	known[pid, this->fd] = 0;
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
-	rxop[pid, this->fd] = 0; rxrid[pid, this->fd] = 0; rxlen[pid, this->fd] = 0;
-	rxmtc[pid, this->fd] = 0; head[pid, this->fd] = 0; tail[pid, this->fd] = 0;
-	txrem[pid, this->fd] = 0; stream[pid, this->fd] = 0; txhave[pid, this->fd] = 0;
-	txh0[pid, this->fd] = 0; txh1[pid, this->fd] = 0; txh2[pid, this->fd] = 0;
-	txh3[pid, this->fd] = 0; txh4[pid, this->fd] = 0; txts[pid, this->fd] = 0;
-	slot_rid[pid, this->fd, 0] = 0; slot_ts[pid, this->fd, 0] = 0;
-	slot_op[pid, this->fd, 0] = 0; slot_len[pid, this->fd, 0] = 0;
-	slot_rid[pid, this->fd, 1] = 0; slot_ts[pid, this->fd, 1] = 0;
-	slot_op[pid, this->fd, 1] = 0; slot_len[pid, this->fd, 1] = 0;
-	slot_rid[pid, this->fd, 2] = 0; slot_ts[pid, this->fd, 2] = 0;
-	slot_op[pid, this->fd, 2] = 0; slot_len[pid, this->fd, 2] = 0;
-	slot_rid[pid, this->fd, 3] = 0; slot_ts[pid, this->fd, 3] = 0;
-	slot_op[pid, this->fd, 3] = 0; slot_len[pid, this->fd, 3] = 0;
+	known[$target, this->fd] = 0;
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
+	rxop[$target, this->fd] = 0; rxrid[$target, this->fd] = 0; rxlen[$target, this->fd] = 0;
+	rxmtc[$target, this->fd] = 0; head[$target, this->fd] = 0; tail[$target, this->fd] = 0;
+	txrem[$target, this->fd] = 0; stream[$target, this->fd] = 0; txhave[$target, this->fd] = 0;
+	txh0[$target, this->fd] = 0; txh1[$target, this->fd] = 0; txh2[$target, this->fd] = 0;
+	txh3[$target, this->fd] = 0; txh4[$target, this->fd] = 0; txts[$target, this->fd] = 0;
+	slot_rid[$target, this->fd, 0] = 0; slot_ts[$target, this->fd, 0] = 0;
+	slot_op[$target, this->fd, 0] = 0; slot_len[$target, this->fd, 0] = 0;
+	slot_rid[$target, this->fd, 1] = 0; slot_ts[$target, this->fd, 1] = 0;
+	slot_op[$target, this->fd, 1] = 0; slot_len[$target, this->fd, 1] = 0;
+	slot_rid[$target, this->fd, 2] = 0; slot_ts[$target, this->fd, 2] = 0;
+	slot_op[$target, this->fd, 2] = 0; slot_len[$target, this->fd, 2] = 0;
+	slot_rid[$target, this->fd, 3] = 0; slot_ts[$target, this->fd, 3] = 0;
+	slot_op[$target, this->fd, 3] = 0; slot_len[$target, this->fd, 3] = 0;
 }
 
 syscall::close:entry, syscall::close_nocancel:entry
-/pid == $target && tlsfd[pid, (int)arg0] != 0/
+/pid == $target && tlsfd[$target, (int)arg0] != 0/
 {
-	tlsfd[pid, (int)arg0] = 0;
+	tlsfd[$target, (int)arg0] = 0;
 }
 
 /* ---- END ------------------------------------------------------------------------ */

@@ -54,7 +54,9 @@ inline int TLS_SSL = 0x20000000;	/* with TLS_FD: a memory-BIO connection, by num
 /*
  * Per connection, keyed [pid, fd] (probes/README.md): declared here because the
  * D compiler wants every variable declared or assigned before it is read.
- * A zero value frees a dynamic variable.
+ * A zero value frees a dynamic variable. The pid is written $target: every
+ * clause keyed so runs for the traced process only, and the builtin pid is a
+ * function call at each use (Oracle DTrace), the macro a constant.
  */
 int known[int, int];		/* the fd has shown a valid request header */
 int64_t rxrem[int, int];	/* bytes of the incoming message still to come */
@@ -146,6 +148,8 @@ this uint64_t v;
 this int32_t ec;
 this uint32_t y;		/* a receive's first bytes: a TLS record header? */
 this int tls;
+this int rx_go;			/* this receive is framed (R0) */
+this int tx_go;			/* this send is framed (T0) */
 this int64_t tn;		/* plaintext bytes an OpenSSL call moved */
 this int tfd;			/* its socket's fd + 1 (0: none known) */
 this int tkey;			/* its state key: fd | TLS_FD, or a memory BIO's (0: none) */
@@ -281,8 +285,8 @@ pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
 /self->tl_live/
 {
 	this->tn = 0;
-	this->tfd = self->tl_fd != 0 ? self->tl_fd : tls_conn[pid, self->tl_ssl];
-	this->tkey = this->tfd != 0 ? (this->tfd - 1) | TLS_FD : tls_bio[pid, self->tl_ssl];
+	this->tfd = self->tl_fd != 0 ? self->tl_fd : tls_conn[$target, self->tl_ssl];
+	this->tkey = this->tfd != 0 ? (this->tfd - 1) | TLS_FD : tls_bio[$target, self->tl_ssl];
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_write:return
@@ -311,7 +315,7 @@ pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
 {
 	tls_bio_n[cpu] = (tls_bio_n[cpu] + 1) & 0x3fffff;
 	this->tkey = TLS_FD | TLS_SSL | ((cpu & 0x7f) << 22) | tls_bio_n[cpu];
-	tls_bio[pid, self->tl_ssl] = this->tkey;
+	tls_bio[$target, self->tl_ssl] = this->tkey;
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -327,7 +331,7 @@ pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
  * tie it (asio and asyncio send the records SSL_write left in the BIO at once) */
 pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
 /self->tl_live && this->tn > 0 && this->tfd == 0 && this->tkey != 0 &&
-    tls_tied[pid, this->tkey] == 0/
+    tls_tied[$target, this->tkey] == 0/
 {
 	self->tl_tie = this->tkey;
 }
@@ -342,9 +346,9 @@ syscall::write:entry, syscall::write_nocancel:entry,
 syscall::send:entry, syscall::sendto:entry, syscall::sendto_nocancel:entry,
 syscall::writev:entry, syscall::writev_nocancel:entry,
 syscall::sendmsg:entry, syscall::sendmsg_nocancel:entry
-/self->tl_tie && (tlsfd[pid, (int)arg0] & 1)/
+/self->tl_tie && (tlsfd[$target, (int)arg0] & 1)/
 {
-	tls_tied[pid, self->tl_tie] = (int)arg0 + 1;
+	tls_tied[$target, self->tl_tie] = (int)arg0 + 1;
 	@tls_tied = sum(1);
 	printf("# tls tie %d %d %d\n", pid, (self->tl_tie & ~(TLS_FD | TLS_SSL)) | TLS_FD,
 	    (int)arg0);
@@ -365,10 +369,10 @@ syscall::sendmsg:entry, syscall::sendmsg_nocancel:entry
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
-/self->tl_live && self->tl_fd != 0 && tls_conn[pid, self->tl_ssl] != self->tl_fd/
+/self->tl_live && self->tl_fd != 0 && tls_conn[$target, self->tl_ssl] != self->tl_fd/
 {
-	tls_conn[pid, self->tl_ssl] = self->tl_fd;
-	tls_ssl[pid, self->tl_fd - 1] = self->tl_ssl;
+	tls_conn[$target, self->tl_ssl] = self->tl_fd;
+	tls_ssl[$target, self->tl_fd - 1] = self->tl_ssl;
 }
 
 /* ---- receives at return: framing, headers, command names ---------------------- */
@@ -376,8 +380,21 @@ pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
 /*
  * R0: every this-> variable a later clause reads is set here or before it in
  * the same firing (clause-local variables are undefined until assigned);
- * self->rx_go guards the rest of this firing.
+ * this->rx_go guards the rest of this firing. A clause-local flag, not a
+ * thread-local one: each of the hundred-odd predicates below then reads it
+ * from scratch memory instead of looking it up in the dynamic-variable space,
+ * on every receive of every process (Oracle DTrace: a function call each, and
+ * the BPF verifier walks each call at every start).
  */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+{
+	this->rx_go = 0;
+}
+
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
@@ -389,7 +406,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	this->buf = self->rx_buf;
 	/* bytes that landed in the first buffer: only there can a header be read */
 	this->n = this->ret < self->rx_cap ? this->ret : self->rx_cap;
-	this->rem = rxrem[pid, this->fd];
+	this->rem = rxrem[$target, this->fd];
 	this->off = 0;
 	this->stop = 0;
 	this->it = 0;
@@ -397,7 +414,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	this->want = 0;
 	this->kind = 0;
 	this->cmdns = 0;
-	self->rx_go = this->ret > 0;
+	this->rx_go = this->ret > 0;
 }
 
 /*
@@ -411,14 +428,14 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && ((this->ret == 5 && this->n == 5) || this->n >= 16) && !known[pid, this->fd] &&
-    tlsfd[pid, this->fd] == 0/
+/this->rx_go && ((this->ret == 5 && this->n == 5) || this->n >= 16) && !known[$target, this->fd] &&
+    tlsfd[$target, this->fd] == 0/
 {
 	this->y = *(uint32_t *)copyin(this->buf, 4);
 	this->tls = ((this->y & 0xff) == 0x16 || (this->y & 0xff) == 0x17) &&
 	    ((this->y >> 8) & 0xff) == 3 && ((this->y >> 16) & 0xff) <= 4;
 	@tls_conns = sum(this->tls);
-	tlsfd[pid, this->fd] = this->tls;
+	tlsfd[$target, this->fd] = this->tls;
 }
 
 /*
@@ -432,7 +449,7 @@ pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return
 	this->fd = this->tkey;
 	this->buf = self->tl_buf;
 	this->n = this->tn;
-	this->rem = rxrem[pid, this->fd];
+	this->rem = rxrem[$target, this->fd];
 	this->off = 0;
 	this->stop = 0;
 	this->it = 0;
@@ -440,28 +457,28 @@ pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return
 	this->want = 0;
 	this->kind = 0;
 	this->cmdns = 0;
-	self->rx_go = this->tn > 0 && this->tkey != 0;
+	this->rx_go = this->tn > 0 && this->tkey != 0;
 	self->rx_armed = 1;
 }
 
 /* the connection's first plaintext: decoded (and a TLS connection, if its
  * ciphertext was not seen: @tls_conns - @tls_decoded is what was not decoded) */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return
-/self->rx_go && this->tfd != 0 && (tlsfd[pid, this->tfd - 1] & 2) == 0/
+/this->rx_go && this->tfd != 0 && (tlsfd[$target, this->tfd - 1] & 2) == 0/
 {
-	@tls_conns = sum(tlsfd[pid, this->tfd - 1] == 0);
+	@tls_conns = sum(tlsfd[$target, this->tfd - 1] == 0);
 	@tls_decoded = sum(1);
-	tlsfd[pid, this->tfd - 1] = tlsfd[pid, this->tfd - 1] | 2;
+	tlsfd[$target, this->tfd - 1] = tlsfd[$target, this->tfd - 1] | 2;
 }
 
 /* ... on a memory BIO, marked on its key (its socket, not known yet, counted
  * its ClientHello in @tls_conns when it was seen) */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return
-/self->rx_go && this->tfd == 0 && tlsfd[pid, this->tkey] == 0/
+/this->rx_go && this->tfd == 0 && tlsfd[$target, this->tkey] == 0/
 {
 	@tls_decoded = sum(1);
 	@tls_bio = sum(1);
-	tlsfd[pid, this->tkey] = 2;
+	tlsfd[$target, this->tkey] = 2;
 }
 
 /* R1: the buffer continues a message whose header came earlier. */
@@ -470,15 +487,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->rem > 0/
+/this->rx_go && this->rem > 0/
 {
 	this->off = this->rem < this->ret ? this->rem : this->ret;
 	/* mongod's pattern: the header came alone, the body (offset 16) starts here */
-	this->want = rxneed[pid, this->fd] && rxpos[pid, this->fd] == 16 && this->n >= 16;
+	this->want = rxneed[$target, this->fd] && rxpos[$target, this->fd] == 16 && this->n >= 16;
 	this->b = this->buf;
 	this->fin = this->off == this->rem;
-	rxrem[pid, this->fd] = this->rem - this->off;
-	rxpos[pid, this->fd] = this->fin ? 0 : rxpos[pid, this->fd] + this->off;
+	rxrem[$target, this->fd] = this->rem - this->off;
+	rxpos[$target, this->fd] = this->fin ? 0 : rxpos[$target, this->fd] + this->off;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
  * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
@@ -488,11 +505,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -501,7 +518,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -512,9 +529,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -524,12 +541,12 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -537,9 +554,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -548,10 +565,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -559,9 +576,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -570,20 +587,20 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -593,9 +610,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -604,15 +621,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -621,7 +638,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -635,7 +652,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -645,7 +662,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -663,10 +680,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -676,27 +693,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -707,11 +724,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -720,7 +737,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -731,9 +748,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -743,12 +760,12 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -756,9 +773,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -767,10 +784,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -778,9 +795,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -789,20 +806,20 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -812,9 +829,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -823,15 +840,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -840,7 +857,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -851,7 +868,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -861,7 +878,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -879,10 +896,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -892,27 +909,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -923,11 +940,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -936,7 +953,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -947,9 +964,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -959,12 +976,12 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -972,9 +989,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -983,10 +1000,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -994,9 +1011,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -1005,20 +1022,20 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -1028,9 +1045,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -1039,15 +1056,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -1056,7 +1073,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -1067,7 +1084,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -1077,7 +1094,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -1095,10 +1112,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -1108,27 +1125,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -1139,11 +1156,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -1152,7 +1169,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -1163,9 +1180,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -1175,12 +1192,12 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1188,9 +1205,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -1199,10 +1216,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1210,9 +1227,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -1221,20 +1238,20 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -1244,9 +1261,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -1255,15 +1272,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -1272,7 +1289,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -1283,7 +1300,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -1293,7 +1310,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -1311,10 +1328,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -1324,27 +1341,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -1355,11 +1372,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -1368,7 +1385,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -1379,9 +1396,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -1391,12 +1408,12 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1404,9 +1421,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -1415,10 +1432,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1426,9 +1443,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -1437,20 +1454,20 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -1460,9 +1477,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -1471,15 +1488,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -1488,7 +1505,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -1499,7 +1516,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -1509,7 +1526,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -1527,10 +1544,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -1540,27 +1557,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -1571,11 +1588,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -1584,7 +1601,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -1595,9 +1612,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -1607,12 +1624,12 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1620,9 +1637,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -1631,10 +1648,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1642,9 +1659,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -1653,20 +1670,20 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -1676,9 +1693,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -1687,15 +1704,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -1704,7 +1721,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -1715,7 +1732,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -1725,7 +1742,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -1743,10 +1760,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -1756,27 +1773,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -1787,11 +1804,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -1800,7 +1817,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -1811,9 +1828,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -1823,12 +1840,12 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1836,9 +1853,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -1847,10 +1864,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1858,9 +1875,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -1869,20 +1886,20 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -1892,9 +1909,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -1903,15 +1920,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -1920,7 +1937,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -1931,7 +1948,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -1941,7 +1958,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -1959,10 +1976,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -1972,27 +1989,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -2003,11 +2020,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -2016,7 +2033,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -2027,9 +2044,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -2039,12 +2056,12 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -2052,9 +2069,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -2063,10 +2080,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -2074,9 +2091,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -2085,20 +2102,20 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -2108,9 +2125,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -2119,15 +2136,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -2136,7 +2153,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -2147,7 +2164,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -2157,7 +2174,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -2175,10 +2192,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -2188,27 +2205,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -2219,11 +2236,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -2232,7 +2249,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -2243,9 +2260,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -2255,12 +2272,12 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -2268,9 +2285,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -2279,10 +2296,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -2290,9 +2307,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -2301,20 +2318,20 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -2324,9 +2341,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -2335,15 +2352,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -2352,7 +2369,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -2365,10 +2382,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->off < this->ret && known[pid, this->fd]/
+/this->rx_go && this->off < this->ret && known[$target, this->fd]/
 {
 	@malformed = sum(1);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -2379,7 +2396,6 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /self->rx_armed/
 {
 	self->rx_armed = 0;
-	self->rx_go = 0;
 	self->rx_fd = 0;
 	self->rx_buf = 0;
 	self->rx_cap = 0;
@@ -2391,7 +2407,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
  * the same pid cost a dynamic-variable lookup and nothing more */
 syscall::write:entry, syscall::write_nocancel:entry,
 syscall::send:entry, syscall::sendto:entry, syscall::sendto_nocancel:entry
-/pid == $target && known[pid, (int)arg0]/
+/pid == $target && known[$target, (int)arg0]/
 {
 	self->tx_fd = (int)arg0;
 	self->tx_buf = (uint64_t)arg1;
@@ -2400,7 +2416,7 @@ syscall::send:entry, syscall::sendto:entry, syscall::sendto_nocancel:entry
 }
 
 syscall::writev:entry, syscall::writev_nocancel:entry
-/pid == $target && (int)arg2 > 0 && known[pid, (int)arg0]/
+/pid == $target && (int)arg2 > 0 && known[$target, (int)arg0]/
 {
 	self->tx_fd = (int)arg0;
 	self->tx_buf = *(uint64_t *)copyin(arg1, 8);
@@ -2409,7 +2425,7 @@ syscall::writev:entry, syscall::writev_nocancel:entry
 }
 
 syscall::sendmsg:entry, syscall::sendmsg_nocancel:entry
-/pid == $target && known[pid, (int)arg0]/
+/pid == $target && known[$target, (int)arg0]/
 {
 	self->tx_iov = *(uint64_t *)copyin(arg1 + 16, 8);
 	self->tx_iovlen = *(int64_t *)copyin(arg1 + 24, 8);
@@ -2442,6 +2458,15 @@ syscall::sendmsg:entry, syscall::sendmsg_nocancel:entry
 }
 
 /* T0: see R0. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+{
+	this->tx_go = 0;
+}
+
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
@@ -2453,14 +2478,14 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->buf = self->tx_buf;
 	this->n = this->ret < self->tx_cap ? this->ret : self->tx_cap;
 	this->ts = self->tx_ts;
-	this->rem = txrem[pid, this->fd];
-	this->have = txhave[pid, this->fd];
+	this->rem = txrem[$target, this->fd];
+	this->have = txhave[$target, this->fd];
 	this->off = 0;
 	this->stop = 0;
 	this->it = 0;
 	this->valid = 0;
 	this->sp = 0;
-	self->tx_go = this->ret > 0 && known[pid, this->fd];
+	this->tx_go = this->ret > 0 && known[$target, this->fd];
 }
 
 /* T0s: OpenSSL's write took this->tn bytes of plaintext, timed at its entry
@@ -2473,14 +2498,14 @@ pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
 	this->buf = self->tl_buf;
 	this->n = this->tn;
 	this->ts = self->tl_ts;
-	this->rem = txrem[pid, this->fd];
-	this->have = txhave[pid, this->fd];
+	this->rem = txrem[$target, this->fd];
+	this->have = txhave[$target, this->fd];
 	this->off = 0;
 	this->stop = 0;
 	this->it = 0;
 	this->valid = 0;
 	this->sp = 0;
-	self->tx_go = this->tn > 0 && this->tkey != 0 && known[pid, this->fd];
+	this->tx_go = this->tn > 0 && this->tkey != 0 && known[$target, this->fd];
 	self->tx_armed = 1;
 }
 
@@ -2490,10 +2515,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->rem > 0/
+/this->tx_go && this->rem > 0/
 {
 	this->off = this->rem < this->ret ? this->rem : this->ret;
-	txrem[pid, this->fd] = this->rem - this->off;
+	txrem[$target, this->fd] = this->rem - this->off;
 }
 
 /*
@@ -2509,12 +2534,12 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->have > 0/
+/this->tx_go && this->have > 0/
 {
 	this->w = (uint64_t *)alloca(48);
-	this->w[0] = txh0[pid, this->fd]; this->w[1] = txh1[pid, this->fd];
-	this->w[2] = txh2[pid, this->fd]; this->w[3] = txh3[pid, this->fd];
-	this->w[4] = txh4[pid, this->fd]; this->w[5] = 0;
+	this->w[0] = txh0[$target, this->fd]; this->w[1] = txh1[$target, this->fd];
+	this->w[2] = txh2[$target, this->fd]; this->w[3] = txh3[$target, this->fd];
+	this->w[4] = txh4[$target, this->fd]; this->w[5] = 0;
 	this->got = this->n < 40 - this->have ? this->n : 40 - this->have;
 	copyinto(this->buf, this->got, (char *)this->w + this->have);
 	this->got = this->have + this->got;
@@ -2531,7 +2556,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->stop = this->cut ? 2 : !this->valid;
 	this->valid = this->valid && !this->cut;
 	this->mtc = this->op == OP_MSG && this->got >= 20 && (this->w[2] & 2) != 0;
-	this->ts = txts[pid, this->fd];
+	this->ts = txts[$target, this->fd];
 	this->off = -this->have;
 	/* the failure test on the gathered bytes (F, F1, F2 on a buffer): OP_MSG,
 	 * kind 0 @20, ok @25 ("ok" @26), its value @29; OP_REPLY: QueryFailure
@@ -2552,13 +2577,13 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    (this->w[2] & 2) != 0) ? -1 : 0;
 	this->e = this->op == OP_REPLY && this->len >= 48 && this->off + 48 <= this->n ? 40 : 0;
 	this->vs = 0;
-	txh0[pid, this->fd] = this->cut ? this->w[0] : 0;
-	txh1[pid, this->fd] = this->cut ? this->w[1] : 0;
-	txh2[pid, this->fd] = this->cut ? this->w[2] : 0;
-	txh3[pid, this->fd] = this->cut ? this->w[3] : 0;
-	txh4[pid, this->fd] = this->cut ? this->w[4] : 0;
-	txhave[pid, this->fd] = this->cut ? this->got : 0;
-	txts[pid, this->fd] = this->cut ? this->ts : 0;
+	txh0[$target, this->fd] = this->cut ? this->w[0] : 0;
+	txh1[$target, this->fd] = this->cut ? this->w[1] : 0;
+	txh2[$target, this->fd] = this->cut ? this->w[2] : 0;
+	txh3[$target, this->fd] = this->cut ? this->w[3] : 0;
+	txh4[$target, this->fd] = this->cut ? this->w[4] : 0;
+	txhave[$target, this->fd] = this->cut ? this->got : 0;
+	txts[$target, this->fd] = this->cut ? this->ts : 0;
 	this->off = this->cut ? this->ret : this->off;
 }
 
@@ -2568,7 +2593,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->have > 0 && this->stop == 1/
+/this->tx_go && this->have > 0 && this->stop == 1/
 {
 	@malformed = sum(1);
 	this->off = this->ret;
@@ -2582,18 +2607,18 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
-	this->tl = tail[pid, this->fd];
-	this->hd = head[pid, this->fd];
+	this->tl = tail[$target, this->fd];
+	this->hd = head[$target, this->fd];
 	this->k = this->tl < this->hd &&
-	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    slot_rid[$target, this->fd, this->tl % SLOTS] == this->rto ? 0 :
 	    this->tl + 1 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    slot_rid[$target, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
 	    this->tl + 2 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    slot_rid[$target, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
 	    this->tl + 3 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+	    slot_rid[$target, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
 /*
@@ -2612,7 +2637,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
@@ -2632,7 +2657,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->e != 0/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
 	this->et = this->ey & 0xff;
@@ -2648,7 +2673,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
     this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
 {
 	this->v = this->vs == 8 ?
@@ -2666,7 +2691,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -2682,7 +2707,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -2697,12 +2722,12 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->tl = this->tl + this->k;
 	this->s = this->tl % SLOTS;
-	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
-	this->o = slot_op[pid, this->fd, this->s];
+	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
+	this->o = slot_op[$target, this->fd, this->s];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
@@ -2711,19 +2736,19 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	/* a memory-BIO connection: 2^30 + its number (the "# tls tie" lines name its
 	 * socket; snoop shows the socket once tied) */
 	this->cfd = (this->fd & TLS_SSL) == 0 ? this->fd & ~TLS_FD :
-	    tls_tied[pid, this->fd] != 0 ? tls_tied[pid, this->fd] - 1 :
+	    tls_tied[$target, this->fd] != 0 ? tls_tied[$target, this->fd] - 1 :
 	    (this->fd & ~(TLS_FD | TLS_SSL)) | TLS_FD;
 	this->lat = this->lat < 0 ? 0 : this->lat;
 	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
-	    pid, tid, this->cfd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
-	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
+	    pid, tid, this->cfd, this->rto, this->opname, slot_cmd[$target, this->fd, this->s],
+	    slot_len[$target, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
 	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
 	@without = sum(-1);
-	tail[pid, this->fd] = this->tl + 1;
+	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 }
 
 
@@ -2733,11 +2758,11 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
-    stream[pid, this->fd] == this->rto/
+/this->tx_go && this->valid && this->k == SLOTS && stream[$target, this->fd] != 0 &&
+    stream[$target, this->fd] == this->rto/
 {
 	@stream = sum(1);
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 	this->k = SLOTS + 1;
 }
 
@@ -2747,7 +2772,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS/
+/this->tx_go && this->valid && this->k == SLOTS/
 {
 	@unmatched = sum(1);
 }
@@ -2757,10 +2782,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
 	this->fin = this->len <= this->ret - this->off;
-	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	txrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
 	this->off = this->fin ? this->off + this->len : this->ret;
 	this->valid = 0;
 }
@@ -2772,7 +2797,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go/
+/this->tx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 	this->valid = 0;
@@ -2784,7 +2809,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it/
+/this->tx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -2809,10 +2834,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it && !this->valid/
+/this->tx_go && this->it && !this->valid/
 {
 	@malformed = sum(1);
-	txrem[pid, this->fd] = 0;
+	txrem[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -2825,18 +2850,18 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
-	this->tl = tail[pid, this->fd];
-	this->hd = head[pid, this->fd];
+	this->tl = tail[$target, this->fd];
+	this->hd = head[$target, this->fd];
 	this->k = this->tl < this->hd &&
-	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    slot_rid[$target, this->fd, this->tl % SLOTS] == this->rto ? 0 :
 	    this->tl + 1 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    slot_rid[$target, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
 	    this->tl + 2 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    slot_rid[$target, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
 	    this->tl + 3 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+	    slot_rid[$target, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
 /*
@@ -2855,7 +2880,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
@@ -2875,7 +2900,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->e != 0/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
 	this->et = this->ey & 0xff;
@@ -2891,7 +2916,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
     this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
 {
 	this->v = this->vs == 8 ?
@@ -2909,7 +2934,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -2925,7 +2950,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -2940,12 +2965,12 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->tl = this->tl + this->k;
 	this->s = this->tl % SLOTS;
-	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
-	this->o = slot_op[pid, this->fd, this->s];
+	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
+	this->o = slot_op[$target, this->fd, this->s];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
@@ -2954,19 +2979,19 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	/* a memory-BIO connection: 2^30 + its number (the "# tls tie" lines name its
 	 * socket; snoop shows the socket once tied) */
 	this->cfd = (this->fd & TLS_SSL) == 0 ? this->fd & ~TLS_FD :
-	    tls_tied[pid, this->fd] != 0 ? tls_tied[pid, this->fd] - 1 :
+	    tls_tied[$target, this->fd] != 0 ? tls_tied[$target, this->fd] - 1 :
 	    (this->fd & ~(TLS_FD | TLS_SSL)) | TLS_FD;
 	this->lat = this->lat < 0 ? 0 : this->lat;
 	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
-	    pid, tid, this->cfd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
-	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
+	    pid, tid, this->cfd, this->rto, this->opname, slot_cmd[$target, this->fd, this->s],
+	    slot_len[$target, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
 	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
 	@without = sum(-1);
-	tail[pid, this->fd] = this->tl + 1;
+	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 }
 
 
@@ -2976,11 +3001,11 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
-    stream[pid, this->fd] == this->rto/
+/this->tx_go && this->valid && this->k == SLOTS && stream[$target, this->fd] != 0 &&
+    stream[$target, this->fd] == this->rto/
 {
 	@stream = sum(1);
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 	this->k = SLOTS + 1;
 }
 
@@ -2990,7 +3015,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS/
+/this->tx_go && this->valid && this->k == SLOTS/
 {
 	@unmatched = sum(1);
 }
@@ -3000,10 +3025,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
 	this->fin = this->len <= this->ret - this->off;
-	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	txrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
 	this->off = this->fin ? this->off + this->len : this->ret;
 	this->valid = 0;
 }
@@ -3013,7 +3038,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go/
+/this->tx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 	this->valid = 0;
@@ -3025,7 +3050,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it/
+/this->tx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -3050,10 +3075,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it && !this->valid/
+/this->tx_go && this->it && !this->valid/
 {
 	@malformed = sum(1);
-	txrem[pid, this->fd] = 0;
+	txrem[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -3066,18 +3091,18 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
-	this->tl = tail[pid, this->fd];
-	this->hd = head[pid, this->fd];
+	this->tl = tail[$target, this->fd];
+	this->hd = head[$target, this->fd];
 	this->k = this->tl < this->hd &&
-	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    slot_rid[$target, this->fd, this->tl % SLOTS] == this->rto ? 0 :
 	    this->tl + 1 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    slot_rid[$target, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
 	    this->tl + 2 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    slot_rid[$target, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
 	    this->tl + 3 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+	    slot_rid[$target, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
 /*
@@ -3096,7 +3121,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
@@ -3116,7 +3141,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->e != 0/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
 	this->et = this->ey & 0xff;
@@ -3132,7 +3157,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
     this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
 {
 	this->v = this->vs == 8 ?
@@ -3150,7 +3175,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -3166,7 +3191,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -3181,12 +3206,12 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->tl = this->tl + this->k;
 	this->s = this->tl % SLOTS;
-	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
-	this->o = slot_op[pid, this->fd, this->s];
+	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
+	this->o = slot_op[$target, this->fd, this->s];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
@@ -3195,19 +3220,19 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	/* a memory-BIO connection: 2^30 + its number (the "# tls tie" lines name its
 	 * socket; snoop shows the socket once tied) */
 	this->cfd = (this->fd & TLS_SSL) == 0 ? this->fd & ~TLS_FD :
-	    tls_tied[pid, this->fd] != 0 ? tls_tied[pid, this->fd] - 1 :
+	    tls_tied[$target, this->fd] != 0 ? tls_tied[$target, this->fd] - 1 :
 	    (this->fd & ~(TLS_FD | TLS_SSL)) | TLS_FD;
 	this->lat = this->lat < 0 ? 0 : this->lat;
 	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
-	    pid, tid, this->cfd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
-	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
+	    pid, tid, this->cfd, this->rto, this->opname, slot_cmd[$target, this->fd, this->s],
+	    slot_len[$target, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
 	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
 	@without = sum(-1);
-	tail[pid, this->fd] = this->tl + 1;
+	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 }
 
 
@@ -3217,11 +3242,11 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
-    stream[pid, this->fd] == this->rto/
+/this->tx_go && this->valid && this->k == SLOTS && stream[$target, this->fd] != 0 &&
+    stream[$target, this->fd] == this->rto/
 {
 	@stream = sum(1);
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 	this->k = SLOTS + 1;
 }
 
@@ -3231,7 +3256,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS/
+/this->tx_go && this->valid && this->k == SLOTS/
 {
 	@unmatched = sum(1);
 }
@@ -3241,10 +3266,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
 	this->fin = this->len <= this->ret - this->off;
-	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	txrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
 	this->off = this->fin ? this->off + this->len : this->ret;
 	this->valid = 0;
 }
@@ -3254,7 +3279,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go/
+/this->tx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 	this->valid = 0;
@@ -3266,7 +3291,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it/
+/this->tx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -3291,10 +3316,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it && !this->valid/
+/this->tx_go && this->it && !this->valid/
 {
 	@malformed = sum(1);
-	txrem[pid, this->fd] = 0;
+	txrem[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -3307,18 +3332,18 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
-	this->tl = tail[pid, this->fd];
-	this->hd = head[pid, this->fd];
+	this->tl = tail[$target, this->fd];
+	this->hd = head[$target, this->fd];
 	this->k = this->tl < this->hd &&
-	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    slot_rid[$target, this->fd, this->tl % SLOTS] == this->rto ? 0 :
 	    this->tl + 1 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    slot_rid[$target, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
 	    this->tl + 2 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    slot_rid[$target, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
 	    this->tl + 3 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+	    slot_rid[$target, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
 /*
@@ -3337,7 +3362,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
@@ -3357,7 +3382,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->e != 0/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
 	this->et = this->ey & 0xff;
@@ -3373,7 +3398,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
     this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
 {
 	this->v = this->vs == 8 ?
@@ -3391,7 +3416,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -3407,7 +3432,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -3422,12 +3447,12 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->tl = this->tl + this->k;
 	this->s = this->tl % SLOTS;
-	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
-	this->o = slot_op[pid, this->fd, this->s];
+	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
+	this->o = slot_op[$target, this->fd, this->s];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
@@ -3436,19 +3461,19 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	/* a memory-BIO connection: 2^30 + its number (the "# tls tie" lines name its
 	 * socket; snoop shows the socket once tied) */
 	this->cfd = (this->fd & TLS_SSL) == 0 ? this->fd & ~TLS_FD :
-	    tls_tied[pid, this->fd] != 0 ? tls_tied[pid, this->fd] - 1 :
+	    tls_tied[$target, this->fd] != 0 ? tls_tied[$target, this->fd] - 1 :
 	    (this->fd & ~(TLS_FD | TLS_SSL)) | TLS_FD;
 	this->lat = this->lat < 0 ? 0 : this->lat;
 	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
-	    pid, tid, this->cfd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
-	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
+	    pid, tid, this->cfd, this->rto, this->opname, slot_cmd[$target, this->fd, this->s],
+	    slot_len[$target, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
 	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
 	@without = sum(-1);
-	tail[pid, this->fd] = this->tl + 1;
+	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 }
 
 
@@ -3458,11 +3483,11 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
-    stream[pid, this->fd] == this->rto/
+/this->tx_go && this->valid && this->k == SLOTS && stream[$target, this->fd] != 0 &&
+    stream[$target, this->fd] == this->rto/
 {
 	@stream = sum(1);
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 	this->k = SLOTS + 1;
 }
 
@@ -3472,7 +3497,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS/
+/this->tx_go && this->valid && this->k == SLOTS/
 {
 	@unmatched = sum(1);
 }
@@ -3482,10 +3507,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
 	this->fin = this->len <= this->ret - this->off;
-	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	txrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
 	this->off = this->fin ? this->off + this->len : this->ret;
 	this->valid = 0;
 }
@@ -3495,7 +3520,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go/
+/this->tx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 	this->valid = 0;
@@ -3507,7 +3532,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it/
+/this->tx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -3532,10 +3557,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it && !this->valid/
+/this->tx_go && this->it && !this->valid/
 {
 	@malformed = sum(1);
-	txrem[pid, this->fd] = 0;
+	txrem[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -3548,18 +3573,18 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
-	this->tl = tail[pid, this->fd];
-	this->hd = head[pid, this->fd];
+	this->tl = tail[$target, this->fd];
+	this->hd = head[$target, this->fd];
 	this->k = this->tl < this->hd &&
-	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    slot_rid[$target, this->fd, this->tl % SLOTS] == this->rto ? 0 :
 	    this->tl + 1 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    slot_rid[$target, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
 	    this->tl + 2 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    slot_rid[$target, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
 	    this->tl + 3 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+	    slot_rid[$target, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
 /*
@@ -3578,7 +3603,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
@@ -3598,7 +3623,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->e != 0/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
 	this->et = this->ey & 0xff;
@@ -3614,7 +3639,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
     this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
 {
 	this->v = this->vs == 8 ?
@@ -3632,7 +3657,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -3648,7 +3673,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -3663,12 +3688,12 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->tl = this->tl + this->k;
 	this->s = this->tl % SLOTS;
-	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
-	this->o = slot_op[pid, this->fd, this->s];
+	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
+	this->o = slot_op[$target, this->fd, this->s];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
@@ -3677,19 +3702,19 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	/* a memory-BIO connection: 2^30 + its number (the "# tls tie" lines name its
 	 * socket; snoop shows the socket once tied) */
 	this->cfd = (this->fd & TLS_SSL) == 0 ? this->fd & ~TLS_FD :
-	    tls_tied[pid, this->fd] != 0 ? tls_tied[pid, this->fd] - 1 :
+	    tls_tied[$target, this->fd] != 0 ? tls_tied[$target, this->fd] - 1 :
 	    (this->fd & ~(TLS_FD | TLS_SSL)) | TLS_FD;
 	this->lat = this->lat < 0 ? 0 : this->lat;
 	printf("%d.%06d %-7d %-7d %-4d %-11d %-13s %-16s %8d %9d %d.%03d %s %d\n",
 	    (this->ts - epoch) / 1000000000, ((this->ts - epoch) % 1000000000) / 1000,
-	    pid, tid, this->cfd, this->rto, this->opname, slot_cmd[pid, this->fd, this->s],
-	    slot_len[pid, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
+	    pid, tid, this->cfd, this->rto, this->opname, slot_cmd[$target, this->fd, this->s],
+	    slot_len[$target, this->fd, this->s], this->len, this->lat / 1000, this->lat % 1000,
 	    this->mtc ? "m" : "-", this->err);
 	@replies = sum(1);
 	@without = sum(-1);
-	tail[pid, this->fd] = this->tl + 1;
+	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 }
 
 
@@ -3699,11 +3724,11 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
-    stream[pid, this->fd] == this->rto/
+/this->tx_go && this->valid && this->k == SLOTS && stream[$target, this->fd] != 0 &&
+    stream[$target, this->fd] == this->rto/
 {
 	@stream = sum(1);
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 	this->k = SLOTS + 1;
 }
 
@@ -3713,7 +3738,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS/
+/this->tx_go && this->valid && this->k == SLOTS/
 {
 	@unmatched = sum(1);
 }
@@ -3723,10 +3748,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
 	this->fin = this->len <= this->ret - this->off;
-	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	txrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
 	this->off = this->fin ? this->off + this->len : this->ret;
 	this->valid = 0;
 }
@@ -3738,7 +3763,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->off < this->ret && this->n == this->ret &&
+/this->tx_go && this->off < this->ret && this->n == this->ret &&
     (this->ret - this->off < 16 || this->stop == 2)/
 {
 	this->have = this->ret - this->off;
@@ -3746,11 +3771,11 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->w[0] = 0; this->w[1] = 0; this->w[2] = 0; this->w[3] = 0; this->w[4] = 0;
 	this->w[5] = 0;
 	copyinto(this->buf + this->off, this->have, this->w);
-	txh0[pid, this->fd] = this->w[0]; txh1[pid, this->fd] = this->w[1];
-	txh2[pid, this->fd] = this->w[2]; txh3[pid, this->fd] = this->w[3];
-	txh4[pid, this->fd] = this->w[4];
-	txhave[pid, this->fd] = this->have;
-	txts[pid, this->fd] = this->ts;
+	txh0[$target, this->fd] = this->w[0]; txh1[$target, this->fd] = this->w[1];
+	txh2[$target, this->fd] = this->w[2]; txh3[$target, this->fd] = this->w[3];
+	txh4[$target, this->fd] = this->w[4];
+	txhave[$target, this->fd] = this->have;
+	txts[$target, this->fd] = this->ts;
 	this->off = this->ret;
 }
 
@@ -3760,10 +3785,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->off < this->ret/
+/this->tx_go && this->off < this->ret/
 {
 	@malformed = sum(1);
-	txrem[pid, this->fd] = 0;
+	txrem[$target, this->fd] = 0;
 }
 
 pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
@@ -3774,7 +3799,6 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /self->tx_armed/
 {
 	self->tx_armed = 0;
-	self->tx_go = 0;
 	self->tx_fd = 0;
 	self->tx_buf = 0;
 	self->tx_cap = 0;
@@ -3785,54 +3809,54 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 
 
 syscall::close:entry, syscall::close_nocancel:entry
-/pid == $target && known[pid, (int)arg0]/
+/pid == $target && known[$target, (int)arg0]/
 {
 	/* requests still waiting never got a reply: they stay counted in @without */
 	this->fd = (int)arg0;
-	known[pid, this->fd] = 0;
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
-	rxop[pid, this->fd] = 0; rxrid[pid, this->fd] = 0; rxlen[pid, this->fd] = 0;
-	rxmtc[pid, this->fd] = 0; head[pid, this->fd] = 0; tail[pid, this->fd] = 0;
-	txrem[pid, this->fd] = 0; stream[pid, this->fd] = 0; txhave[pid, this->fd] = 0;
-	txh0[pid, this->fd] = 0; txh1[pid, this->fd] = 0; txh2[pid, this->fd] = 0;
-	txh3[pid, this->fd] = 0; txh4[pid, this->fd] = 0; txts[pid, this->fd] = 0;
-	slot_rid[pid, this->fd, 0] = 0; slot_ts[pid, this->fd, 0] = 0;
-	slot_op[pid, this->fd, 0] = 0; slot_len[pid, this->fd, 0] = 0;
-	slot_rid[pid, this->fd, 1] = 0; slot_ts[pid, this->fd, 1] = 0;
-	slot_op[pid, this->fd, 1] = 0; slot_len[pid, this->fd, 1] = 0;
-	slot_rid[pid, this->fd, 2] = 0; slot_ts[pid, this->fd, 2] = 0;
-	slot_op[pid, this->fd, 2] = 0; slot_len[pid, this->fd, 2] = 0;
-	slot_rid[pid, this->fd, 3] = 0; slot_ts[pid, this->fd, 3] = 0;
-	slot_op[pid, this->fd, 3] = 0; slot_len[pid, this->fd, 3] = 0;
+	known[$target, this->fd] = 0;
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
+	rxop[$target, this->fd] = 0; rxrid[$target, this->fd] = 0; rxlen[$target, this->fd] = 0;
+	rxmtc[$target, this->fd] = 0; head[$target, this->fd] = 0; tail[$target, this->fd] = 0;
+	txrem[$target, this->fd] = 0; stream[$target, this->fd] = 0; txhave[$target, this->fd] = 0;
+	txh0[$target, this->fd] = 0; txh1[$target, this->fd] = 0; txh2[$target, this->fd] = 0;
+	txh3[$target, this->fd] = 0; txh4[$target, this->fd] = 0; txts[$target, this->fd] = 0;
+	slot_rid[$target, this->fd, 0] = 0; slot_ts[$target, this->fd, 0] = 0;
+	slot_op[$target, this->fd, 0] = 0; slot_len[$target, this->fd, 0] = 0;
+	slot_rid[$target, this->fd, 1] = 0; slot_ts[$target, this->fd, 1] = 0;
+	slot_op[$target, this->fd, 1] = 0; slot_len[$target, this->fd, 1] = 0;
+	slot_rid[$target, this->fd, 2] = 0; slot_ts[$target, this->fd, 2] = 0;
+	slot_op[$target, this->fd, 2] = 0; slot_len[$target, this->fd, 2] = 0;
+	slot_rid[$target, this->fd, 3] = 0; slot_ts[$target, this->fd, 3] = 0;
+	slot_op[$target, this->fd, 3] = 0; slot_len[$target, this->fd, 3] = 0;
 }
 
 /* the plaintext state of a TLS connection, and its SSL * */
 syscall::close:entry, syscall::close_nocancel:entry
-/pid == $target && known[pid, (int)arg0 | TLS_FD]/
+/pid == $target && known[$target, (int)arg0 | TLS_FD]/
 {
 	this->fd = (int)arg0 | TLS_FD;
-	known[pid, this->fd] = 0;
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
-	rxop[pid, this->fd] = 0; rxrid[pid, this->fd] = 0; rxlen[pid, this->fd] = 0;
-	rxmtc[pid, this->fd] = 0; head[pid, this->fd] = 0; tail[pid, this->fd] = 0;
-	txrem[pid, this->fd] = 0; stream[pid, this->fd] = 0; txhave[pid, this->fd] = 0;
-	txh0[pid, this->fd] = 0; txh1[pid, this->fd] = 0; txh2[pid, this->fd] = 0;
-	txh3[pid, this->fd] = 0; txh4[pid, this->fd] = 0; txts[pid, this->fd] = 0;
-	slot_rid[pid, this->fd, 0] = 0; slot_ts[pid, this->fd, 0] = 0;
-	slot_op[pid, this->fd, 0] = 0; slot_len[pid, this->fd, 0] = 0;
-	slot_rid[pid, this->fd, 1] = 0; slot_ts[pid, this->fd, 1] = 0;
-	slot_op[pid, this->fd, 1] = 0; slot_len[pid, this->fd, 1] = 0;
-	slot_rid[pid, this->fd, 2] = 0; slot_ts[pid, this->fd, 2] = 0;
-	slot_op[pid, this->fd, 2] = 0; slot_len[pid, this->fd, 2] = 0;
-	slot_rid[pid, this->fd, 3] = 0; slot_ts[pid, this->fd, 3] = 0;
-	slot_op[pid, this->fd, 3] = 0; slot_len[pid, this->fd, 3] = 0;
+	known[$target, this->fd] = 0;
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
+	rxop[$target, this->fd] = 0; rxrid[$target, this->fd] = 0; rxlen[$target, this->fd] = 0;
+	rxmtc[$target, this->fd] = 0; head[$target, this->fd] = 0; tail[$target, this->fd] = 0;
+	txrem[$target, this->fd] = 0; stream[$target, this->fd] = 0; txhave[$target, this->fd] = 0;
+	txh0[$target, this->fd] = 0; txh1[$target, this->fd] = 0; txh2[$target, this->fd] = 0;
+	txh3[$target, this->fd] = 0; txh4[$target, this->fd] = 0; txts[$target, this->fd] = 0;
+	slot_rid[$target, this->fd, 0] = 0; slot_ts[$target, this->fd, 0] = 0;
+	slot_op[$target, this->fd, 0] = 0; slot_len[$target, this->fd, 0] = 0;
+	slot_rid[$target, this->fd, 1] = 0; slot_ts[$target, this->fd, 1] = 0;
+	slot_op[$target, this->fd, 1] = 0; slot_len[$target, this->fd, 1] = 0;
+	slot_rid[$target, this->fd, 2] = 0; slot_ts[$target, this->fd, 2] = 0;
+	slot_op[$target, this->fd, 2] = 0; slot_len[$target, this->fd, 2] = 0;
+	slot_rid[$target, this->fd, 3] = 0; slot_ts[$target, this->fd, 3] = 0;
+	slot_op[$target, this->fd, 3] = 0; slot_len[$target, this->fd, 3] = 0;
 }
 
 syscall::close:entry, syscall::close_nocancel:entry
-/pid == $target && tls_ssl[pid, (int)arg0] != 0/
+/pid == $target && tls_ssl[$target, (int)arg0] != 0/
 {
-	tls_conn[pid, tls_ssl[pid, (int)arg0]] = 0;
-	tls_ssl[pid, (int)arg0] = 0;
+	tls_conn[$target, tls_ssl[$target, (int)arg0]] = 0;
+	tls_ssl[$target, (int)arg0] = 0;
 }
 
 /*
@@ -3843,42 +3867,42 @@ syscall::close:entry, syscall::close_nocancel:entry
  * ("failed to lookup 'SSL_free'", zdefs or not); a pattern may match nothing.
  */
 pid$target:$1:SSL_fre[e]:entry
-/tls_conn[pid, (uint64_t)arg0] != 0/
+/tls_conn[$target, (uint64_t)arg0] != 0/
 {
-	this->fd = tls_conn[pid, (uint64_t)arg0] - 1;
-	tls_ssl[pid, this->fd] = tls_ssl[pid, this->fd] == (uint64_t)arg0 ? 0 :
-	    tls_ssl[pid, this->fd];
-	tls_conn[pid, (uint64_t)arg0] = 0;
+	this->fd = tls_conn[$target, (uint64_t)arg0] - 1;
+	tls_ssl[$target, this->fd] = tls_ssl[$target, this->fd] == (uint64_t)arg0 ? 0 :
+	    tls_ssl[$target, this->fd];
+	tls_conn[$target, (uint64_t)arg0] = 0;
 }
 
 pid$target:$1:SSL_fre[e]:entry
-/tls_bio[pid, (uint64_t)arg0] != 0/
+/tls_bio[$target, (uint64_t)arg0] != 0/
 {
-	this->fd = tls_bio[pid, (uint64_t)arg0];
-	known[pid, this->fd] = 0;
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
-	rxop[pid, this->fd] = 0; rxrid[pid, this->fd] = 0; rxlen[pid, this->fd] = 0;
-	rxmtc[pid, this->fd] = 0; head[pid, this->fd] = 0; tail[pid, this->fd] = 0;
-	txrem[pid, this->fd] = 0; stream[pid, this->fd] = 0; txhave[pid, this->fd] = 0;
-	txh0[pid, this->fd] = 0; txh1[pid, this->fd] = 0; txh2[pid, this->fd] = 0;
-	txh3[pid, this->fd] = 0; txh4[pid, this->fd] = 0; txts[pid, this->fd] = 0;
-	slot_rid[pid, this->fd, 0] = 0; slot_ts[pid, this->fd, 0] = 0;
-	slot_op[pid, this->fd, 0] = 0; slot_len[pid, this->fd, 0] = 0;
-	slot_rid[pid, this->fd, 1] = 0; slot_ts[pid, this->fd, 1] = 0;
-	slot_op[pid, this->fd, 1] = 0; slot_len[pid, this->fd, 1] = 0;
-	slot_rid[pid, this->fd, 2] = 0; slot_ts[pid, this->fd, 2] = 0;
-	slot_op[pid, this->fd, 2] = 0; slot_len[pid, this->fd, 2] = 0;
-	slot_rid[pid, this->fd, 3] = 0; slot_ts[pid, this->fd, 3] = 0;
-	slot_op[pid, this->fd, 3] = 0; slot_len[pid, this->fd, 3] = 0;
-	tlsfd[pid, this->fd] = 0;
-	tls_tied[pid, this->fd] = 0;
-	tls_bio[pid, (uint64_t)arg0] = 0;
+	this->fd = tls_bio[$target, (uint64_t)arg0];
+	known[$target, this->fd] = 0;
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
+	rxop[$target, this->fd] = 0; rxrid[$target, this->fd] = 0; rxlen[$target, this->fd] = 0;
+	rxmtc[$target, this->fd] = 0; head[$target, this->fd] = 0; tail[$target, this->fd] = 0;
+	txrem[$target, this->fd] = 0; stream[$target, this->fd] = 0; txhave[$target, this->fd] = 0;
+	txh0[$target, this->fd] = 0; txh1[$target, this->fd] = 0; txh2[$target, this->fd] = 0;
+	txh3[$target, this->fd] = 0; txh4[$target, this->fd] = 0; txts[$target, this->fd] = 0;
+	slot_rid[$target, this->fd, 0] = 0; slot_ts[$target, this->fd, 0] = 0;
+	slot_op[$target, this->fd, 0] = 0; slot_len[$target, this->fd, 0] = 0;
+	slot_rid[$target, this->fd, 1] = 0; slot_ts[$target, this->fd, 1] = 0;
+	slot_op[$target, this->fd, 1] = 0; slot_len[$target, this->fd, 1] = 0;
+	slot_rid[$target, this->fd, 2] = 0; slot_ts[$target, this->fd, 2] = 0;
+	slot_op[$target, this->fd, 2] = 0; slot_len[$target, this->fd, 2] = 0;
+	slot_rid[$target, this->fd, 3] = 0; slot_ts[$target, this->fd, 3] = 0;
+	slot_op[$target, this->fd, 3] = 0; slot_len[$target, this->fd, 3] = 0;
+	tlsfd[$target, this->fd] = 0;
+	tls_tied[$target, this->fd] = 0;
+	tls_bio[$target, (uint64_t)arg0] = 0;
 }
 
 syscall::close:entry, syscall::close_nocancel:entry
-/pid == $target && tlsfd[pid, (int)arg0] != 0/
+/pid == $target && tlsfd[$target, (int)arg0] != 0/
 {
-	tlsfd[pid, (int)arg0] = 0;
+	tlsfd[$target, (int)arg0] = 0;
 }
 
 /* the TLS call is over (after the framing clauses of its plaintext) */

@@ -48,7 +48,9 @@ inline int TLS_FD = 0x40000000;		/* fd | TLS_FD: a TLS connection's plaintext st
 /*
  * Per connection, keyed [pid, fd] (probes/README.md): declared here because the
  * D compiler wants every variable declared or assigned before it is read.
- * A zero value frees a dynamic variable.
+ * A zero value frees a dynamic variable. The pid is written $target: every
+ * clause keyed so runs for the traced process only, and the builtin pid is a
+ * function call at each use (Oracle DTrace), the macro a constant.
  */
 int known[int, int];		/* the fd has shown a valid request header */
 int64_t rxrem[int, int];	/* bytes of the incoming message still to come */
@@ -125,6 +127,8 @@ this uint64_t v;
 this int32_t ec;
 this uint32_t y;		/* a receive's first bytes: a TLS record header? */
 this int tls;
+this int rx_go;			/* this receive is framed (R0) */
+this int tx_go;			/* this send is framed (T0) */
 
 BEGIN
 {
@@ -204,8 +208,20 @@ syscall::recvmsg:entry, syscall::recvmsg_nocancel:entry
 /*
  * R0: every this-> variable a later clause reads is set here or before it in
  * the same firing (clause-local variables are undefined until assigned);
- * self->rx_go guards the rest of this firing.
+ * this->rx_go guards the rest of this firing. A clause-local flag, not a
+ * thread-local one: each of the hundred-odd predicates below then reads it
+ * from scratch memory instead of looking it up in the dynamic-variable space,
+ * on every receive of every process (Oracle DTrace: a function call each, and
+ * the BPF verifier walks each call at every start).
  */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+{
+	this->rx_go = 0;
+}
+
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
@@ -217,7 +233,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	this->buf = self->rx_buf;
 	/* bytes that landed in the first buffer: only there can a header be read */
 	this->n = this->ret < self->rx_cap ? this->ret : self->rx_cap;
-	this->rem = rxrem[pid, this->fd];
+	this->rem = rxrem[$target, this->fd];
 	this->off = 0;
 	this->stop = 0;
 	this->it = 0;
@@ -225,7 +241,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	this->want = 0;
 	this->kind = 0;
 	this->cmdns = 0;
-	self->rx_go = this->ret > 0;
+	this->rx_go = this->ret > 0;
 }
 
 /*
@@ -239,14 +255,14 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && ((this->ret == 5 && this->n == 5) || this->n >= 16) && !known[pid, this->fd] &&
-    tlsfd[pid, this->fd] == 0/
+/this->rx_go && ((this->ret == 5 && this->n == 5) || this->n >= 16) && !known[$target, this->fd] &&
+    tlsfd[$target, this->fd] == 0/
 {
 	this->y = *(uint32_t *)copyin(this->buf, 4);
 	this->tls = ((this->y & 0xff) == 0x16 || (this->y & 0xff) == 0x17) &&
 	    ((this->y >> 8) & 0xff) == 3 && ((this->y >> 16) & 0xff) <= 4;
 	@tls_conns = sum(this->tls);
-	tlsfd[pid, this->fd] = this->tls;
+	tlsfd[$target, this->fd] = this->tls;
 }
 
 /* R1: the buffer continues a message whose header came earlier. */
@@ -254,15 +270,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->rem > 0/
+/this->rx_go && this->rem > 0/
 {
 	this->off = this->rem < this->ret ? this->rem : this->ret;
 	/* mongod's pattern: the header came alone, the body (offset 16) starts here */
-	this->want = rxneed[pid, this->fd] && rxpos[pid, this->fd] == 16 && this->n >= 16;
+	this->want = rxneed[$target, this->fd] && rxpos[$target, this->fd] == 16 && this->n >= 16;
 	this->b = this->buf;
 	this->fin = this->off == this->rem;
-	rxrem[pid, this->fd] = this->rem - this->off;
-	rxpos[pid, this->fd] = this->fin ? 0 : rxpos[pid, this->fd] + this->off;
+	rxrem[$target, this->fd] = this->rem - this->off;
+	rxpos[$target, this->fd] = this->fin ? 0 : rxpos[$target, this->fd] + this->off;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
  * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
@@ -271,11 +287,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -283,7 +299,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -293,9 +309,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -304,21 +320,21 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -326,19 +342,19 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -346,22 +362,22 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
 	@requests_by_op[this->opname] = count();
-	@requests_by_cmd[rxcmd[pid, this->fd]] = count();
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	@requests_by_cmd[rxcmd[$target, this->fd]] = count();
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -370,9 +386,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -380,15 +396,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -396,7 +412,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -409,7 +425,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -418,7 +434,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -435,10 +451,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -447,27 +463,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -477,11 +493,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -489,7 +505,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -499,9 +515,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -510,21 +526,21 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -532,19 +548,19 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -552,22 +568,22 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
 	@requests_by_op[this->opname] = count();
-	@requests_by_cmd[rxcmd[pid, this->fd]] = count();
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	@requests_by_cmd[rxcmd[$target, this->fd]] = count();
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -576,9 +592,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -586,15 +602,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -602,7 +618,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -612,7 +628,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -621,7 +637,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -638,10 +654,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -650,27 +666,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -680,11 +696,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -692,7 +708,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -702,9 +718,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -713,21 +729,21 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -735,19 +751,19 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -755,22 +771,22 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
 	@requests_by_op[this->opname] = count();
-	@requests_by_cmd[rxcmd[pid, this->fd]] = count();
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	@requests_by_cmd[rxcmd[$target, this->fd]] = count();
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -779,9 +795,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -789,15 +805,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -805,7 +821,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -815,7 +831,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -824,7 +840,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -841,10 +857,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -853,27 +869,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -883,11 +899,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -895,7 +911,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -905,9 +921,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -916,21 +932,21 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -938,19 +954,19 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -958,22 +974,22 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
 	@requests_by_op[this->opname] = count();
-	@requests_by_cmd[rxcmd[pid, this->fd]] = count();
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	@requests_by_cmd[rxcmd[$target, this->fd]] = count();
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -982,9 +998,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -992,15 +1008,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -1008,7 +1024,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -1018,7 +1034,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -1027,7 +1043,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -1044,10 +1060,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -1056,27 +1072,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -1086,11 +1102,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -1098,7 +1114,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -1108,9 +1124,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -1119,21 +1135,21 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -1141,19 +1157,19 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -1161,22 +1177,22 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
 	@requests_by_op[this->opname] = count();
-	@requests_by_cmd[rxcmd[pid, this->fd]] = count();
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	@requests_by_cmd[rxcmd[$target, this->fd]] = count();
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -1185,9 +1201,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -1195,15 +1211,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -1211,7 +1227,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -1221,7 +1237,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -1230,7 +1246,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -1247,10 +1263,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -1259,27 +1275,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -1289,11 +1305,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -1301,7 +1317,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -1311,9 +1327,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -1322,21 +1338,21 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -1344,19 +1360,19 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -1364,22 +1380,22 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
 	@requests_by_op[this->opname] = count();
-	@requests_by_cmd[rxcmd[pid, this->fd]] = count();
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	@requests_by_cmd[rxcmd[$target, this->fd]] = count();
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -1388,9 +1404,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -1398,15 +1414,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -1414,7 +1430,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -1424,7 +1440,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -1433,7 +1449,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -1450,10 +1466,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -1462,27 +1478,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -1492,11 +1508,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -1504,7 +1520,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -1514,9 +1530,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -1525,21 +1541,21 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -1547,19 +1563,19 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -1567,22 +1583,22 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
 	@requests_by_op[this->opname] = count();
-	@requests_by_cmd[rxcmd[pid, this->fd]] = count();
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	@requests_by_cmd[rxcmd[$target, this->fd]] = count();
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -1591,9 +1607,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -1601,15 +1617,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -1617,7 +1633,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -1627,7 +1643,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -1636,7 +1652,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -1653,10 +1669,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -1665,27 +1681,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -1695,11 +1711,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -1707,7 +1723,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -1717,9 +1733,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -1728,21 +1744,21 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -1750,19 +1766,19 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -1770,22 +1786,22 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
 	@requests_by_op[this->opname] = count();
-	@requests_by_cmd[rxcmd[pid, this->fd]] = count();
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	@requests_by_cmd[rxcmd[$target, this->fd]] = count();
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -1794,9 +1810,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -1804,15 +1820,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -1820,7 +1836,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -1830,7 +1846,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -1839,7 +1855,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -1856,10 +1872,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -1868,27 +1884,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -1898,11 +1914,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -1910,7 +1926,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -1920,9 +1936,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -1931,21 +1947,21 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -1953,19 +1969,19 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -1973,22 +1989,22 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
 	@requests_by_op[this->opname] = count();
-	@requests_by_cmd[rxcmd[pid, this->fd]] = count();
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	@requests_by_cmd[rxcmd[$target, this->fd]] = count();
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -1997,9 +2013,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -2007,15 +2023,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -2023,7 +2039,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -2035,10 +2051,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->off < this->ret && known[pid, this->fd]/
+/this->rx_go && this->off < this->ret && known[$target, this->fd]/
 {
 	@malformed = sum(1);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 }
 
 syscall::read:return, syscall::read_nocancel:return,
@@ -2048,7 +2064,6 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /self->rx_armed/
 {
 	self->rx_armed = 0;
-	self->rx_go = 0;
 	self->rx_fd = 0;
 	self->rx_buf = 0;
 	self->rx_cap = 0;
@@ -2060,7 +2075,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
  * the same pid cost a dynamic-variable lookup and nothing more */
 syscall::write:entry, syscall::write_nocancel:entry,
 syscall::send:entry, syscall::sendto:entry, syscall::sendto_nocancel:entry
-/pid == $target && known[pid, (int)arg0]/
+/pid == $target && known[$target, (int)arg0]/
 {
 	self->tx_fd = (int)arg0;
 	self->tx_buf = (uint64_t)arg1;
@@ -2069,7 +2084,7 @@ syscall::send:entry, syscall::sendto:entry, syscall::sendto_nocancel:entry
 }
 
 syscall::writev:entry, syscall::writev_nocancel:entry
-/pid == $target && (int)arg2 > 0 && known[pid, (int)arg0]/
+/pid == $target && (int)arg2 > 0 && known[$target, (int)arg0]/
 {
 	self->tx_fd = (int)arg0;
 	self->tx_buf = *(uint64_t *)copyin(arg1, 8);
@@ -2078,7 +2093,7 @@ syscall::writev:entry, syscall::writev_nocancel:entry
 }
 
 syscall::sendmsg:entry, syscall::sendmsg_nocancel:entry
-/pid == $target && known[pid, (int)arg0]/
+/pid == $target && known[$target, (int)arg0]/
 {
 	self->tx_iov = *(uint64_t *)copyin(arg1 + 16, 8);
 	self->tx_iovlen = *(int64_t *)copyin(arg1 + 24, 8);
@@ -2115,6 +2130,14 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+{
+	this->tx_go = 0;
+}
+
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /self->tx_armed/
 {
 	this->ret = (int64_t)arg1;
@@ -2122,14 +2145,14 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->buf = self->tx_buf;
 	this->n = this->ret < self->tx_cap ? this->ret : self->tx_cap;
 	this->ts = self->tx_ts;
-	this->rem = txrem[pid, this->fd];
-	this->have = txhave[pid, this->fd];
+	this->rem = txrem[$target, this->fd];
+	this->have = txhave[$target, this->fd];
 	this->off = 0;
 	this->stop = 0;
 	this->it = 0;
 	this->valid = 0;
 	this->sp = 0;
-	self->tx_go = this->ret > 0 && known[pid, this->fd];
+	this->tx_go = this->ret > 0 && known[$target, this->fd];
 }
 
 /* T1: the rest of a reply split across sends. */
@@ -2137,10 +2160,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->rem > 0/
+/this->tx_go && this->rem > 0/
 {
 	this->off = this->rem < this->ret ? this->rem : this->ret;
-	txrem[pid, this->fd] = this->rem - this->off;
+	txrem[$target, this->fd] = this->rem - this->off;
 }
 
 /*
@@ -2155,12 +2178,12 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->have > 0/
+/this->tx_go && this->have > 0/
 {
 	this->w = (uint64_t *)alloca(48);
-	this->w[0] = txh0[pid, this->fd]; this->w[1] = txh1[pid, this->fd];
-	this->w[2] = txh2[pid, this->fd]; this->w[3] = txh3[pid, this->fd];
-	this->w[4] = txh4[pid, this->fd]; this->w[5] = 0;
+	this->w[0] = txh0[$target, this->fd]; this->w[1] = txh1[$target, this->fd];
+	this->w[2] = txh2[$target, this->fd]; this->w[3] = txh3[$target, this->fd];
+	this->w[4] = txh4[$target, this->fd]; this->w[5] = 0;
 	this->got = this->n < 40 - this->have ? this->n : 40 - this->have;
 	copyinto(this->buf, this->got, (char *)this->w + this->have);
 	this->got = this->have + this->got;
@@ -2177,7 +2200,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->stop = this->cut ? 2 : !this->valid;
 	this->valid = this->valid && !this->cut;
 	this->mtc = this->op == OP_MSG && this->got >= 20 && (this->w[2] & 2) != 0;
-	this->ts = txts[pid, this->fd];
+	this->ts = txts[$target, this->fd];
 	this->off = -this->have;
 	/* the failure test on the gathered bytes (F, F1, F2 on a buffer): OP_MSG,
 	 * kind 0 @20, ok @25 ("ok" @26), its value @29; OP_REPLY: QueryFailure
@@ -2198,13 +2221,13 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    (this->w[2] & 2) != 0) ? -1 : 0;
 	this->e = this->op == OP_REPLY && this->len >= 48 && this->off + 48 <= this->n ? 40 : 0;
 	this->vs = 0;
-	txh0[pid, this->fd] = this->cut ? this->w[0] : 0;
-	txh1[pid, this->fd] = this->cut ? this->w[1] : 0;
-	txh2[pid, this->fd] = this->cut ? this->w[2] : 0;
-	txh3[pid, this->fd] = this->cut ? this->w[3] : 0;
-	txh4[pid, this->fd] = this->cut ? this->w[4] : 0;
-	txhave[pid, this->fd] = this->cut ? this->got : 0;
-	txts[pid, this->fd] = this->cut ? this->ts : 0;
+	txh0[$target, this->fd] = this->cut ? this->w[0] : 0;
+	txh1[$target, this->fd] = this->cut ? this->w[1] : 0;
+	txh2[$target, this->fd] = this->cut ? this->w[2] : 0;
+	txh3[$target, this->fd] = this->cut ? this->w[3] : 0;
+	txh4[$target, this->fd] = this->cut ? this->w[4] : 0;
+	txhave[$target, this->fd] = this->cut ? this->got : 0;
+	txts[$target, this->fd] = this->cut ? this->ts : 0;
 	this->off = this->cut ? this->ret : this->off;
 }
 
@@ -2213,7 +2236,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->have > 0 && this->stop == 1/
+/this->tx_go && this->have > 0 && this->stop == 1/
 {
 	@malformed = sum(1);
 	this->off = this->ret;
@@ -2226,18 +2249,18 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
-	this->tl = tail[pid, this->fd];
-	this->hd = head[pid, this->fd];
+	this->tl = tail[$target, this->fd];
+	this->hd = head[$target, this->fd];
 	this->k = this->tl < this->hd &&
-	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    slot_rid[$target, this->fd, this->tl % SLOTS] == this->rto ? 0 :
 	    this->tl + 1 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    slot_rid[$target, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
 	    this->tl + 2 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    slot_rid[$target, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
 	    this->tl + 3 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+	    slot_rid[$target, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
 /*
@@ -2255,7 +2278,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
@@ -2274,7 +2297,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->e != 0/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
 	this->et = this->ey & 0xff;
@@ -2289,7 +2312,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
     this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
 {
 	this->v = this->vs == 8 ?
@@ -2306,7 +2329,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -2321,7 +2344,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -2335,32 +2358,32 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->tl = this->tl + this->k;
 	this->s = this->tl % SLOTS;
-	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
-	this->o = slot_op[pid, this->fd, this->s];
+	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
+	this->o = slot_op[$target, this->fd, this->s];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
 	@by_op[this->opname] = quantize(this->lat);
-	@by_cmd[slot_cmd[pid, this->fd, this->s]] = quantize(this->lat);
+	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
 	@by_conn[pid, this->fd & ~TLS_FD] = quantize(this->lat);
-	@replies_cmd[slot_cmd[pid, this->fd, this->s]] = count();
+	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
-	@total_cmd[slot_cmd[pid, this->fd, this->s]] = sum(this->lat);
+	@total_cmd[slot_cmd[$target, this->fd, this->s]] = sum(this->lat);
 	@total_conn[pid, this->fd & ~TLS_FD] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
-	@max_cmd[slot_cmd[pid, this->fd, this->s]] = max(this->lat);
+	@max_cmd[slot_cmd[$target, this->fd, this->s]] = max(this->lat);
 	@max_conn[pid, this->fd & ~TLS_FD] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
-	tail[pid, this->fd] = this->tl + 1;
+	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 }
 
 /* P2x: a failed reply, per command and code (rare). */
@@ -2368,9 +2391,9 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->err != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->err != 0/
 {
-	@failed_cmd[slot_cmd[pid, this->fd, this->s], this->err] = count();
+	@failed_cmd[slot_cmd[$target, this->fd, this->s], this->err] = count();
 	@failed_op[this->opname, this->err] = count();
 }
 
@@ -2379,11 +2402,11 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
-    stream[pid, this->fd] == this->rto/
+/this->tx_go && this->valid && this->k == SLOTS && stream[$target, this->fd] != 0 &&
+    stream[$target, this->fd] == this->rto/
 {
 	@stream = sum(1);
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 	this->k = SLOTS + 1;
 }
 
@@ -2392,7 +2415,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS/
+/this->tx_go && this->valid && this->k == SLOTS/
 {
 	@unmatched = sum(1);
 }
@@ -2401,10 +2424,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
 	this->fin = this->len <= this->ret - this->off;
-	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	txrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
 	this->off = this->fin ? this->off + this->len : this->ret;
 	this->valid = 0;
 }
@@ -2415,7 +2438,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go/
+/this->tx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 	this->valid = 0;
@@ -2426,7 +2449,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it/
+/this->tx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -2450,10 +2473,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it && !this->valid/
+/this->tx_go && this->it && !this->valid/
 {
 	@malformed = sum(1);
-	txrem[pid, this->fd] = 0;
+	txrem[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -2465,18 +2488,18 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
-	this->tl = tail[pid, this->fd];
-	this->hd = head[pid, this->fd];
+	this->tl = tail[$target, this->fd];
+	this->hd = head[$target, this->fd];
 	this->k = this->tl < this->hd &&
-	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    slot_rid[$target, this->fd, this->tl % SLOTS] == this->rto ? 0 :
 	    this->tl + 1 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    slot_rid[$target, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
 	    this->tl + 2 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    slot_rid[$target, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
 	    this->tl + 3 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+	    slot_rid[$target, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
 /*
@@ -2494,7 +2517,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
@@ -2513,7 +2536,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->e != 0/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
 	this->et = this->ey & 0xff;
@@ -2528,7 +2551,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
     this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
 {
 	this->v = this->vs == 8 ?
@@ -2545,7 +2568,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -2560,7 +2583,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -2574,32 +2597,32 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->tl = this->tl + this->k;
 	this->s = this->tl % SLOTS;
-	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
-	this->o = slot_op[pid, this->fd, this->s];
+	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
+	this->o = slot_op[$target, this->fd, this->s];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
 	@by_op[this->opname] = quantize(this->lat);
-	@by_cmd[slot_cmd[pid, this->fd, this->s]] = quantize(this->lat);
+	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
 	@by_conn[pid, this->fd & ~TLS_FD] = quantize(this->lat);
-	@replies_cmd[slot_cmd[pid, this->fd, this->s]] = count();
+	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
-	@total_cmd[slot_cmd[pid, this->fd, this->s]] = sum(this->lat);
+	@total_cmd[slot_cmd[$target, this->fd, this->s]] = sum(this->lat);
 	@total_conn[pid, this->fd & ~TLS_FD] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
-	@max_cmd[slot_cmd[pid, this->fd, this->s]] = max(this->lat);
+	@max_cmd[slot_cmd[$target, this->fd, this->s]] = max(this->lat);
 	@max_conn[pid, this->fd & ~TLS_FD] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
-	tail[pid, this->fd] = this->tl + 1;
+	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 }
 
 /* P2x: a failed reply, per command and code (rare). */
@@ -2607,9 +2630,9 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->err != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->err != 0/
 {
-	@failed_cmd[slot_cmd[pid, this->fd, this->s], this->err] = count();
+	@failed_cmd[slot_cmd[$target, this->fd, this->s], this->err] = count();
 	@failed_op[this->opname, this->err] = count();
 }
 
@@ -2618,11 +2641,11 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
-    stream[pid, this->fd] == this->rto/
+/this->tx_go && this->valid && this->k == SLOTS && stream[$target, this->fd] != 0 &&
+    stream[$target, this->fd] == this->rto/
 {
 	@stream = sum(1);
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 	this->k = SLOTS + 1;
 }
 
@@ -2631,7 +2654,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS/
+/this->tx_go && this->valid && this->k == SLOTS/
 {
 	@unmatched = sum(1);
 }
@@ -2640,10 +2663,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
 	this->fin = this->len <= this->ret - this->off;
-	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	txrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
 	this->off = this->fin ? this->off + this->len : this->ret;
 	this->valid = 0;
 }
@@ -2652,7 +2675,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go/
+/this->tx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 	this->valid = 0;
@@ -2663,7 +2686,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it/
+/this->tx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -2687,10 +2710,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it && !this->valid/
+/this->tx_go && this->it && !this->valid/
 {
 	@malformed = sum(1);
-	txrem[pid, this->fd] = 0;
+	txrem[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -2702,18 +2725,18 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
-	this->tl = tail[pid, this->fd];
-	this->hd = head[pid, this->fd];
+	this->tl = tail[$target, this->fd];
+	this->hd = head[$target, this->fd];
 	this->k = this->tl < this->hd &&
-	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    slot_rid[$target, this->fd, this->tl % SLOTS] == this->rto ? 0 :
 	    this->tl + 1 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    slot_rid[$target, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
 	    this->tl + 2 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    slot_rid[$target, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
 	    this->tl + 3 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+	    slot_rid[$target, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
 /*
@@ -2731,7 +2754,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
@@ -2750,7 +2773,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->e != 0/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
 	this->et = this->ey & 0xff;
@@ -2765,7 +2788,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
     this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
 {
 	this->v = this->vs == 8 ?
@@ -2782,7 +2805,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -2797,7 +2820,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -2811,32 +2834,32 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->tl = this->tl + this->k;
 	this->s = this->tl % SLOTS;
-	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
-	this->o = slot_op[pid, this->fd, this->s];
+	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
+	this->o = slot_op[$target, this->fd, this->s];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
 	@by_op[this->opname] = quantize(this->lat);
-	@by_cmd[slot_cmd[pid, this->fd, this->s]] = quantize(this->lat);
+	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
 	@by_conn[pid, this->fd & ~TLS_FD] = quantize(this->lat);
-	@replies_cmd[slot_cmd[pid, this->fd, this->s]] = count();
+	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
-	@total_cmd[slot_cmd[pid, this->fd, this->s]] = sum(this->lat);
+	@total_cmd[slot_cmd[$target, this->fd, this->s]] = sum(this->lat);
 	@total_conn[pid, this->fd & ~TLS_FD] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
-	@max_cmd[slot_cmd[pid, this->fd, this->s]] = max(this->lat);
+	@max_cmd[slot_cmd[$target, this->fd, this->s]] = max(this->lat);
 	@max_conn[pid, this->fd & ~TLS_FD] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
-	tail[pid, this->fd] = this->tl + 1;
+	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 }
 
 /* P2x: a failed reply, per command and code (rare). */
@@ -2844,9 +2867,9 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->err != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->err != 0/
 {
-	@failed_cmd[slot_cmd[pid, this->fd, this->s], this->err] = count();
+	@failed_cmd[slot_cmd[$target, this->fd, this->s], this->err] = count();
 	@failed_op[this->opname, this->err] = count();
 }
 
@@ -2855,11 +2878,11 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
-    stream[pid, this->fd] == this->rto/
+/this->tx_go && this->valid && this->k == SLOTS && stream[$target, this->fd] != 0 &&
+    stream[$target, this->fd] == this->rto/
 {
 	@stream = sum(1);
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 	this->k = SLOTS + 1;
 }
 
@@ -2868,7 +2891,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS/
+/this->tx_go && this->valid && this->k == SLOTS/
 {
 	@unmatched = sum(1);
 }
@@ -2877,10 +2900,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
 	this->fin = this->len <= this->ret - this->off;
-	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	txrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
 	this->off = this->fin ? this->off + this->len : this->ret;
 	this->valid = 0;
 }
@@ -2889,7 +2912,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go/
+/this->tx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 	this->valid = 0;
@@ -2900,7 +2923,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it/
+/this->tx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -2924,10 +2947,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it && !this->valid/
+/this->tx_go && this->it && !this->valid/
 {
 	@malformed = sum(1);
-	txrem[pid, this->fd] = 0;
+	txrem[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -2939,18 +2962,18 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
-	this->tl = tail[pid, this->fd];
-	this->hd = head[pid, this->fd];
+	this->tl = tail[$target, this->fd];
+	this->hd = head[$target, this->fd];
 	this->k = this->tl < this->hd &&
-	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    slot_rid[$target, this->fd, this->tl % SLOTS] == this->rto ? 0 :
 	    this->tl + 1 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    slot_rid[$target, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
 	    this->tl + 2 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    slot_rid[$target, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
 	    this->tl + 3 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+	    slot_rid[$target, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
 /*
@@ -2968,7 +2991,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
@@ -2987,7 +3010,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->e != 0/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
 	this->et = this->ey & 0xff;
@@ -3002,7 +3025,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
     this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
 {
 	this->v = this->vs == 8 ?
@@ -3019,7 +3042,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -3034,7 +3057,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -3048,32 +3071,32 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->tl = this->tl + this->k;
 	this->s = this->tl % SLOTS;
-	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
-	this->o = slot_op[pid, this->fd, this->s];
+	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
+	this->o = slot_op[$target, this->fd, this->s];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
 	@by_op[this->opname] = quantize(this->lat);
-	@by_cmd[slot_cmd[pid, this->fd, this->s]] = quantize(this->lat);
+	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
 	@by_conn[pid, this->fd & ~TLS_FD] = quantize(this->lat);
-	@replies_cmd[slot_cmd[pid, this->fd, this->s]] = count();
+	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
-	@total_cmd[slot_cmd[pid, this->fd, this->s]] = sum(this->lat);
+	@total_cmd[slot_cmd[$target, this->fd, this->s]] = sum(this->lat);
 	@total_conn[pid, this->fd & ~TLS_FD] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
-	@max_cmd[slot_cmd[pid, this->fd, this->s]] = max(this->lat);
+	@max_cmd[slot_cmd[$target, this->fd, this->s]] = max(this->lat);
 	@max_conn[pid, this->fd & ~TLS_FD] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
-	tail[pid, this->fd] = this->tl + 1;
+	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 }
 
 /* P2x: a failed reply, per command and code (rare). */
@@ -3081,9 +3104,9 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->err != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->err != 0/
 {
-	@failed_cmd[slot_cmd[pid, this->fd, this->s], this->err] = count();
+	@failed_cmd[slot_cmd[$target, this->fd, this->s], this->err] = count();
 	@failed_op[this->opname, this->err] = count();
 }
 
@@ -3092,11 +3115,11 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
-    stream[pid, this->fd] == this->rto/
+/this->tx_go && this->valid && this->k == SLOTS && stream[$target, this->fd] != 0 &&
+    stream[$target, this->fd] == this->rto/
 {
 	@stream = sum(1);
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 	this->k = SLOTS + 1;
 }
 
@@ -3105,7 +3128,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS/
+/this->tx_go && this->valid && this->k == SLOTS/
 {
 	@unmatched = sum(1);
 }
@@ -3114,10 +3137,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
 	this->fin = this->len <= this->ret - this->off;
-	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	txrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
 	this->off = this->fin ? this->off + this->len : this->ret;
 	this->valid = 0;
 }
@@ -3126,7 +3149,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go/
+/this->tx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 	this->valid = 0;
@@ -3137,7 +3160,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it/
+/this->tx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -3161,10 +3184,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it && !this->valid/
+/this->tx_go && this->it && !this->valid/
 {
 	@malformed = sum(1);
-	txrem[pid, this->fd] = 0;
+	txrem[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -3176,18 +3199,18 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
-	this->tl = tail[pid, this->fd];
-	this->hd = head[pid, this->fd];
+	this->tl = tail[$target, this->fd];
+	this->hd = head[$target, this->fd];
 	this->k = this->tl < this->hd &&
-	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    slot_rid[$target, this->fd, this->tl % SLOTS] == this->rto ? 0 :
 	    this->tl + 1 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    slot_rid[$target, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
 	    this->tl + 2 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    slot_rid[$target, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
 	    this->tl + 3 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+	    slot_rid[$target, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
 /*
@@ -3205,7 +3228,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
@@ -3224,7 +3247,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->e != 0/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
 	this->et = this->ey & 0xff;
@@ -3239,7 +3262,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
     this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
 {
 	this->v = this->vs == 8 ?
@@ -3256,7 +3279,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -3271,7 +3294,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -3285,32 +3308,32 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->tl = this->tl + this->k;
 	this->s = this->tl % SLOTS;
-	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
-	this->o = slot_op[pid, this->fd, this->s];
+	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
+	this->o = slot_op[$target, this->fd, this->s];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
 	@by_op[this->opname] = quantize(this->lat);
-	@by_cmd[slot_cmd[pid, this->fd, this->s]] = quantize(this->lat);
+	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
 	@by_conn[pid, this->fd & ~TLS_FD] = quantize(this->lat);
-	@replies_cmd[slot_cmd[pid, this->fd, this->s]] = count();
+	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
-	@total_cmd[slot_cmd[pid, this->fd, this->s]] = sum(this->lat);
+	@total_cmd[slot_cmd[$target, this->fd, this->s]] = sum(this->lat);
 	@total_conn[pid, this->fd & ~TLS_FD] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
-	@max_cmd[slot_cmd[pid, this->fd, this->s]] = max(this->lat);
+	@max_cmd[slot_cmd[$target, this->fd, this->s]] = max(this->lat);
 	@max_conn[pid, this->fd & ~TLS_FD] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
-	tail[pid, this->fd] = this->tl + 1;
+	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 }
 
 /* P2x: a failed reply, per command and code (rare). */
@@ -3318,9 +3341,9 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->err != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->err != 0/
 {
-	@failed_cmd[slot_cmd[pid, this->fd, this->s], this->err] = count();
+	@failed_cmd[slot_cmd[$target, this->fd, this->s], this->err] = count();
 	@failed_op[this->opname, this->err] = count();
 }
 
@@ -3329,11 +3352,11 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
-    stream[pid, this->fd] == this->rto/
+/this->tx_go && this->valid && this->k == SLOTS && stream[$target, this->fd] != 0 &&
+    stream[$target, this->fd] == this->rto/
 {
 	@stream = sum(1);
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 	this->k = SLOTS + 1;
 }
 
@@ -3342,7 +3365,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS/
+/this->tx_go && this->valid && this->k == SLOTS/
 {
 	@unmatched = sum(1);
 }
@@ -3351,10 +3374,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
 	this->fin = this->len <= this->ret - this->off;
-	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	txrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
 	this->off = this->fin ? this->off + this->len : this->ret;
 	this->valid = 0;
 }
@@ -3365,7 +3388,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->off < this->ret && this->n == this->ret &&
+/this->tx_go && this->off < this->ret && this->n == this->ret &&
     (this->ret - this->off < 16 || this->stop == 2)/
 {
 	this->have = this->ret - this->off;
@@ -3373,11 +3396,11 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->w[0] = 0; this->w[1] = 0; this->w[2] = 0; this->w[3] = 0; this->w[4] = 0;
 	this->w[5] = 0;
 	copyinto(this->buf + this->off, this->have, this->w);
-	txh0[pid, this->fd] = this->w[0]; txh1[pid, this->fd] = this->w[1];
-	txh2[pid, this->fd] = this->w[2]; txh3[pid, this->fd] = this->w[3];
-	txh4[pid, this->fd] = this->w[4];
-	txhave[pid, this->fd] = this->have;
-	txts[pid, this->fd] = this->ts;
+	txh0[$target, this->fd] = this->w[0]; txh1[$target, this->fd] = this->w[1];
+	txh2[$target, this->fd] = this->w[2]; txh3[$target, this->fd] = this->w[3];
+	txh4[$target, this->fd] = this->w[4];
+	txhave[$target, this->fd] = this->have;
+	txts[$target, this->fd] = this->ts;
 	this->off = this->ret;
 }
 
@@ -3386,10 +3409,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->off < this->ret/
+/this->tx_go && this->off < this->ret/
 {
 	@malformed = sum(1);
-	txrem[pid, this->fd] = 0;
+	txrem[$target, this->fd] = 0;
 }
 
 syscall::write:return, syscall::write_nocancel:return,
@@ -3399,7 +3422,6 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /self->tx_armed/
 {
 	self->tx_armed = 0;
-	self->tx_go = 0;
 	self->tx_fd = 0;
 	self->tx_buf = 0;
 	self->tx_cap = 0;
@@ -3410,31 +3432,31 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 
 
 syscall::close:entry, syscall::close_nocancel:entry
-/pid == $target && known[pid, (int)arg0]/
+/pid == $target && known[$target, (int)arg0]/
 {
 	/* requests still waiting never got a reply: they stay counted in @without */
 	this->fd = (int)arg0;
-	known[pid, this->fd] = 0;
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
-	rxop[pid, this->fd] = 0; rxrid[pid, this->fd] = 0; rxlen[pid, this->fd] = 0;
-	rxmtc[pid, this->fd] = 0; head[pid, this->fd] = 0; tail[pid, this->fd] = 0;
-	txrem[pid, this->fd] = 0; stream[pid, this->fd] = 0; txhave[pid, this->fd] = 0;
-	txh0[pid, this->fd] = 0; txh1[pid, this->fd] = 0; txh2[pid, this->fd] = 0;
-	txh3[pid, this->fd] = 0; txh4[pid, this->fd] = 0; txts[pid, this->fd] = 0;
-	slot_rid[pid, this->fd, 0] = 0; slot_ts[pid, this->fd, 0] = 0;
-	slot_op[pid, this->fd, 0] = 0; slot_len[pid, this->fd, 0] = 0;
-	slot_rid[pid, this->fd, 1] = 0; slot_ts[pid, this->fd, 1] = 0;
-	slot_op[pid, this->fd, 1] = 0; slot_len[pid, this->fd, 1] = 0;
-	slot_rid[pid, this->fd, 2] = 0; slot_ts[pid, this->fd, 2] = 0;
-	slot_op[pid, this->fd, 2] = 0; slot_len[pid, this->fd, 2] = 0;
-	slot_rid[pid, this->fd, 3] = 0; slot_ts[pid, this->fd, 3] = 0;
-	slot_op[pid, this->fd, 3] = 0; slot_len[pid, this->fd, 3] = 0;
+	known[$target, this->fd] = 0;
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
+	rxop[$target, this->fd] = 0; rxrid[$target, this->fd] = 0; rxlen[$target, this->fd] = 0;
+	rxmtc[$target, this->fd] = 0; head[$target, this->fd] = 0; tail[$target, this->fd] = 0;
+	txrem[$target, this->fd] = 0; stream[$target, this->fd] = 0; txhave[$target, this->fd] = 0;
+	txh0[$target, this->fd] = 0; txh1[$target, this->fd] = 0; txh2[$target, this->fd] = 0;
+	txh3[$target, this->fd] = 0; txh4[$target, this->fd] = 0; txts[$target, this->fd] = 0;
+	slot_rid[$target, this->fd, 0] = 0; slot_ts[$target, this->fd, 0] = 0;
+	slot_op[$target, this->fd, 0] = 0; slot_len[$target, this->fd, 0] = 0;
+	slot_rid[$target, this->fd, 1] = 0; slot_ts[$target, this->fd, 1] = 0;
+	slot_op[$target, this->fd, 1] = 0; slot_len[$target, this->fd, 1] = 0;
+	slot_rid[$target, this->fd, 2] = 0; slot_ts[$target, this->fd, 2] = 0;
+	slot_op[$target, this->fd, 2] = 0; slot_len[$target, this->fd, 2] = 0;
+	slot_rid[$target, this->fd, 3] = 0; slot_ts[$target, this->fd, 3] = 0;
+	slot_op[$target, this->fd, 3] = 0; slot_len[$target, this->fd, 3] = 0;
 }
 
 syscall::close:entry, syscall::close_nocancel:entry
-/pid == $target && tlsfd[pid, (int)arg0] != 0/
+/pid == $target && tlsfd[$target, (int)arg0] != 0/
 {
-	tlsfd[pid, (int)arg0] = 0;
+	tlsfd[$target, (int)arg0] = 0;
 }
 
 /* ---- END ------------------------------------------------------------------------ */

@@ -53,7 +53,9 @@ inline int TLS_SSL = 0x20000000;	/* with TLS_FD: a memory-BIO connection, by num
 /*
  * Per connection, keyed [pid, fd] (probes/README.md): declared here because the
  * D compiler wants every variable declared or assigned before it is read.
- * A zero value frees a dynamic variable.
+ * A zero value frees a dynamic variable. The pid is written $target: every
+ * clause keyed so runs for the traced process only, and the builtin pid is a
+ * function call at each use (Oracle DTrace), the macro a constant.
  */
 int known[int, int];		/* the fd has shown a valid request header */
 int64_t rxrem[int, int];	/* bytes of the incoming message still to come */
@@ -145,6 +147,8 @@ this uint64_t v;
 this int32_t ec;
 this uint32_t y;		/* a receive's first bytes: a TLS record header? */
 this int tls;
+this int rx_go;			/* this receive is framed (R0) */
+this int tx_go;			/* this send is framed (T0) */
 this int64_t tn;		/* plaintext bytes an OpenSSL call moved */
 this int tfd;			/* its socket's fd + 1 (0: none known) */
 this int tkey;			/* its state key: fd | TLS_FD, or a memory BIO's (0: none) */
@@ -277,8 +281,8 @@ pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
 /self->tl_live/
 {
 	this->tn = 0;
-	this->tfd = self->tl_fd != 0 ? self->tl_fd : tls_conn[pid, self->tl_ssl];
-	this->tkey = this->tfd != 0 ? (this->tfd - 1) | TLS_FD : tls_bio[pid, self->tl_ssl];
+	this->tfd = self->tl_fd != 0 ? self->tl_fd : tls_conn[$target, self->tl_ssl];
+	this->tkey = this->tfd != 0 ? (this->tfd - 1) | TLS_FD : tls_bio[$target, self->tl_ssl];
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_write:return
@@ -307,7 +311,7 @@ pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
 {
 	tls_bio_n[cpu] = (tls_bio_n[cpu] + 1) & 0x3fffff;
 	this->tkey = TLS_FD | TLS_SSL | ((cpu & 0x7f) << 22) | tls_bio_n[cpu];
-	tls_bio[pid, self->tl_ssl] = this->tkey;
+	tls_bio[$target, self->tl_ssl] = this->tkey;
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -323,7 +327,7 @@ pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
  * tie it (asio and asyncio send the records SSL_write left in the BIO at once) */
 pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
 /self->tl_live && this->tn > 0 && this->tfd == 0 && this->tkey != 0 &&
-    tls_tied[pid, this->tkey] == 0/
+    tls_tied[$target, this->tkey] == 0/
 {
 	self->tl_tie = this->tkey;
 }
@@ -338,9 +342,9 @@ syscall::write:entry, syscall::write_nocancel:entry,
 syscall::send:entry, syscall::sendto:entry, syscall::sendto_nocancel:entry,
 syscall::writev:entry, syscall::writev_nocancel:entry,
 syscall::sendmsg:entry, syscall::sendmsg_nocancel:entry
-/self->tl_tie && (tlsfd[pid, (int)arg0] & 1)/
+/self->tl_tie && (tlsfd[$target, (int)arg0] & 1)/
 {
-	tls_tied[pid, self->tl_tie] = (int)arg0 + 1;
+	tls_tied[$target, self->tl_tie] = (int)arg0 + 1;
 	@tls_tied = sum(1);
 	printf("# tls tie %d %d %d\n", pid, (self->tl_tie & ~(TLS_FD | TLS_SSL)) | TLS_FD,
 	    (int)arg0);
@@ -361,10 +365,10 @@ syscall::sendmsg:entry, syscall::sendmsg_nocancel:entry
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
-/self->tl_live && self->tl_fd != 0 && tls_conn[pid, self->tl_ssl] != self->tl_fd/
+/self->tl_live && self->tl_fd != 0 && tls_conn[$target, self->tl_ssl] != self->tl_fd/
 {
-	tls_conn[pid, self->tl_ssl] = self->tl_fd;
-	tls_ssl[pid, self->tl_fd - 1] = self->tl_ssl;
+	tls_conn[$target, self->tl_ssl] = self->tl_fd;
+	tls_ssl[$target, self->tl_fd - 1] = self->tl_ssl;
 }
 
 /* ---- receives at return: framing, headers, command names ---------------------- */
@@ -372,8 +376,21 @@ pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
 /*
  * R0: every this-> variable a later clause reads is set here or before it in
  * the same firing (clause-local variables are undefined until assigned);
- * self->rx_go guards the rest of this firing.
+ * this->rx_go guards the rest of this firing. A clause-local flag, not a
+ * thread-local one: each of the hundred-odd predicates below then reads it
+ * from scratch memory instead of looking it up in the dynamic-variable space,
+ * on every receive of every process (Oracle DTrace: a function call each, and
+ * the BPF verifier walks each call at every start).
  */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+{
+	this->rx_go = 0;
+}
+
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
@@ -385,7 +402,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	this->buf = self->rx_buf;
 	/* bytes that landed in the first buffer: only there can a header be read */
 	this->n = this->ret < self->rx_cap ? this->ret : self->rx_cap;
-	this->rem = rxrem[pid, this->fd];
+	this->rem = rxrem[$target, this->fd];
 	this->off = 0;
 	this->stop = 0;
 	this->it = 0;
@@ -393,7 +410,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	this->want = 0;
 	this->kind = 0;
 	this->cmdns = 0;
-	self->rx_go = this->ret > 0;
+	this->rx_go = this->ret > 0;
 }
 
 /*
@@ -407,14 +424,14 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && ((this->ret == 5 && this->n == 5) || this->n >= 16) && !known[pid, this->fd] &&
-    tlsfd[pid, this->fd] == 0/
+/this->rx_go && ((this->ret == 5 && this->n == 5) || this->n >= 16) && !known[$target, this->fd] &&
+    tlsfd[$target, this->fd] == 0/
 {
 	this->y = *(uint32_t *)copyin(this->buf, 4);
 	this->tls = ((this->y & 0xff) == 0x16 || (this->y & 0xff) == 0x17) &&
 	    ((this->y >> 8) & 0xff) == 3 && ((this->y >> 16) & 0xff) <= 4;
 	@tls_conns = sum(this->tls);
-	tlsfd[pid, this->fd] = this->tls;
+	tlsfd[$target, this->fd] = this->tls;
 }
 
 /*
@@ -428,7 +445,7 @@ pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return
 	this->fd = this->tkey;
 	this->buf = self->tl_buf;
 	this->n = this->tn;
-	this->rem = rxrem[pid, this->fd];
+	this->rem = rxrem[$target, this->fd];
 	this->off = 0;
 	this->stop = 0;
 	this->it = 0;
@@ -436,28 +453,28 @@ pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return
 	this->want = 0;
 	this->kind = 0;
 	this->cmdns = 0;
-	self->rx_go = this->tn > 0 && this->tkey != 0;
+	this->rx_go = this->tn > 0 && this->tkey != 0;
 	self->rx_armed = 1;
 }
 
 /* the connection's first plaintext: decoded (and a TLS connection, if its
  * ciphertext was not seen: @tls_conns - @tls_decoded is what was not decoded) */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return
-/self->rx_go && this->tfd != 0 && (tlsfd[pid, this->tfd - 1] & 2) == 0/
+/this->rx_go && this->tfd != 0 && (tlsfd[$target, this->tfd - 1] & 2) == 0/
 {
-	@tls_conns = sum(tlsfd[pid, this->tfd - 1] == 0);
+	@tls_conns = sum(tlsfd[$target, this->tfd - 1] == 0);
 	@tls_decoded = sum(1);
-	tlsfd[pid, this->tfd - 1] = tlsfd[pid, this->tfd - 1] | 2;
+	tlsfd[$target, this->tfd - 1] = tlsfd[$target, this->tfd - 1] | 2;
 }
 
 /* ... on a memory BIO, marked on its key (its socket, not known yet, counted
  * its ClientHello in @tls_conns when it was seen) */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return
-/self->rx_go && this->tfd == 0 && tlsfd[pid, this->tkey] == 0/
+/this->rx_go && this->tfd == 0 && tlsfd[$target, this->tkey] == 0/
 {
 	@tls_decoded = sum(1);
 	@tls_bio = sum(1);
-	tlsfd[pid, this->tkey] = 2;
+	tlsfd[$target, this->tkey] = 2;
 }
 
 /* R1: the buffer continues a message whose header came earlier. */
@@ -466,15 +483,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->rem > 0/
+/this->rx_go && this->rem > 0/
 {
 	this->off = this->rem < this->ret ? this->rem : this->ret;
 	/* mongod's pattern: the header came alone, the body (offset 16) starts here */
-	this->want = rxneed[pid, this->fd] && rxpos[pid, this->fd] == 16 && this->n >= 16;
+	this->want = rxneed[$target, this->fd] && rxpos[$target, this->fd] == 16 && this->n >= 16;
 	this->b = this->buf;
 	this->fin = this->off == this->rem;
-	rxrem[pid, this->fd] = this->rem - this->off;
-	rxpos[pid, this->fd] = this->fin ? 0 : rxpos[pid, this->fd] + this->off;
+	rxrem[$target, this->fd] = this->rem - this->off;
+	rxpos[$target, this->fd] = this->fin ? 0 : rxpos[$target, this->fd] + this->off;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
  * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
@@ -484,11 +501,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -497,7 +514,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -508,9 +525,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -520,12 +537,12 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -533,9 +550,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -544,10 +561,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -555,9 +572,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -566,22 +583,22 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
 	@requests_by_op[this->opname] = count();
-	@requests_by_cmd[rxcmd[pid, this->fd]] = count();
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	@requests_by_cmd[rxcmd[$target, this->fd]] = count();
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -591,9 +608,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -602,15 +619,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -619,7 +636,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -633,7 +650,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -643,7 +660,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -661,10 +678,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -674,27 +691,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -705,11 +722,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -718,7 +735,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -729,9 +746,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -741,12 +758,12 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -754,9 +771,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -765,10 +782,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -776,9 +793,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -787,22 +804,22 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
 	@requests_by_op[this->opname] = count();
-	@requests_by_cmd[rxcmd[pid, this->fd]] = count();
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	@requests_by_cmd[rxcmd[$target, this->fd]] = count();
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -812,9 +829,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -823,15 +840,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -840,7 +857,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -851,7 +868,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -861,7 +878,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -879,10 +896,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -892,27 +909,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -923,11 +940,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -936,7 +953,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -947,9 +964,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -959,12 +976,12 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -972,9 +989,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -983,10 +1000,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -994,9 +1011,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -1005,22 +1022,22 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
 	@requests_by_op[this->opname] = count();
-	@requests_by_cmd[rxcmd[pid, this->fd]] = count();
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	@requests_by_cmd[rxcmd[$target, this->fd]] = count();
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -1030,9 +1047,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -1041,15 +1058,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -1058,7 +1075,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -1069,7 +1086,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -1079,7 +1096,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -1097,10 +1114,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -1110,27 +1127,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -1141,11 +1158,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -1154,7 +1171,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -1165,9 +1182,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -1177,12 +1194,12 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1190,9 +1207,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -1201,10 +1218,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1212,9 +1229,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -1223,22 +1240,22 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
 	@requests_by_op[this->opname] = count();
-	@requests_by_cmd[rxcmd[pid, this->fd]] = count();
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	@requests_by_cmd[rxcmd[$target, this->fd]] = count();
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -1248,9 +1265,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -1259,15 +1276,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -1276,7 +1293,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -1287,7 +1304,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -1297,7 +1314,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -1315,10 +1332,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -1328,27 +1345,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -1359,11 +1376,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -1372,7 +1389,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -1383,9 +1400,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -1395,12 +1412,12 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1408,9 +1425,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -1419,10 +1436,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1430,9 +1447,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -1441,22 +1458,22 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
 	@requests_by_op[this->opname] = count();
-	@requests_by_cmd[rxcmd[pid, this->fd]] = count();
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	@requests_by_cmd[rxcmd[$target, this->fd]] = count();
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -1466,9 +1483,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -1477,15 +1494,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -1494,7 +1511,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -1505,7 +1522,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -1515,7 +1532,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -1533,10 +1550,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -1546,27 +1563,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -1577,11 +1594,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -1590,7 +1607,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -1601,9 +1618,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -1613,12 +1630,12 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1626,9 +1643,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -1637,10 +1654,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1648,9 +1665,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -1659,22 +1676,22 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
 	@requests_by_op[this->opname] = count();
-	@requests_by_cmd[rxcmd[pid, this->fd]] = count();
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	@requests_by_cmd[rxcmd[$target, this->fd]] = count();
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -1684,9 +1701,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -1695,15 +1712,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -1712,7 +1729,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -1723,7 +1740,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -1733,7 +1750,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -1751,10 +1768,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -1764,27 +1781,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -1795,11 +1812,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -1808,7 +1825,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -1819,9 +1836,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -1831,12 +1848,12 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1844,9 +1861,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -1855,10 +1872,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1866,9 +1883,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -1877,22 +1894,22 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
 	@requests_by_op[this->opname] = count();
-	@requests_by_cmd[rxcmd[pid, this->fd]] = count();
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	@requests_by_cmd[rxcmd[$target, this->fd]] = count();
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -1902,9 +1919,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -1913,15 +1930,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -1930,7 +1947,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -1941,7 +1958,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -1951,7 +1968,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -1969,10 +1986,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -1982,27 +1999,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -2013,11 +2030,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -2026,7 +2043,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -2037,9 +2054,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -2049,12 +2066,12 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -2062,9 +2079,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -2073,10 +2090,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -2084,9 +2101,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -2095,22 +2112,22 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
 	@requests_by_op[this->opname] = count();
-	@requests_by_cmd[rxcmd[pid, this->fd]] = count();
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	@requests_by_cmd[rxcmd[$target, this->fd]] = count();
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -2120,9 +2137,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -2131,15 +2148,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -2148,7 +2165,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -2159,7 +2176,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 }
@@ -2169,7 +2186,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it/
+/this->rx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -2187,10 +2204,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && !this->valid/
+/this->rx_go && this->it && !this->valid/
 {
-	@malformed = sum(known[pid, this->fd] ? 1 : 0);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	@malformed = sum(known[$target, this->fd] ? 1 : 0);
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -2200,27 +2217,27 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->it && this->valid/
+/this->rx_go && this->it && this->valid/
 {
-	known[pid, this->fd] = 1;
-	rxop[pid, this->fd] = this->op;
-	rxrid[pid, this->fd] = this->rid;
-	rxlen[pid, this->fd] = this->len;
-	rxmtc[pid, this->fd] = 0;
+	known[$target, this->fd] = 1;
+	rxop[$target, this->fd] = this->op;
+	rxrid[$target, this->fd] = this->rid;
+	rxlen[$target, this->fd] = this->len;
+	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	rxcmd[pid, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->b = this->buf + this->off + 16;
-	rxneed[pid, this->fd] = !this->want;
+	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
-	rxrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
-	rxpos[pid, this->fd] = this->fin ? 0 : this->ret - this->off;
+	rxrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
 /* B1: the command name from the body at this->b (message offset 16). OP_MSG:
@@ -2231,11 +2248,11 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
 {
 	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[pid, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[pid, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[pid, this->fd];
+	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
+	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
 }
 
 /* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
@@ -2244,7 +2261,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 1/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
 {
 	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
 	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
@@ -2255,9 +2272,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->k0 + 6, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
 }
 
 /* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
@@ -2267,12 +2284,12 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
 	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
-	rxcmd[pid, this->fd] = "find";
+	rxcmd[$target, this->fd] = "find";
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -2280,9 +2297,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
 }
 
 /* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
@@ -2291,10 +2308,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want && rxop[pid, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[pid, this->fd] == "$query"/
+/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
+    rxcmd[$target, this->fd] == "$query"/
 {
-	rxcmd[pid, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -2302,9 +2319,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->want/
+/this->rx_go && this->want/
 {
-	rxneed[pid, this->fd] = 0;
+	rxneed[$target, this->fd] = 0;
 }
 /* C1: the request is complete: count it. moreToCome and the legacy insert,
  * update, delete and killCursors expect no reply. */
@@ -2313,22 +2330,22 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin/
+/this->rx_go && this->fin/
 {
-	this->o = rxop[pid, this->fd];
+	this->o = rxop[$target, this->fd];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
 	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
-	this->nr = rxmtc[pid, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
+	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
 	@noreply = sum(this->nr);
 	@requests_by_op[this->opname] = count();
-	@requests_by_cmd[rxcmd[pid, this->fd]] = count();
-	rxneed[pid, this->fd] = 0;
-	this->hd = head[pid, this->fd];
+	@requests_by_cmd[rxcmd[$target, this->fd]] = count();
+	rxneed[$target, this->fd] = 0;
+	this->hd = head[$target, this->fd];
 }
 
 /* C2: the ring is full: the oldest request never got its reply (it stays
@@ -2338,9 +2355,9 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr && this->hd - tail[pid, this->fd] >= SLOTS/
+/this->rx_go && this->fin && !this->nr && this->hd - tail[$target, this->fd] >= SLOTS/
 {
-	tail[pid, this->fd] = tail[pid, this->fd] + 1;
+	tail[$target, this->fd] = tail[$target, this->fd] + 1;
 }
 
 /* C3: it expects a reply: take a slot, start its clock. */
@@ -2349,15 +2366,15 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->fin && !this->nr/
+/this->rx_go && this->fin && !this->nr/
 {
 	this->s = this->hd % SLOTS;
-	slot_rid[pid, this->fd, this->s] = rxrid[pid, this->fd];
-	slot_ts[pid, this->fd, this->s] = timestamp;
-	slot_op[pid, this->fd, this->s] = this->o;
-	slot_len[pid, this->fd, this->s] = rxlen[pid, this->fd];
-	slot_cmd[pid, this->fd, this->s] = rxcmd[pid, this->fd];
-	head[pid, this->fd] = this->hd + 1;
+	slot_rid[$target, this->fd, this->s] = rxrid[$target, this->fd];
+	slot_ts[$target, this->fd, this->s] = timestamp;
+	slot_op[$target, this->fd, this->s] = this->o;
+	slot_len[$target, this->fd, this->s] = rxlen[$target, this->fd];
+	slot_cmd[$target, this->fd, this->s] = rxcmd[$target, this->fd];
+	head[$target, this->fd] = this->hd + 1;
 	@without = sum(1);
 }
 
@@ -2366,7 +2383,7 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go/
+/this->rx_go/
 {
 	this->want = 0;
 	this->fin = 0;
@@ -2379,10 +2396,10 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/self->rx_go && this->off < this->ret && known[pid, this->fd]/
+/this->rx_go && this->off < this->ret && known[$target, this->fd]/
 {
 	@malformed = sum(1);
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -2393,7 +2410,6 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /self->rx_armed/
 {
 	self->rx_armed = 0;
-	self->rx_go = 0;
 	self->rx_fd = 0;
 	self->rx_buf = 0;
 	self->rx_cap = 0;
@@ -2405,7 +2421,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
  * the same pid cost a dynamic-variable lookup and nothing more */
 syscall::write:entry, syscall::write_nocancel:entry,
 syscall::send:entry, syscall::sendto:entry, syscall::sendto_nocancel:entry
-/pid == $target && known[pid, (int)arg0]/
+/pid == $target && known[$target, (int)arg0]/
 {
 	self->tx_fd = (int)arg0;
 	self->tx_buf = (uint64_t)arg1;
@@ -2414,7 +2430,7 @@ syscall::send:entry, syscall::sendto:entry, syscall::sendto_nocancel:entry
 }
 
 syscall::writev:entry, syscall::writev_nocancel:entry
-/pid == $target && (int)arg2 > 0 && known[pid, (int)arg0]/
+/pid == $target && (int)arg2 > 0 && known[$target, (int)arg0]/
 {
 	self->tx_fd = (int)arg0;
 	self->tx_buf = *(uint64_t *)copyin(arg1, 8);
@@ -2423,7 +2439,7 @@ syscall::writev:entry, syscall::writev_nocancel:entry
 }
 
 syscall::sendmsg:entry, syscall::sendmsg_nocancel:entry
-/pid == $target && known[pid, (int)arg0]/
+/pid == $target && known[$target, (int)arg0]/
 {
 	self->tx_iov = *(uint64_t *)copyin(arg1 + 16, 8);
 	self->tx_iovlen = *(int64_t *)copyin(arg1 + 24, 8);
@@ -2456,6 +2472,15 @@ syscall::sendmsg:entry, syscall::sendmsg_nocancel:entry
 }
 
 /* T0: see R0. */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+{
+	this->tx_go = 0;
+}
+
 syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
@@ -2467,14 +2492,14 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->buf = self->tx_buf;
 	this->n = this->ret < self->tx_cap ? this->ret : self->tx_cap;
 	this->ts = self->tx_ts;
-	this->rem = txrem[pid, this->fd];
-	this->have = txhave[pid, this->fd];
+	this->rem = txrem[$target, this->fd];
+	this->have = txhave[$target, this->fd];
 	this->off = 0;
 	this->stop = 0;
 	this->it = 0;
 	this->valid = 0;
 	this->sp = 0;
-	self->tx_go = this->ret > 0 && known[pid, this->fd];
+	this->tx_go = this->ret > 0 && known[$target, this->fd];
 }
 
 /* T0s: OpenSSL's write took this->tn bytes of plaintext, timed at its entry
@@ -2487,14 +2512,14 @@ pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
 	this->buf = self->tl_buf;
 	this->n = this->tn;
 	this->ts = self->tl_ts;
-	this->rem = txrem[pid, this->fd];
-	this->have = txhave[pid, this->fd];
+	this->rem = txrem[$target, this->fd];
+	this->have = txhave[$target, this->fd];
 	this->off = 0;
 	this->stop = 0;
 	this->it = 0;
 	this->valid = 0;
 	this->sp = 0;
-	self->tx_go = this->tn > 0 && this->tkey != 0 && known[pid, this->fd];
+	this->tx_go = this->tn > 0 && this->tkey != 0 && known[$target, this->fd];
 	self->tx_armed = 1;
 }
 
@@ -2504,10 +2529,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->rem > 0/
+/this->tx_go && this->rem > 0/
 {
 	this->off = this->rem < this->ret ? this->rem : this->ret;
-	txrem[pid, this->fd] = this->rem - this->off;
+	txrem[$target, this->fd] = this->rem - this->off;
 }
 
 /*
@@ -2523,12 +2548,12 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->have > 0/
+/this->tx_go && this->have > 0/
 {
 	this->w = (uint64_t *)alloca(48);
-	this->w[0] = txh0[pid, this->fd]; this->w[1] = txh1[pid, this->fd];
-	this->w[2] = txh2[pid, this->fd]; this->w[3] = txh3[pid, this->fd];
-	this->w[4] = txh4[pid, this->fd]; this->w[5] = 0;
+	this->w[0] = txh0[$target, this->fd]; this->w[1] = txh1[$target, this->fd];
+	this->w[2] = txh2[$target, this->fd]; this->w[3] = txh3[$target, this->fd];
+	this->w[4] = txh4[$target, this->fd]; this->w[5] = 0;
 	this->got = this->n < 40 - this->have ? this->n : 40 - this->have;
 	copyinto(this->buf, this->got, (char *)this->w + this->have);
 	this->got = this->have + this->got;
@@ -2545,7 +2570,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->stop = this->cut ? 2 : !this->valid;
 	this->valid = this->valid && !this->cut;
 	this->mtc = this->op == OP_MSG && this->got >= 20 && (this->w[2] & 2) != 0;
-	this->ts = txts[pid, this->fd];
+	this->ts = txts[$target, this->fd];
 	this->off = -this->have;
 	/* the failure test on the gathered bytes (F, F1, F2 on a buffer): OP_MSG,
 	 * kind 0 @20, ok @25 ("ok" @26), its value @29; OP_REPLY: QueryFailure
@@ -2566,13 +2591,13 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    (this->w[2] & 2) != 0) ? -1 : 0;
 	this->e = this->op == OP_REPLY && this->len >= 48 && this->off + 48 <= this->n ? 40 : 0;
 	this->vs = 0;
-	txh0[pid, this->fd] = this->cut ? this->w[0] : 0;
-	txh1[pid, this->fd] = this->cut ? this->w[1] : 0;
-	txh2[pid, this->fd] = this->cut ? this->w[2] : 0;
-	txh3[pid, this->fd] = this->cut ? this->w[3] : 0;
-	txh4[pid, this->fd] = this->cut ? this->w[4] : 0;
-	txhave[pid, this->fd] = this->cut ? this->got : 0;
-	txts[pid, this->fd] = this->cut ? this->ts : 0;
+	txh0[$target, this->fd] = this->cut ? this->w[0] : 0;
+	txh1[$target, this->fd] = this->cut ? this->w[1] : 0;
+	txh2[$target, this->fd] = this->cut ? this->w[2] : 0;
+	txh3[$target, this->fd] = this->cut ? this->w[3] : 0;
+	txh4[$target, this->fd] = this->cut ? this->w[4] : 0;
+	txhave[$target, this->fd] = this->cut ? this->got : 0;
+	txts[$target, this->fd] = this->cut ? this->ts : 0;
 	this->off = this->cut ? this->ret : this->off;
 }
 
@@ -2582,7 +2607,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->have > 0 && this->stop == 1/
+/this->tx_go && this->have > 0 && this->stop == 1/
 {
 	@malformed = sum(1);
 	this->off = this->ret;
@@ -2596,18 +2621,18 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
-	this->tl = tail[pid, this->fd];
-	this->hd = head[pid, this->fd];
+	this->tl = tail[$target, this->fd];
+	this->hd = head[$target, this->fd];
 	this->k = this->tl < this->hd &&
-	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    slot_rid[$target, this->fd, this->tl % SLOTS] == this->rto ? 0 :
 	    this->tl + 1 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    slot_rid[$target, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
 	    this->tl + 2 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    slot_rid[$target, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
 	    this->tl + 3 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+	    slot_rid[$target, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
 /*
@@ -2626,7 +2651,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
@@ -2646,7 +2671,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->e != 0/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
 	this->et = this->ey & 0xff;
@@ -2662,7 +2687,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
     this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
 {
 	this->v = this->vs == 8 ?
@@ -2680,7 +2705,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -2696,7 +2721,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -2711,12 +2736,12 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->tl = this->tl + this->k;
 	this->s = this->tl % SLOTS;
-	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
-	this->o = slot_op[pid, this->fd, this->s];
+	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
+	this->o = slot_op[$target, this->fd, this->s];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
@@ -2727,20 +2752,20 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->cfd = (this->fd & TLS_SSL) == 0 ? this->fd & ~TLS_FD :
 	    (this->fd & ~(TLS_FD | TLS_SSL)) | TLS_FD;
 	@by_op[this->opname] = quantize(this->lat);
-	@by_cmd[slot_cmd[pid, this->fd, this->s]] = quantize(this->lat);
+	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
 	@by_conn[pid, this->cfd] = quantize(this->lat);
-	@replies_cmd[slot_cmd[pid, this->fd, this->s]] = count();
+	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
-	@total_cmd[slot_cmd[pid, this->fd, this->s]] = sum(this->lat);
+	@total_cmd[slot_cmd[$target, this->fd, this->s]] = sum(this->lat);
 	@total_conn[pid, this->cfd] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
-	@max_cmd[slot_cmd[pid, this->fd, this->s]] = max(this->lat);
+	@max_cmd[slot_cmd[$target, this->fd, this->s]] = max(this->lat);
 	@max_conn[pid, this->cfd] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
-	tail[pid, this->fd] = this->tl + 1;
+	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 }
 
 /* P2x: a failed reply, per command and code (rare). */
@@ -2749,9 +2774,9 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->err != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->err != 0/
 {
-	@failed_cmd[slot_cmd[pid, this->fd, this->s], this->err] = count();
+	@failed_cmd[slot_cmd[$target, this->fd, this->s], this->err] = count();
 	@failed_op[this->opname, this->err] = count();
 }
 
@@ -2761,11 +2786,11 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
-    stream[pid, this->fd] == this->rto/
+/this->tx_go && this->valid && this->k == SLOTS && stream[$target, this->fd] != 0 &&
+    stream[$target, this->fd] == this->rto/
 {
 	@stream = sum(1);
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 	this->k = SLOTS + 1;
 }
 
@@ -2775,7 +2800,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS/
+/this->tx_go && this->valid && this->k == SLOTS/
 {
 	@unmatched = sum(1);
 }
@@ -2785,10 +2810,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
 	this->fin = this->len <= this->ret - this->off;
-	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	txrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
 	this->off = this->fin ? this->off + this->len : this->ret;
 	this->valid = 0;
 }
@@ -2800,7 +2825,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go/
+/this->tx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 	this->valid = 0;
@@ -2812,7 +2837,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it/
+/this->tx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -2837,10 +2862,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it && !this->valid/
+/this->tx_go && this->it && !this->valid/
 {
 	@malformed = sum(1);
-	txrem[pid, this->fd] = 0;
+	txrem[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -2853,18 +2878,18 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
-	this->tl = tail[pid, this->fd];
-	this->hd = head[pid, this->fd];
+	this->tl = tail[$target, this->fd];
+	this->hd = head[$target, this->fd];
 	this->k = this->tl < this->hd &&
-	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    slot_rid[$target, this->fd, this->tl % SLOTS] == this->rto ? 0 :
 	    this->tl + 1 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    slot_rid[$target, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
 	    this->tl + 2 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    slot_rid[$target, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
 	    this->tl + 3 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+	    slot_rid[$target, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
 /*
@@ -2883,7 +2908,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
@@ -2903,7 +2928,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->e != 0/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
 	this->et = this->ey & 0xff;
@@ -2919,7 +2944,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
     this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
 {
 	this->v = this->vs == 8 ?
@@ -2937,7 +2962,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -2953,7 +2978,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -2968,12 +2993,12 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->tl = this->tl + this->k;
 	this->s = this->tl % SLOTS;
-	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
-	this->o = slot_op[pid, this->fd, this->s];
+	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
+	this->o = slot_op[$target, this->fd, this->s];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
@@ -2984,20 +3009,20 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->cfd = (this->fd & TLS_SSL) == 0 ? this->fd & ~TLS_FD :
 	    (this->fd & ~(TLS_FD | TLS_SSL)) | TLS_FD;
 	@by_op[this->opname] = quantize(this->lat);
-	@by_cmd[slot_cmd[pid, this->fd, this->s]] = quantize(this->lat);
+	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
 	@by_conn[pid, this->cfd] = quantize(this->lat);
-	@replies_cmd[slot_cmd[pid, this->fd, this->s]] = count();
+	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
-	@total_cmd[slot_cmd[pid, this->fd, this->s]] = sum(this->lat);
+	@total_cmd[slot_cmd[$target, this->fd, this->s]] = sum(this->lat);
 	@total_conn[pid, this->cfd] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
-	@max_cmd[slot_cmd[pid, this->fd, this->s]] = max(this->lat);
+	@max_cmd[slot_cmd[$target, this->fd, this->s]] = max(this->lat);
 	@max_conn[pid, this->cfd] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
-	tail[pid, this->fd] = this->tl + 1;
+	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 }
 
 /* P2x: a failed reply, per command and code (rare). */
@@ -3006,9 +3031,9 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->err != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->err != 0/
 {
-	@failed_cmd[slot_cmd[pid, this->fd, this->s], this->err] = count();
+	@failed_cmd[slot_cmd[$target, this->fd, this->s], this->err] = count();
 	@failed_op[this->opname, this->err] = count();
 }
 
@@ -3018,11 +3043,11 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
-    stream[pid, this->fd] == this->rto/
+/this->tx_go && this->valid && this->k == SLOTS && stream[$target, this->fd] != 0 &&
+    stream[$target, this->fd] == this->rto/
 {
 	@stream = sum(1);
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 	this->k = SLOTS + 1;
 }
 
@@ -3032,7 +3057,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS/
+/this->tx_go && this->valid && this->k == SLOTS/
 {
 	@unmatched = sum(1);
 }
@@ -3042,10 +3067,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
 	this->fin = this->len <= this->ret - this->off;
-	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	txrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
 	this->off = this->fin ? this->off + this->len : this->ret;
 	this->valid = 0;
 }
@@ -3055,7 +3080,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go/
+/this->tx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 	this->valid = 0;
@@ -3067,7 +3092,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it/
+/this->tx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -3092,10 +3117,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it && !this->valid/
+/this->tx_go && this->it && !this->valid/
 {
 	@malformed = sum(1);
-	txrem[pid, this->fd] = 0;
+	txrem[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -3108,18 +3133,18 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
-	this->tl = tail[pid, this->fd];
-	this->hd = head[pid, this->fd];
+	this->tl = tail[$target, this->fd];
+	this->hd = head[$target, this->fd];
 	this->k = this->tl < this->hd &&
-	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    slot_rid[$target, this->fd, this->tl % SLOTS] == this->rto ? 0 :
 	    this->tl + 1 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    slot_rid[$target, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
 	    this->tl + 2 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    slot_rid[$target, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
 	    this->tl + 3 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+	    slot_rid[$target, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
 /*
@@ -3138,7 +3163,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
@@ -3158,7 +3183,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->e != 0/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
 	this->et = this->ey & 0xff;
@@ -3174,7 +3199,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
     this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
 {
 	this->v = this->vs == 8 ?
@@ -3192,7 +3217,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -3208,7 +3233,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -3223,12 +3248,12 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->tl = this->tl + this->k;
 	this->s = this->tl % SLOTS;
-	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
-	this->o = slot_op[pid, this->fd, this->s];
+	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
+	this->o = slot_op[$target, this->fd, this->s];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
@@ -3239,20 +3264,20 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->cfd = (this->fd & TLS_SSL) == 0 ? this->fd & ~TLS_FD :
 	    (this->fd & ~(TLS_FD | TLS_SSL)) | TLS_FD;
 	@by_op[this->opname] = quantize(this->lat);
-	@by_cmd[slot_cmd[pid, this->fd, this->s]] = quantize(this->lat);
+	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
 	@by_conn[pid, this->cfd] = quantize(this->lat);
-	@replies_cmd[slot_cmd[pid, this->fd, this->s]] = count();
+	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
-	@total_cmd[slot_cmd[pid, this->fd, this->s]] = sum(this->lat);
+	@total_cmd[slot_cmd[$target, this->fd, this->s]] = sum(this->lat);
 	@total_conn[pid, this->cfd] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
-	@max_cmd[slot_cmd[pid, this->fd, this->s]] = max(this->lat);
+	@max_cmd[slot_cmd[$target, this->fd, this->s]] = max(this->lat);
 	@max_conn[pid, this->cfd] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
-	tail[pid, this->fd] = this->tl + 1;
+	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 }
 
 /* P2x: a failed reply, per command and code (rare). */
@@ -3261,9 +3286,9 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->err != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->err != 0/
 {
-	@failed_cmd[slot_cmd[pid, this->fd, this->s], this->err] = count();
+	@failed_cmd[slot_cmd[$target, this->fd, this->s], this->err] = count();
 	@failed_op[this->opname, this->err] = count();
 }
 
@@ -3273,11 +3298,11 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
-    stream[pid, this->fd] == this->rto/
+/this->tx_go && this->valid && this->k == SLOTS && stream[$target, this->fd] != 0 &&
+    stream[$target, this->fd] == this->rto/
 {
 	@stream = sum(1);
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 	this->k = SLOTS + 1;
 }
 
@@ -3287,7 +3312,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS/
+/this->tx_go && this->valid && this->k == SLOTS/
 {
 	@unmatched = sum(1);
 }
@@ -3297,10 +3322,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
 	this->fin = this->len <= this->ret - this->off;
-	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	txrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
 	this->off = this->fin ? this->off + this->len : this->ret;
 	this->valid = 0;
 }
@@ -3310,7 +3335,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go/
+/this->tx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 	this->valid = 0;
@@ -3322,7 +3347,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it/
+/this->tx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -3347,10 +3372,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it && !this->valid/
+/this->tx_go && this->it && !this->valid/
 {
 	@malformed = sum(1);
-	txrem[pid, this->fd] = 0;
+	txrem[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -3363,18 +3388,18 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
-	this->tl = tail[pid, this->fd];
-	this->hd = head[pid, this->fd];
+	this->tl = tail[$target, this->fd];
+	this->hd = head[$target, this->fd];
 	this->k = this->tl < this->hd &&
-	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    slot_rid[$target, this->fd, this->tl % SLOTS] == this->rto ? 0 :
 	    this->tl + 1 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    slot_rid[$target, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
 	    this->tl + 2 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    slot_rid[$target, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
 	    this->tl + 3 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+	    slot_rid[$target, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
 /*
@@ -3393,7 +3418,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
@@ -3413,7 +3438,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->e != 0/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
 	this->et = this->ey & 0xff;
@@ -3429,7 +3454,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
     this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
 {
 	this->v = this->vs == 8 ?
@@ -3447,7 +3472,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -3463,7 +3488,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -3478,12 +3503,12 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->tl = this->tl + this->k;
 	this->s = this->tl % SLOTS;
-	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
-	this->o = slot_op[pid, this->fd, this->s];
+	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
+	this->o = slot_op[$target, this->fd, this->s];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
@@ -3494,20 +3519,20 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->cfd = (this->fd & TLS_SSL) == 0 ? this->fd & ~TLS_FD :
 	    (this->fd & ~(TLS_FD | TLS_SSL)) | TLS_FD;
 	@by_op[this->opname] = quantize(this->lat);
-	@by_cmd[slot_cmd[pid, this->fd, this->s]] = quantize(this->lat);
+	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
 	@by_conn[pid, this->cfd] = quantize(this->lat);
-	@replies_cmd[slot_cmd[pid, this->fd, this->s]] = count();
+	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
-	@total_cmd[slot_cmd[pid, this->fd, this->s]] = sum(this->lat);
+	@total_cmd[slot_cmd[$target, this->fd, this->s]] = sum(this->lat);
 	@total_conn[pid, this->cfd] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
-	@max_cmd[slot_cmd[pid, this->fd, this->s]] = max(this->lat);
+	@max_cmd[slot_cmd[$target, this->fd, this->s]] = max(this->lat);
 	@max_conn[pid, this->cfd] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
-	tail[pid, this->fd] = this->tl + 1;
+	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 }
 
 /* P2x: a failed reply, per command and code (rare). */
@@ -3516,9 +3541,9 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->err != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->err != 0/
 {
-	@failed_cmd[slot_cmd[pid, this->fd, this->s], this->err] = count();
+	@failed_cmd[slot_cmd[$target, this->fd, this->s], this->err] = count();
 	@failed_op[this->opname, this->err] = count();
 }
 
@@ -3528,11 +3553,11 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
-    stream[pid, this->fd] == this->rto/
+/this->tx_go && this->valid && this->k == SLOTS && stream[$target, this->fd] != 0 &&
+    stream[$target, this->fd] == this->rto/
 {
 	@stream = sum(1);
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 	this->k = SLOTS + 1;
 }
 
@@ -3542,7 +3567,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS/
+/this->tx_go && this->valid && this->k == SLOTS/
 {
 	@unmatched = sum(1);
 }
@@ -3552,10 +3577,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
 	this->fin = this->len <= this->ret - this->off;
-	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	txrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
 	this->off = this->fin ? this->off + this->len : this->ret;
 	this->valid = 0;
 }
@@ -3565,7 +3590,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go/
+/this->tx_go/
 {
 	this->it = !this->stop && this->off + 16 <= this->n;
 	this->valid = 0;
@@ -3577,7 +3602,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it/
+/this->tx_go && this->it/
 {
 	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
 	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
@@ -3602,10 +3627,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->it && !this->valid/
+/this->tx_go && this->it && !this->valid/
 {
 	@malformed = sum(1);
-	txrem[pid, this->fd] = 0;
+	txrem[$target, this->fd] = 0;
 	this->off = this->ret;
 	this->stop = 1;
 }
@@ -3618,18 +3643,18 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
-	this->tl = tail[pid, this->fd];
-	this->hd = head[pid, this->fd];
+	this->tl = tail[$target, this->fd];
+	this->hd = head[$target, this->fd];
 	this->k = this->tl < this->hd &&
-	    slot_rid[pid, this->fd, this->tl % SLOTS] == this->rto ? 0 :
+	    slot_rid[$target, this->fd, this->tl % SLOTS] == this->rto ? 0 :
 	    this->tl + 1 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
+	    slot_rid[$target, this->fd, (this->tl + 1) % SLOTS] == this->rto ? 1 :
 	    this->tl + 2 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
+	    slot_rid[$target, this->fd, (this->tl + 2) % SLOTS] == this->rto ? 2 :
 	    this->tl + 3 < this->hd &&
-	    slot_rid[pid, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
+	    slot_rid[$target, this->fd, (this->tl + 3) % SLOTS] == this->rto ? 3 : SLOTS;
 }
 
 /*
@@ -3648,7 +3673,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
 	    this->off + 33 <= this->n ?
@@ -3668,7 +3693,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->e != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->e != 0/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->e, 8);
 	this->et = this->ey & 0xff;
@@ -3684,7 +3709,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->vs != 0 &&
     this->e + 4 + this->vs <= this->len && this->off + this->e + 4 + this->vs <= this->n/
 {
 	this->v = this->vs == 8 ?
@@ -3702,7 +3727,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -3718,7 +3743,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
+/this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
 	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
@@ -3733,12 +3758,12 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS/
+/this->tx_go && this->valid && this->k < SLOTS/
 {
 	this->tl = this->tl + this->k;
 	this->s = this->tl % SLOTS;
-	this->lat = this->ts - slot_ts[pid, this->fd, this->s];
-	this->o = slot_op[pid, this->fd, this->s];
+	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
+	this->o = slot_op[$target, this->fd, this->s];
 	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
 	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
 	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
@@ -3749,20 +3774,20 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->cfd = (this->fd & TLS_SSL) == 0 ? this->fd & ~TLS_FD :
 	    (this->fd & ~(TLS_FD | TLS_SSL)) | TLS_FD;
 	@by_op[this->opname] = quantize(this->lat);
-	@by_cmd[slot_cmd[pid, this->fd, this->s]] = quantize(this->lat);
+	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
 	@by_conn[pid, this->cfd] = quantize(this->lat);
-	@replies_cmd[slot_cmd[pid, this->fd, this->s]] = count();
+	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
-	@total_cmd[slot_cmd[pid, this->fd, this->s]] = sum(this->lat);
+	@total_cmd[slot_cmd[$target, this->fd, this->s]] = sum(this->lat);
 	@total_conn[pid, this->cfd] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
-	@max_cmd[slot_cmd[pid, this->fd, this->s]] = max(this->lat);
+	@max_cmd[slot_cmd[$target, this->fd, this->s]] = max(this->lat);
 	@max_conn[pid, this->cfd] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
-	tail[pid, this->fd] = this->tl + 1;
+	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 }
 
 /* P2x: a failed reply, per command and code (rare). */
@@ -3771,9 +3796,9 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k < SLOTS && this->err != 0/
+/this->tx_go && this->valid && this->k < SLOTS && this->err != 0/
 {
-	@failed_cmd[slot_cmd[pid, this->fd, this->s], this->err] = count();
+	@failed_cmd[slot_cmd[$target, this->fd, this->s], this->err] = count();
 	@failed_op[this->opname, this->err] = count();
 }
 
@@ -3783,11 +3808,11 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS && stream[pid, this->fd] != 0 &&
-    stream[pid, this->fd] == this->rto/
+/this->tx_go && this->valid && this->k == SLOTS && stream[$target, this->fd] != 0 &&
+    stream[$target, this->fd] == this->rto/
 {
 	@stream = sum(1);
-	stream[pid, this->fd] = this->mtc ? this->rid : 0;
+	stream[$target, this->fd] = this->mtc ? this->rid : 0;
 	this->k = SLOTS + 1;
 }
 
@@ -3797,7 +3822,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid && this->k == SLOTS/
+/this->tx_go && this->valid && this->k == SLOTS/
 {
 	@unmatched = sum(1);
 }
@@ -3807,10 +3832,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->valid/
+/this->tx_go && this->valid/
 {
 	this->fin = this->len <= this->ret - this->off;
-	txrem[pid, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
+	txrem[$target, this->fd] = this->fin ? 0 : this->len - (this->ret - this->off);
 	this->off = this->fin ? this->off + this->len : this->ret;
 	this->valid = 0;
 }
@@ -3822,7 +3847,7 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->off < this->ret && this->n == this->ret &&
+/this->tx_go && this->off < this->ret && this->n == this->ret &&
     (this->ret - this->off < 16 || this->stop == 2)/
 {
 	this->have = this->ret - this->off;
@@ -3830,11 +3855,11 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->w[0] = 0; this->w[1] = 0; this->w[2] = 0; this->w[3] = 0; this->w[4] = 0;
 	this->w[5] = 0;
 	copyinto(this->buf + this->off, this->have, this->w);
-	txh0[pid, this->fd] = this->w[0]; txh1[pid, this->fd] = this->w[1];
-	txh2[pid, this->fd] = this->w[2]; txh3[pid, this->fd] = this->w[3];
-	txh4[pid, this->fd] = this->w[4];
-	txhave[pid, this->fd] = this->have;
-	txts[pid, this->fd] = this->ts;
+	txh0[$target, this->fd] = this->w[0]; txh1[$target, this->fd] = this->w[1];
+	txh2[$target, this->fd] = this->w[2]; txh3[$target, this->fd] = this->w[3];
+	txh4[$target, this->fd] = this->w[4];
+	txhave[$target, this->fd] = this->have;
+	txts[$target, this->fd] = this->ts;
 	this->off = this->ret;
 }
 
@@ -3844,10 +3869,10 @@ syscall::write:return, syscall::write_nocancel:return,
 syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
 syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
-/self->tx_go && this->off < this->ret/
+/this->tx_go && this->off < this->ret/
 {
 	@malformed = sum(1);
-	txrem[pid, this->fd] = 0;
+	txrem[$target, this->fd] = 0;
 }
 
 pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
@@ -3858,7 +3883,6 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /self->tx_armed/
 {
 	self->tx_armed = 0;
-	self->tx_go = 0;
 	self->tx_fd = 0;
 	self->tx_buf = 0;
 	self->tx_cap = 0;
@@ -3869,54 +3893,54 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 
 
 syscall::close:entry, syscall::close_nocancel:entry
-/pid == $target && known[pid, (int)arg0]/
+/pid == $target && known[$target, (int)arg0]/
 {
 	/* requests still waiting never got a reply: they stay counted in @without */
 	this->fd = (int)arg0;
-	known[pid, this->fd] = 0;
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
-	rxop[pid, this->fd] = 0; rxrid[pid, this->fd] = 0; rxlen[pid, this->fd] = 0;
-	rxmtc[pid, this->fd] = 0; head[pid, this->fd] = 0; tail[pid, this->fd] = 0;
-	txrem[pid, this->fd] = 0; stream[pid, this->fd] = 0; txhave[pid, this->fd] = 0;
-	txh0[pid, this->fd] = 0; txh1[pid, this->fd] = 0; txh2[pid, this->fd] = 0;
-	txh3[pid, this->fd] = 0; txh4[pid, this->fd] = 0; txts[pid, this->fd] = 0;
-	slot_rid[pid, this->fd, 0] = 0; slot_ts[pid, this->fd, 0] = 0;
-	slot_op[pid, this->fd, 0] = 0; slot_len[pid, this->fd, 0] = 0;
-	slot_rid[pid, this->fd, 1] = 0; slot_ts[pid, this->fd, 1] = 0;
-	slot_op[pid, this->fd, 1] = 0; slot_len[pid, this->fd, 1] = 0;
-	slot_rid[pid, this->fd, 2] = 0; slot_ts[pid, this->fd, 2] = 0;
-	slot_op[pid, this->fd, 2] = 0; slot_len[pid, this->fd, 2] = 0;
-	slot_rid[pid, this->fd, 3] = 0; slot_ts[pid, this->fd, 3] = 0;
-	slot_op[pid, this->fd, 3] = 0; slot_len[pid, this->fd, 3] = 0;
+	known[$target, this->fd] = 0;
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
+	rxop[$target, this->fd] = 0; rxrid[$target, this->fd] = 0; rxlen[$target, this->fd] = 0;
+	rxmtc[$target, this->fd] = 0; head[$target, this->fd] = 0; tail[$target, this->fd] = 0;
+	txrem[$target, this->fd] = 0; stream[$target, this->fd] = 0; txhave[$target, this->fd] = 0;
+	txh0[$target, this->fd] = 0; txh1[$target, this->fd] = 0; txh2[$target, this->fd] = 0;
+	txh3[$target, this->fd] = 0; txh4[$target, this->fd] = 0; txts[$target, this->fd] = 0;
+	slot_rid[$target, this->fd, 0] = 0; slot_ts[$target, this->fd, 0] = 0;
+	slot_op[$target, this->fd, 0] = 0; slot_len[$target, this->fd, 0] = 0;
+	slot_rid[$target, this->fd, 1] = 0; slot_ts[$target, this->fd, 1] = 0;
+	slot_op[$target, this->fd, 1] = 0; slot_len[$target, this->fd, 1] = 0;
+	slot_rid[$target, this->fd, 2] = 0; slot_ts[$target, this->fd, 2] = 0;
+	slot_op[$target, this->fd, 2] = 0; slot_len[$target, this->fd, 2] = 0;
+	slot_rid[$target, this->fd, 3] = 0; slot_ts[$target, this->fd, 3] = 0;
+	slot_op[$target, this->fd, 3] = 0; slot_len[$target, this->fd, 3] = 0;
 }
 
 /* the plaintext state of a TLS connection, and its SSL * */
 syscall::close:entry, syscall::close_nocancel:entry
-/pid == $target && known[pid, (int)arg0 | TLS_FD]/
+/pid == $target && known[$target, (int)arg0 | TLS_FD]/
 {
 	this->fd = (int)arg0 | TLS_FD;
-	known[pid, this->fd] = 0;
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
-	rxop[pid, this->fd] = 0; rxrid[pid, this->fd] = 0; rxlen[pid, this->fd] = 0;
-	rxmtc[pid, this->fd] = 0; head[pid, this->fd] = 0; tail[pid, this->fd] = 0;
-	txrem[pid, this->fd] = 0; stream[pid, this->fd] = 0; txhave[pid, this->fd] = 0;
-	txh0[pid, this->fd] = 0; txh1[pid, this->fd] = 0; txh2[pid, this->fd] = 0;
-	txh3[pid, this->fd] = 0; txh4[pid, this->fd] = 0; txts[pid, this->fd] = 0;
-	slot_rid[pid, this->fd, 0] = 0; slot_ts[pid, this->fd, 0] = 0;
-	slot_op[pid, this->fd, 0] = 0; slot_len[pid, this->fd, 0] = 0;
-	slot_rid[pid, this->fd, 1] = 0; slot_ts[pid, this->fd, 1] = 0;
-	slot_op[pid, this->fd, 1] = 0; slot_len[pid, this->fd, 1] = 0;
-	slot_rid[pid, this->fd, 2] = 0; slot_ts[pid, this->fd, 2] = 0;
-	slot_op[pid, this->fd, 2] = 0; slot_len[pid, this->fd, 2] = 0;
-	slot_rid[pid, this->fd, 3] = 0; slot_ts[pid, this->fd, 3] = 0;
-	slot_op[pid, this->fd, 3] = 0; slot_len[pid, this->fd, 3] = 0;
+	known[$target, this->fd] = 0;
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
+	rxop[$target, this->fd] = 0; rxrid[$target, this->fd] = 0; rxlen[$target, this->fd] = 0;
+	rxmtc[$target, this->fd] = 0; head[$target, this->fd] = 0; tail[$target, this->fd] = 0;
+	txrem[$target, this->fd] = 0; stream[$target, this->fd] = 0; txhave[$target, this->fd] = 0;
+	txh0[$target, this->fd] = 0; txh1[$target, this->fd] = 0; txh2[$target, this->fd] = 0;
+	txh3[$target, this->fd] = 0; txh4[$target, this->fd] = 0; txts[$target, this->fd] = 0;
+	slot_rid[$target, this->fd, 0] = 0; slot_ts[$target, this->fd, 0] = 0;
+	slot_op[$target, this->fd, 0] = 0; slot_len[$target, this->fd, 0] = 0;
+	slot_rid[$target, this->fd, 1] = 0; slot_ts[$target, this->fd, 1] = 0;
+	slot_op[$target, this->fd, 1] = 0; slot_len[$target, this->fd, 1] = 0;
+	slot_rid[$target, this->fd, 2] = 0; slot_ts[$target, this->fd, 2] = 0;
+	slot_op[$target, this->fd, 2] = 0; slot_len[$target, this->fd, 2] = 0;
+	slot_rid[$target, this->fd, 3] = 0; slot_ts[$target, this->fd, 3] = 0;
+	slot_op[$target, this->fd, 3] = 0; slot_len[$target, this->fd, 3] = 0;
 }
 
 syscall::close:entry, syscall::close_nocancel:entry
-/pid == $target && tls_ssl[pid, (int)arg0] != 0/
+/pid == $target && tls_ssl[$target, (int)arg0] != 0/
 {
-	tls_conn[pid, tls_ssl[pid, (int)arg0]] = 0;
-	tls_ssl[pid, (int)arg0] = 0;
+	tls_conn[$target, tls_ssl[$target, (int)arg0]] = 0;
+	tls_ssl[$target, (int)arg0] = 0;
 }
 
 /*
@@ -3927,42 +3951,42 @@ syscall::close:entry, syscall::close_nocancel:entry
  * ("failed to lookup 'SSL_free'", zdefs or not); a pattern may match nothing.
  */
 pid$target:$1:SSL_fre[e]:entry
-/tls_conn[pid, (uint64_t)arg0] != 0/
+/tls_conn[$target, (uint64_t)arg0] != 0/
 {
-	this->fd = tls_conn[pid, (uint64_t)arg0] - 1;
-	tls_ssl[pid, this->fd] = tls_ssl[pid, this->fd] == (uint64_t)arg0 ? 0 :
-	    tls_ssl[pid, this->fd];
-	tls_conn[pid, (uint64_t)arg0] = 0;
+	this->fd = tls_conn[$target, (uint64_t)arg0] - 1;
+	tls_ssl[$target, this->fd] = tls_ssl[$target, this->fd] == (uint64_t)arg0 ? 0 :
+	    tls_ssl[$target, this->fd];
+	tls_conn[$target, (uint64_t)arg0] = 0;
 }
 
 pid$target:$1:SSL_fre[e]:entry
-/tls_bio[pid, (uint64_t)arg0] != 0/
+/tls_bio[$target, (uint64_t)arg0] != 0/
 {
-	this->fd = tls_bio[pid, (uint64_t)arg0];
-	known[pid, this->fd] = 0;
-	rxrem[pid, this->fd] = 0; rxpos[pid, this->fd] = 0; rxneed[pid, this->fd] = 0;
-	rxop[pid, this->fd] = 0; rxrid[pid, this->fd] = 0; rxlen[pid, this->fd] = 0;
-	rxmtc[pid, this->fd] = 0; head[pid, this->fd] = 0; tail[pid, this->fd] = 0;
-	txrem[pid, this->fd] = 0; stream[pid, this->fd] = 0; txhave[pid, this->fd] = 0;
-	txh0[pid, this->fd] = 0; txh1[pid, this->fd] = 0; txh2[pid, this->fd] = 0;
-	txh3[pid, this->fd] = 0; txh4[pid, this->fd] = 0; txts[pid, this->fd] = 0;
-	slot_rid[pid, this->fd, 0] = 0; slot_ts[pid, this->fd, 0] = 0;
-	slot_op[pid, this->fd, 0] = 0; slot_len[pid, this->fd, 0] = 0;
-	slot_rid[pid, this->fd, 1] = 0; slot_ts[pid, this->fd, 1] = 0;
-	slot_op[pid, this->fd, 1] = 0; slot_len[pid, this->fd, 1] = 0;
-	slot_rid[pid, this->fd, 2] = 0; slot_ts[pid, this->fd, 2] = 0;
-	slot_op[pid, this->fd, 2] = 0; slot_len[pid, this->fd, 2] = 0;
-	slot_rid[pid, this->fd, 3] = 0; slot_ts[pid, this->fd, 3] = 0;
-	slot_op[pid, this->fd, 3] = 0; slot_len[pid, this->fd, 3] = 0;
-	tlsfd[pid, this->fd] = 0;
-	tls_tied[pid, this->fd] = 0;
-	tls_bio[pid, (uint64_t)arg0] = 0;
+	this->fd = tls_bio[$target, (uint64_t)arg0];
+	known[$target, this->fd] = 0;
+	rxrem[$target, this->fd] = 0; rxpos[$target, this->fd] = 0; rxneed[$target, this->fd] = 0;
+	rxop[$target, this->fd] = 0; rxrid[$target, this->fd] = 0; rxlen[$target, this->fd] = 0;
+	rxmtc[$target, this->fd] = 0; head[$target, this->fd] = 0; tail[$target, this->fd] = 0;
+	txrem[$target, this->fd] = 0; stream[$target, this->fd] = 0; txhave[$target, this->fd] = 0;
+	txh0[$target, this->fd] = 0; txh1[$target, this->fd] = 0; txh2[$target, this->fd] = 0;
+	txh3[$target, this->fd] = 0; txh4[$target, this->fd] = 0; txts[$target, this->fd] = 0;
+	slot_rid[$target, this->fd, 0] = 0; slot_ts[$target, this->fd, 0] = 0;
+	slot_op[$target, this->fd, 0] = 0; slot_len[$target, this->fd, 0] = 0;
+	slot_rid[$target, this->fd, 1] = 0; slot_ts[$target, this->fd, 1] = 0;
+	slot_op[$target, this->fd, 1] = 0; slot_len[$target, this->fd, 1] = 0;
+	slot_rid[$target, this->fd, 2] = 0; slot_ts[$target, this->fd, 2] = 0;
+	slot_op[$target, this->fd, 2] = 0; slot_len[$target, this->fd, 2] = 0;
+	slot_rid[$target, this->fd, 3] = 0; slot_ts[$target, this->fd, 3] = 0;
+	slot_op[$target, this->fd, 3] = 0; slot_len[$target, this->fd, 3] = 0;
+	tlsfd[$target, this->fd] = 0;
+	tls_tied[$target, this->fd] = 0;
+	tls_bio[$target, (uint64_t)arg0] = 0;
 }
 
 syscall::close:entry, syscall::close_nocancel:entry
-/pid == $target && tlsfd[pid, (int)arg0] != 0/
+/pid == $target && tlsfd[$target, (int)arg0] != 0/
 {
-	tlsfd[pid, (int)arg0] = 0;
+	tlsfd[$target, (int)arg0] = 0;
 }
 
 /* the TLS call is over (after the framing clauses of its plaintext) */
