@@ -9,7 +9,7 @@ import signal
 import sys
 import time
 
-from mongoprobe.run.child import ERR_HEAD, ERR_TAIL, Child
+from mongoprobe.run.child import ASK_AGAIN, ERR_HEAD, ERR_TAIL, Child
 
 ENV = dict(os.environ)
 
@@ -95,8 +95,9 @@ print(f"summary after {len(asked)} asks", flush=True)
 def test_one_that_lost_its_signal_while_polling_is_asked_again() -> None:
     # bpftrace 0.17 sets a flag that only its epoll_wait's EINTR reads: a SIGINT landing
     # between two polls is lost. Still polling after ASK_AGAIN, it is asked again, and
-    # ends on its own (not killed) long before the timeout.
-    c = Child([sys.executable, "-c", LOSES_ONE], ENV, re.compile("Tracing"))
+    # ends on its own (not killed) long before the timeout. (Probe asks bpftrace so.)
+    c = Child([sys.executable, "-c", LOSES_ONE], ENV, re.compile("Tracing"),
+              ask_again=ASK_AGAIN)
     assert c.wait_ready(30) == "ready"
     t0 = time.monotonic()
     assert c.stop(60) is False

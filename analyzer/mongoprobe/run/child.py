@@ -6,8 +6,8 @@ then stops its children in order (each with the signal that makes it print what 
 has). Its stdout goes to a file, flushed line by line, or is kept for ``lines()``; its
 stderr is kept (whole, or its first and last lines when it also goes to a file) for the
 error it names. It is ready when a line of either stream matches ``ready`` (None: its
-first stdout line). ``stop`` sends the stop signal (again while the child still polls
-for events, ``polling``), waits, then SIGTERM and SIGKILL, and reaps it.
+first stdout line). ``stop`` sends the stop signal (again, if asked for, while the child
+still polls for events: ``polling``), waits, then SIGTERM and SIGKILL, and reaps it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import IO, Iterator
 
 ERR_HEAD, ERR_TAIL = 50, 20     # stderr lines kept when it goes to a file as well
 KILL_WAIT = 5.0                 # s given to SIGTERM, then to SIGKILL
-ASK_AGAIN = 2.0                 # s between asks while a stopped child has not exited
+ASK_AGAIN = 2.0                 # s between asks while a stopped tracer still polls
 
 # Where a tracer's main thread sleeps between polls of its buffers (the kernel function
 # /proc/PID/wchan names, without a ".constprop.0"-like suffix): epoll (bpftrace,
@@ -56,10 +56,13 @@ class Child:
 
     def __init__(self, argv: list[str], env: dict, ready: re.Pattern | None,
                  stdout: IO | None = None, stderr: IO | None = None,
-                 stop_signal: int = signal.SIGINT):
+                 stop_signal: int = signal.SIGINT, ask_again: float | None = None):
         """``stdout``/``stderr``: files to write to (and close at the end); without
-        ``stdout`` the lines are kept for ``lines()``."""
+        ``stdout`` the lines are kept for ``lines()``. ``ask_again``: s between asks
+        while a stopped child still polls (``stop``), None to ask once (DTrace takes a
+        second SIGTERM as "quit now, print nothing")."""
         self.argv, self.stop_signal, self._ready_re = argv, stop_signal, ready
+        self.ask_again = ask_again
         self._stdout, self._stderr = stdout, stderr
         self.stderr_lines: list[str] = []       # all of them, or the first ERR_HEAD
         self._err_tail: list[str] = []          # the last ERR_TAIL, with a file
@@ -170,7 +173,8 @@ class Child:
         end = time.monotonic() + timeout
         while True:
             try:
-                self.proc.wait(max(0.0, min(ASK_AGAIN, end - time.monotonic())))
+                self.proc.wait(max(0.0, min(self.ask_again or timeout,
+                                            end - time.monotonic())))
                 return False
             except subprocess.TimeoutExpired:
                 pass

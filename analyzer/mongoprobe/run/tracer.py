@@ -475,7 +475,8 @@ class Probe(Child):
         self.name = next((Path(a).name for a in argv if a.endswith((".bt", ".py", ".d"))),
                          argv[0])
         super().__init__(argv, {**os.environ, **(env or {})}, re.compile(re.escape(ready)),
-                         stop_signal=stop_signal)
+                         stop_signal=stop_signal,
+                         ask_again=ASK_AGAIN if engine == "bpftrace" else None)
         state = self.wait_ready(attach_timeout, poll=0.1)
         if state == "exited":
             # (the script's path as the checkout names it: probes/NAME.bt:LINE)
