@@ -4,8 +4,10 @@
  *		connection, printed at END.
  *		For illumos/SmartOS, FreeBSD, macOS and Linux (Oracle DTrace), uses DTrace.
  *
- * USAGE: dtrace -s mongo_time.d -p PID [-x dynvarsize=64m] [-x aggsize=80m]
+ * USAGE: dtrace -s mongo_time.d -p PID [NO_CONN] [-x dynvarsize=64m] [-x aggsize=80m]
  *        (until Ctrl-C or SIGTERM; mongoprobe latency --engine dtrace runs it)
+ *   NO_CONN: 1 leaves out the latency per connection (mongoprobe latency does
+ *   without --by conn); 0 or none keeps it.
  *
  * BUILD OUTPUT: generated from dtrace/mongo_wire.d.in by probes/mkbt.py. Do not
  * edit it: edit the template (its comments explain the decoding) and run
@@ -31,6 +33,8 @@
  * quantize, sum and max; 2 KB each lost updates at 10,000 connections); bufsize=8m
  * for snoop. At 10,000 connections: -x dynvarsize=40m -x aggsize=80m, exact.
  */
+/* the per-connection argument below may be left out (then 0) */
+#pragma D option defaultargs
 
 inline int OP_REPLY = 1;
 inline int OP_UPDATE = 2001;
@@ -44,6 +48,12 @@ inline int OP_MSG = 2013;
 inline int MAX_MESSAGE = 48000000;	/* the server's maxMessageSizeBytes */
 inline int SLOTS = 4;			/* outstanding requests kept per connection */
 inline int TLS_FD = 0x40000000;		/* fd | TLS_FD: a TLS connection's plaintext state */
+/*
+ * 1: no latency per connection (mongoprobe latency without --by conn). At 10,000
+ * connections those three aggregations are most of the work at END: DTrace's
+ * consumer spent 25-50 s of CPU on them before printing a line.
+ */
+inline int NO_CONN = $1;
 
 /*
  * Per connection, keyed [pid, fd] (probes/README.md): declared here because the
@@ -2371,19 +2381,28 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
-	@by_conn[pid, this->fd & ~TLS_FD] = quantize(this->lat);
 	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
 	@total_cmd[slot_cmd[$target, this->fd, this->s]] = sum(this->lat);
-	@total_conn[pid, this->fd & ~TLS_FD] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
 	@max_cmd[slot_cmd[$target, this->fd, this->s]] = max(this->lat);
-	@max_conn[pid, this->fd & ~TLS_FD] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
 	stream[$target, this->fd] = this->mtc ? this->rid : 0;
+}
+
+/* P2c: its latency per connection (unless NO_CONN). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/this->tx_go && this->valid && this->k < SLOTS && !NO_CONN/
+{
+	@by_conn[pid, this->fd & ~TLS_FD] = quantize(this->lat);
+	@total_conn[pid, this->fd & ~TLS_FD] = sum(this->lat);
+	@max_conn[pid, this->fd & ~TLS_FD] = max(this->lat);
 }
 
 /* P2x: a failed reply, per command and code (rare). */
@@ -2610,19 +2629,28 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
-	@by_conn[pid, this->fd & ~TLS_FD] = quantize(this->lat);
 	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
 	@total_cmd[slot_cmd[$target, this->fd, this->s]] = sum(this->lat);
-	@total_conn[pid, this->fd & ~TLS_FD] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
 	@max_cmd[slot_cmd[$target, this->fd, this->s]] = max(this->lat);
-	@max_conn[pid, this->fd & ~TLS_FD] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
 	stream[$target, this->fd] = this->mtc ? this->rid : 0;
+}
+
+/* P2c: its latency per connection (unless NO_CONN). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/this->tx_go && this->valid && this->k < SLOTS && !NO_CONN/
+{
+	@by_conn[pid, this->fd & ~TLS_FD] = quantize(this->lat);
+	@total_conn[pid, this->fd & ~TLS_FD] = sum(this->lat);
+	@max_conn[pid, this->fd & ~TLS_FD] = max(this->lat);
 }
 
 /* P2x: a failed reply, per command and code (rare). */
@@ -2847,19 +2875,28 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
-	@by_conn[pid, this->fd & ~TLS_FD] = quantize(this->lat);
 	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
 	@total_cmd[slot_cmd[$target, this->fd, this->s]] = sum(this->lat);
-	@total_conn[pid, this->fd & ~TLS_FD] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
 	@max_cmd[slot_cmd[$target, this->fd, this->s]] = max(this->lat);
-	@max_conn[pid, this->fd & ~TLS_FD] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
 	stream[$target, this->fd] = this->mtc ? this->rid : 0;
+}
+
+/* P2c: its latency per connection (unless NO_CONN). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/this->tx_go && this->valid && this->k < SLOTS && !NO_CONN/
+{
+	@by_conn[pid, this->fd & ~TLS_FD] = quantize(this->lat);
+	@total_conn[pid, this->fd & ~TLS_FD] = sum(this->lat);
+	@max_conn[pid, this->fd & ~TLS_FD] = max(this->lat);
 }
 
 /* P2x: a failed reply, per command and code (rare). */
@@ -3084,19 +3121,28 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
-	@by_conn[pid, this->fd & ~TLS_FD] = quantize(this->lat);
 	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
 	@total_cmd[slot_cmd[$target, this->fd, this->s]] = sum(this->lat);
-	@total_conn[pid, this->fd & ~TLS_FD] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
 	@max_cmd[slot_cmd[$target, this->fd, this->s]] = max(this->lat);
-	@max_conn[pid, this->fd & ~TLS_FD] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
 	stream[$target, this->fd] = this->mtc ? this->rid : 0;
+}
+
+/* P2c: its latency per connection (unless NO_CONN). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/this->tx_go && this->valid && this->k < SLOTS && !NO_CONN/
+{
+	@by_conn[pid, this->fd & ~TLS_FD] = quantize(this->lat);
+	@total_conn[pid, this->fd & ~TLS_FD] = sum(this->lat);
+	@max_conn[pid, this->fd & ~TLS_FD] = max(this->lat);
 }
 
 /* P2x: a failed reply, per command and code (rare). */
@@ -3321,19 +3367,28 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
-	@by_conn[pid, this->fd & ~TLS_FD] = quantize(this->lat);
 	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
 	@total_cmd[slot_cmd[$target, this->fd, this->s]] = sum(this->lat);
-	@total_conn[pid, this->fd & ~TLS_FD] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
 	@max_cmd[slot_cmd[$target, this->fd, this->s]] = max(this->lat);
-	@max_conn[pid, this->fd & ~TLS_FD] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
 	stream[$target, this->fd] = this->mtc ? this->rid : 0;
+}
+
+/* P2c: its latency per connection (unless NO_CONN). */
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/this->tx_go && this->valid && this->k < SLOTS && !NO_CONN/
+{
+	@by_conn[pid, this->fd & ~TLS_FD] = quantize(this->lat);
+	@total_conn[pid, this->fd & ~TLS_FD] = sum(this->lat);
+	@max_conn[pid, this->fd & ~TLS_FD] = max(this->lat);
 }
 
 /* P2x: a failed reply, per command and code (rare). */

@@ -5,9 +5,12 @@
  *		connection, printed at END.
  *		For illumos/SmartOS, FreeBSD, macOS and Linux (Oracle DTrace), uses DTrace.
  *
- * USAGE: dtrace -s mongo_time_tls.d -p PID MODULE FREE [-x dynvarsize=64m] [-x aggsize=80m]
- * USAGE: dtrace -s mongo_time.d -p PID [-x dynvarsize=64m] [-x aggsize=80m]
+ * USAGE: dtrace -s mongo_time_tls.d -p PID MODULE FREE [NO_CONN] [-x dynvarsize=64m]
+ *        [-x aggsize=80m]
+ * USAGE: dtrace -s mongo_time.d -p PID [NO_CONN] [-x dynvarsize=64m] [-x aggsize=80m]
  *        (until Ctrl-C or SIGTERM; mongoprobe latency --engine dtrace runs it)
+ *   NO_CONN: 1 leaves out the latency per connection (mongoprobe latency does
+ *   without --by conn); 0 or none keeps it.
  *   MODULE: the object holding SSL_read/SSL_write (e.g. libssl.so.3, a.out);
  *   FREE: 1 when it has SSL_free (memory BIOs decoded too), else 0.
  *
@@ -35,6 +38,8 @@
  * quantize, sum and max; 2 KB each lost updates at 10,000 connections); bufsize=8m
  * for snoop. At 10,000 connections: -x dynvarsize=40m -x aggsize=80m, exact.
  */
+/* the per-connection argument below may be left out (then 0) */
+#pragma D option defaultargs
 
 inline int OP_REPLY = 1;
 inline int OP_UPDATE = 2001;
@@ -48,6 +53,12 @@ inline int OP_MSG = 2013;
 inline int MAX_MESSAGE = 48000000;	/* the server's maxMessageSizeBytes */
 inline int SLOTS = 4;			/* outstanding requests kept per connection */
 inline int TLS_FD = 0x40000000;		/* fd | TLS_FD: a TLS connection's plaintext state */
+/*
+ * 1: no latency per connection (mongoprobe latency without --by conn). At 10,000
+ * connections those three aggregations are most of the work at END: DTrace's
+ * consumer spent 25-50 s of CPU on them before printing a line.
+ */
+inline int NO_CONN = $3;
 inline int TLS_SSL = 0x20000000;	/* with TLS_FD: a memory-BIO connection, by number */
 
 /*
@@ -2753,19 +2764,29 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    (this->fd & ~(TLS_FD | TLS_SSL)) | TLS_FD;
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
-	@by_conn[pid, this->cfd] = quantize(this->lat);
 	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
 	@total_cmd[slot_cmd[$target, this->fd, this->s]] = sum(this->lat);
-	@total_conn[pid, this->cfd] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
 	@max_cmd[slot_cmd[$target, this->fd, this->s]] = max(this->lat);
-	@max_conn[pid, this->cfd] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
 	stream[$target, this->fd] = this->mtc ? this->rid : 0;
+}
+
+/* P2c: its latency per connection (unless NO_CONN). */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/this->tx_go && this->valid && this->k < SLOTS && !NO_CONN/
+{
+	@by_conn[pid, this->cfd] = quantize(this->lat);
+	@total_conn[pid, this->cfd] = sum(this->lat);
+	@max_conn[pid, this->cfd] = max(this->lat);
 }
 
 /* P2x: a failed reply, per command and code (rare). */
@@ -3010,19 +3031,29 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    (this->fd & ~(TLS_FD | TLS_SSL)) | TLS_FD;
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
-	@by_conn[pid, this->cfd] = quantize(this->lat);
 	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
 	@total_cmd[slot_cmd[$target, this->fd, this->s]] = sum(this->lat);
-	@total_conn[pid, this->cfd] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
 	@max_cmd[slot_cmd[$target, this->fd, this->s]] = max(this->lat);
-	@max_conn[pid, this->cfd] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
 	stream[$target, this->fd] = this->mtc ? this->rid : 0;
+}
+
+/* P2c: its latency per connection (unless NO_CONN). */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/this->tx_go && this->valid && this->k < SLOTS && !NO_CONN/
+{
+	@by_conn[pid, this->cfd] = quantize(this->lat);
+	@total_conn[pid, this->cfd] = sum(this->lat);
+	@max_conn[pid, this->cfd] = max(this->lat);
 }
 
 /* P2x: a failed reply, per command and code (rare). */
@@ -3265,19 +3296,29 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    (this->fd & ~(TLS_FD | TLS_SSL)) | TLS_FD;
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
-	@by_conn[pid, this->cfd] = quantize(this->lat);
 	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
 	@total_cmd[slot_cmd[$target, this->fd, this->s]] = sum(this->lat);
-	@total_conn[pid, this->cfd] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
 	@max_cmd[slot_cmd[$target, this->fd, this->s]] = max(this->lat);
-	@max_conn[pid, this->cfd] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
 	stream[$target, this->fd] = this->mtc ? this->rid : 0;
+}
+
+/* P2c: its latency per connection (unless NO_CONN). */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/this->tx_go && this->valid && this->k < SLOTS && !NO_CONN/
+{
+	@by_conn[pid, this->cfd] = quantize(this->lat);
+	@total_conn[pid, this->cfd] = sum(this->lat);
+	@max_conn[pid, this->cfd] = max(this->lat);
 }
 
 /* P2x: a failed reply, per command and code (rare). */
@@ -3520,19 +3561,29 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    (this->fd & ~(TLS_FD | TLS_SSL)) | TLS_FD;
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
-	@by_conn[pid, this->cfd] = quantize(this->lat);
 	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
 	@total_cmd[slot_cmd[$target, this->fd, this->s]] = sum(this->lat);
-	@total_conn[pid, this->cfd] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
 	@max_cmd[slot_cmd[$target, this->fd, this->s]] = max(this->lat);
-	@max_conn[pid, this->cfd] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
 	stream[$target, this->fd] = this->mtc ? this->rid : 0;
+}
+
+/* P2c: its latency per connection (unless NO_CONN). */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/this->tx_go && this->valid && this->k < SLOTS && !NO_CONN/
+{
+	@by_conn[pid, this->cfd] = quantize(this->lat);
+	@total_conn[pid, this->cfd] = sum(this->lat);
+	@max_conn[pid, this->cfd] = max(this->lat);
 }
 
 /* P2x: a failed reply, per command and code (rare). */
@@ -3775,19 +3826,29 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    (this->fd & ~(TLS_FD | TLS_SSL)) | TLS_FD;
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
-	@by_conn[pid, this->cfd] = quantize(this->lat);
 	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
 	@total_op[this->opname] = sum(this->lat);
 	@total_cmd[slot_cmd[$target, this->fd, this->s]] = sum(this->lat);
-	@total_conn[pid, this->cfd] = sum(this->lat);
 	@max_op[this->opname] = max(this->lat);
 	@max_cmd[slot_cmd[$target, this->fd, this->s]] = max(this->lat);
-	@max_conn[pid, this->cfd] = max(this->lat);
 	@replies = sum(1);
 	@without = sum(-1);
 	tail[$target, this->fd] = this->tl + 1;
 	/* moreToCome: more replies follow, each answering the previous one */
 	stream[$target, this->fd] = this->mtc ? this->rid : 0;
+}
+
+/* P2c: its latency per connection (unless NO_CONN). */
+pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return,
+syscall::write:return, syscall::write_nocancel:return,
+syscall::send:return, syscall::sendto:return, syscall::sendto_nocancel:return,
+syscall::writev:return, syscall::writev_nocancel:return,
+syscall::sendmsg:return, syscall::sendmsg_nocancel:return
+/this->tx_go && this->valid && this->k < SLOTS && !NO_CONN/
+{
+	@by_conn[pid, this->cfd] = quantize(this->lat);
+	@total_conn[pid, this->cfd] = sum(this->lat);
+	@max_conn[pid, this->cfd] = max(this->lat);
 }
 
 /* P2x: a failed reply, per command and code (rare). */

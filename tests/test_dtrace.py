@@ -323,6 +323,8 @@ def test_ferretdb_counts_equal_metrics_and_bpftrace(ferret_run, need_dtrace, nee
         if name == "time":
             assert r["requests_by_command"] == metrics
             assert all(g["p99_ns"] <= g["max_ns"] for g in r["by_command"].values())
+            # without --by conn, mongo_time.d was told to keep none per connection
+            assert r["by_conn"] == {}, list(r["by_conn"])[:5]
     for name in ("time", "events", "snoop"):
         assert "DTrace reported no drops or errors" in outs[name][1], outs[name][1]
     snooped = [json.loads(line) for line in outs["snoop"][0].splitlines() if line.strip()]

@@ -78,7 +78,8 @@ def d_runs(tmp_path_factory) -> dict:
     exact      mongo_time_tls.d; wireclient's scenarios on every pattern (PATTERNS);
     nofree     mongo_time_tls.d without SSL_free; the scenarios on mongod memory-BIO;
     off        mongo_time.d; the scenarios on readwrite socket-BIO;
-    latency    mongoprobe latency --engine dtrace --tls on --max-connections 16; the
+    latency    mongoprobe latency --engine dtrace --tls on --max-connections 16 --by
+               conn (the latency per connection, which only --by conn keeps); the
                scenarios on mongod socket-BIO and memory-BIO, then SHORT short
                connections on the memory-BIO port;
     snoop-auto mongoprobe snoop --engine dtrace --json; the scenarios on mongod socket-BIO;
@@ -110,7 +111,8 @@ def d_runs(tmp_path_factory) -> dict:
         "exact": Job(direct("exact")),
         "nofree": Job(direct("nofree", free=False), (MEMORY,)),
         "off": Job(direct("off", tls=False), (("readwrite", "socket"),)),
-        "latency": Job(cli("latency", "latency", "--tls", "on", "--max-connections", "16"),
+        "latency": Job(cli("latency", "latency", "--tls", "on", "--max-connections", "16",
+                           "--by", "conn"),
                        (("mongod", "socket"), MEMORY), short=(MEMORY, SHORT)),
         "snoop-auto": Job(cli("snoop-auto", "snoop", "--max-connections", "1000"),
                           (("mongod", "socket"),)),
