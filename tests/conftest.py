@@ -9,13 +9,13 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from helpers import room
 from mongoprobe.run import tracer as probes, target
 
 # Every process the session starts, however deep and even once orphaned, carries this
@@ -23,7 +23,7 @@ from mongoprobe.run import tracer as probes, target
 # worker has its own (the run's mark and the worker's name), so that a worker checks
 # only what its own tests started.
 SESSION_MARK = "MONGOPROBE_TEST_SESSION"
-RUN_MARK = room.RUN_MARK
+RUN_MARK = "MONGOPROBE_TEST_RUN"
 
 
 # The probes' maps sized for 64 connections unless a test asks for more: a bpftrace
@@ -94,7 +94,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
 
 def pytest_unconfigure(config) -> None:
     if not _worker(config):
-        for lock in room.locks():
+        for lock in _room_locks():
             with contextlib.suppress(OSError):
                 lock.unlink()
 
@@ -103,8 +103,33 @@ def pytest_unconfigure(config) -> None:
 #
 # The suite runs on several workers (scripts/test.sh: pytest-xdist, a file per worker).
 # A test marked ``serial`` measures time or CPU (a verdict, a probe's cost, a rate): it
-# runs with no other test running; a fixture that measures takes the room alone for
-# that part only (helpers.room.alone). helpers/room.py has the locks.
+# runs with no other test running. Every test holds a shared lock on a "room" file for
+# its setup, call and teardown; a serial one holds it exclusively. A turnstile lock in
+# front keeps the serial test from waiting forever behind a stream of others.
+
+
+def _room_locks() -> tuple[Path, Path]:
+    run = os.environ[RUN_MARK]
+    d = Path(tempfile.gettempdir())
+    return d / f"mongoprobe-tests-{run}.turnstile", d / f"mongoprobe-tests-{run}.room"
+
+
+@contextlib.contextmanager
+def _room(alone: bool):
+    turnstile, room = _room_locks()
+    with open(turnstile, "a") as t, open(room, "a") as r:
+        fcntl.flock(t, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(r, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            if not alone:
+                fcntl.flock(t, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(r, fcntl.LOCK_UN)
+            if alone:
+                fcntl.flock(t, fcntl.LOCK_UN)
 
 
 # --- CPU per test -----------------------------------------------------------------------
@@ -191,7 +216,7 @@ def pytest_runtest_protocol(item, nextitem):
     if not _worker(item.config):
         yield                       # one process: every test runs alone anyway
         return
-    with room.held(item.get_closest_marker("serial") is not None):
+    with _room(item.get_closest_marker("serial") is not None):
         yield
 
 
@@ -207,9 +232,9 @@ TARGET_FIXTURES = {"ferretdb", "refused_target", "tls_target", "tracing_and_targ
 # the session's CPU table), the longest first: pytest-xdist hands the workers whole
 # files in collection order (scripts/test.sh passes --no-loadscope-reorder: its own
 # order is by number of tests), and a long file handed out last would run on alone
-# while the other workers idle. The files with tests that run alone come first, as
-# they leave the others idle wherever they run. A file not listed (fast, or new) goes
-# after these, in its usual order.
+# while the other workers idle. The
+# files marked serial come first, as they leave the others idle wherever they run. A
+# file not listed (fast, or new) goes after these, in its usual order.
 FILE_SECONDS = {
     "test_verdicts.py": 120, "test_probe_cost.py": 43, "test_bcc_bursts.py": 16,
     "test_examples_live.py": 86, "test_dtrace.py": 86, "test_pcap.py": 80,

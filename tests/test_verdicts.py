@@ -19,10 +19,8 @@ first four are one recording against one target (the tracers started once), each
 scenario its own load invocation; the slow flush has its own target, started under
 strace.
 
-Each recording runs alone on the machine (helpers.room.alone), the targets' starts and
-the analyses beside other tests. The machine is still shared with the run's own tools:
-the assertions compare the run's own figures (shares of the benchmark's thread time),
-never absolute rates. (YCSB's verdicts, nothing injected,
+The machine is shared: the assertions compare the run's own figures (shares of the
+benchmark's thread time), never absolute rates. (YCSB's verdicts, nothing injected,
 are checked against its own latency in test_ycsb_record.py, on its recording.)
 """
 
@@ -38,14 +36,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers import room
 from mongoprobe import load_run
 from mongoprobe.analysis import phase_table as phases
 from mongoprobe.run import tracer as probes, target
 
-# the verdicts measure CPU and waits: each recording alone on the machine (record);
-# the targets' starts and the analyses beside other tests
-pytestmark = [pytest.mark.root, pytest.mark.target]
+# the verdicts measure CPU and waits: alone on the machine (conftest.py)
+pytestmark = [pytest.mark.root, pytest.mark.target, pytest.mark.serial]
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBES = "latency,offcpu,vmstat,iostat,pidstat"
@@ -60,12 +56,11 @@ def _load(*args: str) -> list[str]:
 
 
 def record(run: Path, command: list[str], *where: str) -> dict:
-    """Record ``command`` (``where``: --target embedded, or -p PID --uri URI), alone on
-    the machine; returns the phases' JSON with their verdicts."""
-    with room.alone():
-        r = subprocess.run([sys.executable, "-m", "mongoprobe", "record", *where, "-o",
-                            str(run), "--probes", PROBES, "--events", "--", *command],
-                           capture_output=True, text=True, env=_env(), timeout=600)
+    """Record ``command`` (``where``: --target embedded, or -p PID --uri URI); returns
+    the phases' JSON with their verdicts."""
+    r = subprocess.run([sys.executable, "-m", "mongoprobe", "record", *where, "-o", str(run),
+                        "--probes", PROBES, "--events", "--", *command],
+                       capture_output=True, text=True, env=_env(), timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     return {p["name"]: p for p in phases.phase_json(load_run(run))["phases"]}
 
