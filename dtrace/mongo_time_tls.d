@@ -34,9 +34,10 @@
  * on Oracle DTrace: -x dynvarsize=64 did not shrink a pragma's 16m), so the sizes
  * are left to -x. mongoprobe's --max-connections N (default 10,000) passes
  * dynvarsize = max(16m, 4 KB x N) (a connection's state, its 4 request slots
- * included) and, for mongo_time.d, aggsize = max(4m, 8 KB x N) (its per-connection
- * quantize, sum and max; 2 KB each lost updates at 10,000 connections); bufsize=8m
- * for snoop. At 10,000 connections: -x dynvarsize=40m -x aggsize=80m, exact.
+ * included) and, for mongo_time.d with --by conn, aggsize = max(4m, 8 KB x N) (its
+ * per-connection quantize, sum and max; 2 KB each lost updates at 10,000
+ * connections), else 4m (NO_CONN: none per connection); bufsize=8m for snoop. At
+ * 10,000 connections: -x dynvarsize=40m -x aggsize=80m, exact.
  */
 /* the per-connection argument below may be left out (then 0) */
 #pragma D option defaultargs

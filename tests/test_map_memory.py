@@ -64,6 +64,19 @@ def test_dtrace_default_under_budget_on_64_cpus(script):
     assert asked[1] == dtrace_engine.wire_options(script, 20000)
 
 
+def test_dtrace_aggregation_space_grows_with_connections_only_by_conn():
+    """Without --by conn mongo_time.d keeps no aggregation per connection (its NO_CONN
+    argument): its aggregation space stays at the 4m floor instead of 8 KB a
+    connection per CPU, and on 8 CPUs the default of 10,000 connections then fits."""
+    assert dtrace_engine.wire_options("mongo_time.d", 10000) == ("dynvarsize=40m",
+                                                                 "aggsize=79m")
+    assert dtrace_engine.wire_options("mongo_time.d", 10000, by_conn=False) == (
+        "dynvarsize=40m", "aggsize=4m")
+    assert mapmem.default_connections("dtrace", "mongo_time.d", 8) < 10000
+    n, options, size = mapmem.dtrace_sized("mongo_time.d", None, 8, by_conn=False)
+    assert (n, options) == (10000, ("dynvarsize=40m", "aggsize=4m")) and size < mapmem.BUDGET
+
+
 def test_bpftrace_model_is_the_kernels_accounting(ferretdb, need_bpftrace):
     """mongo_latency.bt sized for 1,250 connections (5,000 keys), run here: the kernel's
     memlock of its maps is what the model computed before loading, to the byte."""

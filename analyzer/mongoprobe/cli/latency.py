@@ -221,7 +221,7 @@ def _dtrace_sized(script: str, args: argparse.Namespace) -> tuple[str, ...]:
     what is used); CommandError when they would pin over a quarter of the free memory."""
     from mongoprobe.run import map_memory as mapmem, tracer as probes
     args.max_connections, options, size = mapmem.dtrace_sized(
-        script, args.max_connections, probes.possible_cpus())
+        script, args.max_connections, probes.possible_cpus(), args.by == "conn")
     why = mapmem.too_much(size)
     if why:
         raise CommandError(f"{script}: sized for {args.max_connections} connections would "

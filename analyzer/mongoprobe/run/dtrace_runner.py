@@ -43,15 +43,19 @@ DYNVAR_PER_CONN = 4096
 AGG_PER_CONN = 8192
 
 
-def wire_options(script: str, max_connections: int = probes.MAX_CONNECTIONS) -> tuple[str, ...]:
+def wire_options(script: str, max_connections: int = probes.MAX_CONNECTIONS,
+                 by_conn: bool = True) -> tuple[str, ...]:
     """The -x options of a wire script sized for ``max_connections`` (never below
-    WIRE_OPTIONS' sizes; a ``_tls`` script's are its plain twin's)."""
+    WIRE_OPTIONS' sizes; a ``_tls`` script's are its plain twin's). ``by_conn``
+    False: mongo_time.d keeps no aggregation per connection (its NO_CONN), so its
+    aggregation space does not grow with them."""
     script = script.replace("_tls.d", ".d")
     mb = 1 << 20
     dyn = max(16 * mb, max_connections * DYNVAR_PER_CONN)
     opts = [f"dynvarsize={-(-dyn // mb)}m"]
     if script == "mongo_time.d":
-        opts.append(f"aggsize={-(-max(4 * mb, max_connections * AGG_PER_CONN) // mb)}m")
+        per_conn = max_connections * AGG_PER_CONN if by_conn else 0
+        opts.append(f"aggsize={-(-max(4 * mb, per_conn) // mb)}m")
     return tuple(opts) + tuple(o for o in WIRE_OPTIONS[script]
                                if not o.startswith("dynvarsize="))
 

@@ -140,17 +140,19 @@ def dtrace_bytes(options: tuple[str, ...], cpus: int) -> int:
 
 
 def wire_bytes(engine: str, script: str, max_connections: int, cpus: int,
-               events: bool = False) -> int:
-    """What ``engine``'s wire tool pins sized for ``max_connections``."""
+               events: bool = False, by_conn: bool = True) -> int:
+    """What ``engine``'s wire tool pins sized for ``max_connections`` (``by_conn``:
+    mongo_time.d with its aggregations per connection)."""
     if engine == "bpftrace":
         return bpftrace_bytes(script, probes.bpftrace_keys_for(max_connections), cpus)
     if engine == "bcc":
         return bcc_bytes(max_connections, cpus, events)
     from mongoprobe.run import dtrace_runner as dtrace_engine
-    return dtrace_bytes(dtrace_engine.wire_options(script, max_connections), cpus)
+    return dtrace_bytes(dtrace_engine.wire_options(script, max_connections, by_conn), cpus)
 
 
-def default_connections(engine: str, script: str, cpus: int, events: bool = False) -> int:
+def default_connections(engine: str, script: str, cpus: int, events: bool = False,
+                        by_conn: bool = True) -> int:
     """The default --max-connections on a machine of ``cpus`` possible CPUs: 10,000,
     or fewer where that would pin BUDGET or more (per-CPU maps grow with the CPUs).
     $MONGOPROBE_MAX_CONNECTIONS, when set, is the default instead: the test suite sets
@@ -160,36 +162,37 @@ def default_connections(engine: str, script: str, cpus: int, events: bool = Fals
     if env:
         return int(env)
     n = probes.MAX_CONNECTIONS
-    if wire_bytes(engine, script, n, cpus, events) < BUDGET:
+    if wire_bytes(engine, script, n, cpus, events, by_conn) < BUDGET:
         return n
     lo, hi = 1, n           # the most that stays under (memory grows with n)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if wire_bytes(engine, script, mid, cpus, events) < BUDGET:
+        if wire_bytes(engine, script, mid, cpus, events, by_conn) < BUDGET:
             lo = mid
         else:
             hi = mid - 1
     return lo
 
 
-def dtrace_sized(script: str, asked: int | None, cpus: int) -> tuple[int, tuple[str, ...], int]:
+def dtrace_sized(script: str, asked: int | None, cpus: int,
+                 by_conn: bool = True) -> tuple[int, tuple[str, ...], int]:
     """(connections, -x options, bytes) of a D wire script: as asked, or this machine's
     default. DTrace keeps an aggregation buffer per CPU, so on many CPUs the default is
     lowered and, where even the smallest sizing (dtrace_engine's floors) would not
-    stay under BUDGET, aggsize is lowered to fit."""
+    stay under BUDGET, aggsize is lowered to fit. ``by_conn``: as wire_options."""
     from mongoprobe.run import dtrace_runner as dtrace_engine
-    n = asked or default_connections("dtrace", script, cpus)
-    options = dtrace_engine.wire_options(script, n)
+    n = asked or default_connections("dtrace", script, cpus, by_conn=by_conn)
+    options = dtrace_engine.wire_options(script, n, by_conn)
     size = dtrace_bytes(options, cpus)
     if asked is None and size >= BUDGET:
         # even the floors do not fit: half the budget for the dynamic variables (the
         # connections' state), the rest shared by the CPUs' aggregation buffers (1m
         # each at least: over about 150 CPUs that is more than the budget)
         n = probes.MAX_CONNECTIONS
-        while n > 1 and dtrace_bytes(dtrace_engine.wire_options(script, n)[:1],
+        while n > 1 and dtrace_bytes(dtrace_engine.wire_options(script, n, by_conn)[:1],
                                      cpus) > BUDGET // 2:
             n = n * 9 // 10
-        options = dtrace_engine.wire_options(script, n)
+        options = dtrace_engine.wire_options(script, n, by_conn)
         dyn = dtrace_bytes(options[:1], cpus)
         agg_mb = max(1, int((BUDGET - dyn) / (DT_AGG * cpus)) >> 20)
         options = tuple(f"aggsize={agg_mb}m" if o.startswith("aggsize=") else o
