@@ -216,8 +216,7 @@ syscall::recvmsg:entry, syscall::recvmsg_nocancel:entry
  * this->rx_go guards the rest of this firing. A clause-local flag, not a
  * thread-local one: each of the hundred-odd predicates below then reads it
  * from scratch memory instead of looking it up in the dynamic-variable space,
- * on every receive of every process (Oracle DTrace: a function call each, and
- * the BPF verifier walks each call at every start).
+ * on every receive of every process (Oracle DTrace: a function call each).
  */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,

@@ -391,8 +391,7 @@ pid$target:$1:SSL_write:return, pid$target:$1:SSL_write_ex:return
  * this->rx_go guards the rest of this firing. A clause-local flag, not a
  * thread-local one: each of the hundred-odd predicates below then reads it
  * from scratch memory instead of looking it up in the dynamic-variable space,
- * on every receive of every process (Oracle DTrace: a function call each, and
- * the BPF verifier walks each call at every start).
+ * on every receive of every process (Oracle DTrace: a function call each).
  */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,

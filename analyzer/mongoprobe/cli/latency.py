@@ -203,11 +203,10 @@ def _run_dtrace(script: str, args: argparse.Namespace, on_line=None):
         print(note, file=sys.stderr, flush=True)
     script = tls.script
     options = _dtrace_sized(script, args)
-    # mongo_time(_tls).d's NO_CONN: the latency per connection only for --by conn
-    macros = (*tls.args, "0" if args.by == "conn" else "1") if "time" in script else tls.args
     run = run_dtrace(script, args.pid, args.duration,
                      lambda lines: any(ln.startswith("requests: ") for ln in lines),
-                     args=macros, on_line=on_line, options=options,
+                     args=dtrace_engine.wire_args(script, tls.args, args.by == "conn"),
+                     on_line=on_line, options=options,
                      banner=f"{script}: sized for {args.max_connections} connections "
                             f"(--max-connections): -x {' -x '.join(options)}, about "
                             f"{probes.human_bytes(args.dtrace_bytes)} of kernel memory\n"

@@ -184,7 +184,7 @@ class Child:
             # bpftrace 0.17 loses a signal that lands between two of its polls (it sets a
             # flag only epoll_wait's EINTR looks at): asked again while it still polls,
             # never while it prints (a second SIGINT then kills it).
-            if polling(self.pid):
+            if self.ask_again and polling(self.pid):
                 self.interrupt()
 
     def kill(self) -> None:

@@ -60,6 +60,14 @@ def wire_options(script: str, max_connections: int = probes.MAX_CONNECTIONS,
                                if not o.startswith("dynvarsize="))
 
 
+def wire_args(script: str, args: tuple[str, ...], by_conn: bool) -> tuple[str, ...]:
+    """The macro arguments of a wire script: ``args`` (the _tls twin's MODULE FREE),
+    then mongo_time(_tls).d's NO_CONN, 1 unless ``by_conn`` (as wire_options sizes it)."""
+    if script.replace("_tls.d", ".d") == "mongo_time.d":
+        return (*args, "0" if by_conn else "1")
+    return args
+
+
 @dataclass
 class TlsChoice:
     """What ``tls_script`` chose: the script to run, its macro arguments, the OpenSSL
