@@ -324,22 +324,36 @@ def held_programs(pids: set[int]) -> set[int]:
     return ids
 
 
-def program_labels(ids: set[int]) -> dict[int, str]:
-    """prog id -> what it is attached to (bpftool perf: tracepoints, u/kprobes), else
-    the program's name and type."""
+def program_labels(ids: set[int]) -> dict[int, tuple[str, list[str]]]:
+    """prog id -> (label, what it is attached to): the label names the attach points
+    (bpftool perf: tracepoints, u/kprobes; one program may serve several, as
+    mongo_wire.h's do), else the program's name and type."""
     names = {p["id"]: f"{p.get('name', '?')} ({p.get('type', '?')})"
              for p in bpftool_json("prog", "show") if p["id"] in ids}
+    points: dict[int, list[str]] = {}
     for a in bpftool_json("perf", "show"):
         pid = a.get("prog_id")
         if pid not in ids:
             continue
         if a.get("tracepoint"):
-            names[pid] = a["tracepoint"]
+            points.setdefault(pid, []).append(a["tracepoint"])
         elif a.get("filename"):
-            names[pid] = f"{a.get('fd_type')} {Path(a['filename']).name}+{a.get('offset', 0):#x}"
+            points.setdefault(pid, []).append(
+                f"{a.get('fd_type')} {Path(a['filename']).name}+{a.get('offset', 0):#x}")
         elif a.get("func"):
-            names[pid] = f"{a.get('fd_type')} {a['func']}"
-    return names
+            points.setdefault(pid, []).append(f"{a.get('fd_type')} {a['func']}")
+    return {i: (braced(sorted(set(points[i]))) if i in points else name,
+                sorted(set(points.get(i, []))))
+            for i, name in names.items()}
+
+
+def braced(names: list[str]) -> str:
+    """Several names as one: sys_exit_{read,readv} for sys_exit_read, sys_exit_readv."""
+    if len(names) == 1:
+        return names[0]
+    stem = os.path.commonprefix(names)
+    stem = stem[:stem.rfind("_") + 1] if "_" in stem else stem
+    return stem + "{" + ",".join(n[len(stem):] for n in names) + "}"
 
 
 def cpu_ticks(pids: set[int]) -> int:
@@ -645,8 +659,9 @@ def measure_row(row: Row, t: Target, load: LoadClient, stats: BpfStats, seconds:
             for i in sorted(ids):
                 n0, t0 = c0.get(i, (0, 0))
                 n1, t1 = c1.get(i, (0, 0))
-                progs.append({"id": i, "name": labels.get(i, "?"), "run_cnt": n1 - n0,
-                              "run_time_ns": t1 - t0})
+                name, points = labels.get(i, ("?", []))
+                progs.append({"id": i, "name": name, "attached": points,
+                              "run_cnt": n1 - n0, "run_time_ns": t1 - t0})
             window = {"requests": r["requests"], "seconds": r["seconds"],
                       "run_cnt": sum(p["run_cnt"] for p in progs),
                       "run_time_ns": sum(p["run_time_ns"] for p in progs),
@@ -754,8 +769,8 @@ def summarize(target: str, res: RowResult) -> dict:
         progs: dict[str, dict] = {}
         for x in w:
             for p in x["programs"]:
-                q = progs.setdefault(p["name"], {"name": p["name"], "run_cnt": 0,
-                                                 "run_time_ns": 0})
+                q = progs.setdefault(p["name"], {"name": p["name"], "attached": p["attached"],
+                                                 "run_cnt": 0, "run_time_ns": 0})
                 q["run_cnt"] += p["run_cnt"]
                 q["run_time_ns"] += p["run_time_ns"]
         for q in progs.values():
@@ -833,9 +848,10 @@ def render(report: dict) -> str:
     for r in report["rows"]:
         if not r["bpf"] or not r["bpf"]["runs_per_request"]:    # idle: nothing ran
             continue
+        w = max([28] + [len(q["name"]) + 1 for q in r["bpf"]["programs"] if q["run_cnt"]])
         out += ["", f"where the BPF time goes: {r['target']}, {r['engine']} {r['mode']} "
                     f"({r['bpf']['requests']:,} requests)",
-                f"  {'program (attached to)':28s}{'runs/req':>9s}{'ns/call':>9s}"
+                f"  {'program (attached to)':{w}s}{'runs/req':>9s}{'ns/call':>9s}"
                 f"{'ns/req':>9s}{'share':>7s}"]
         total = sum(q["run_time_ns"] for q in r["bpf"]["programs"]) or 1
         small = []
@@ -845,11 +861,11 @@ def render(report: dict) -> str:
             if q["run_time_ns"] < total / 200:      # under 0.5%: summed on one line
                 small.append(q)
                 continue
-            out.append(f"  {q['name'][:28]:28s}{q['runs_per_request']:9.2f}"
+            out.append(f"  {q['name']:{w}s}{q['runs_per_request']:9.2f}"
                        f"{q['ns_per_call']:9.0f}{q['ns_per_request']:9.0f}"
                        f"{100 * q['run_time_ns'] / total:6.1f}%")
         if small:
-            out.append(f"  {f'{len(small)} more, each under 0.5%':28s}"
+            out.append(f"  {f'{len(small)} more, each under 0.5%':{w}s}"
                        f"{sum(q['runs_per_request'] for q in small):9.2f}{'':9s}"
                        f"{sum(q['ns_per_request'] for q in small):9.0f}"
                        f"{100 * sum(q['run_time_ns'] for q in small) / total:6.1f}%")

@@ -13,7 +13,9 @@ tracepoints can avoid.
 
 The tracepoints are those of probes/mongo_wire.h as the bcc tools compile it on this
 machine (TLS off): its TRACEPOINT_PROBE lines after the C preprocessor, with the
-macros mongolatency.py defines for the architecture, so the list follows the probe.
+macros mongolatency.py defines for the architecture, and the tracepoints the tools
+attach those programs to beside their own (mongolatency.SHARED_PROGRAMS), so the
+list follows the probe.
 --list prints them and exits. Ctrl-C ends it and prints one JSON line: the
 tracepoints and how many of their hits were the target's.
 
@@ -54,7 +56,12 @@ def tracepoints(header: Path = HEADER) -> list[str]:
         defs.append("-D__x86_64__")     # cpp defines it for the host, said here anyway
     out = subprocess.run(["cpp", "-P", *defs], input=text, capture_output=True,
                          text=True, check=True).stdout
-    return [f"syscalls:{t}" for t in re.findall(r"TRACEPOINT_PROBE\(syscalls,\s*(\w+)\)", out)]
+    own = re.findall(r"TRACEPOINT_PROBE\(syscalls,\s*(\w+)\)", out)
+    # and those the tools attach a program of it to beside its own (one per role)
+    sys.path.insert(0, str(header.parent))
+    from mongolatency import SHARED_PROGRAMS
+    shared = [t for p in own for t in SHARED_PROGRAMS.get(p, ())]
+    return [f"syscalls:{t}" for t in own + shared]
 
 
 PROGRAM = """

@@ -126,9 +126,18 @@ struct mw_tcall {
 /* LRU: an entry whose call never returned (a thread killed in it) ages out */
 BPF_F_TABLE("lru_hash", u64, struct mw_tcall, tls_calls, MW_TLS_CALLS_MAX, 0);
 BPF_F_TABLE("lru_hash", u64, u32, tls_conn_fd, MW_CONNS, 0);
-/* the 2nd..8th messages of one TLS call (tail calls need programs of the
- * caller's type: these are uprobes, mw_jmp's are tracepoints) */
-BPF_PROG_ARRAY(mw_jmp_tls, 2);
+/* the programs that frame what a TLS call returned, reached by tail call (tail
+ * calls need programs of the caller's type: these are uprobes, mw_jmp's are
+ * tracepoints): its first message (MW_JMP_RX1/TX1: one program per direction,
+ * so that the decoder is compiled and verified once, not in every return
+ * program, for a tail call's few ns beside a uprobe's microseconds), and its
+ * 2nd..8th (MW_JMP_RX/TX, chaining themselves) */
+BPF_PROG_ARRAY(mw_jmp_tls, 4);
+#define MW_JMP_RX1 2
+#define MW_JMP_TX1 3
+/* the return programs hand the first-message programs their arguments here: a
+ * tail call stays on its CPU, within one program run */
+BPF_PERCPU_ARRAY(tls_first, struct mw_args, 1);
 BPF_PERCPU_ARRAY(tls_counts, u64, T_MAX);
 /* TLS calls in flight in the target, all threads: the nested-syscall programs
  * stop at this when it is 0, so a server with a TLS library and no TLS traffic
@@ -297,22 +306,22 @@ static __always_inline void mw_tls_mark(u32 fd)
     }
 }
 
-/* mw_frame of mongo_wire.h, chaining through mw_jmp_tls */
-static __always_inline int mw_tls_frame(void *ctx, struct mw_args *a, struct mw_conn *c,
-                                        int tx)
+/* mw_frame of mongo_wire.h, through mw_jmp_tls */
+static __always_inline int mw_tls_frame(void *ctx, struct mw_args *a, int tx)
 {
-    int done;
-    a->off = 0;
-    a->iter = 0;
-    if (tx) {
-        mw_tx_first(ctx, a, c);
-        done = mw_tx_step(ctx, a, c);
-    } else {
-        mw_rx_first(a, c);
-        done = mw_rx_step(a, c);
-    }
-    if (done)
+    u32 zero = 0;
+    struct mw_args *f = tls_first.lookup(&zero);
+    if (!f)
         return 0;
+    __builtin_memcpy(f, a, sizeof(*f));
+    mw_jmp_tls.call(ctx, tx ? MW_JMP_TX1 : MW_JMP_RX1);
+    /* the tail call failed (only before the tools fill mw_jmp_tls) */
+    return 0;
+}
+
+/* the rest of the call's messages, after its first */
+static __always_inline int mw_tls_more(void *ctx, struct mw_args *a, int tx)
+{
     struct mw_args *m = mw_args_of_task(1);
     if (!m) {
         mw_count(C_DROPPED, 1);
@@ -429,7 +438,7 @@ static __always_inline int mw_tls_return(void *ctx, u64 key, s64 n, int ok)
     if (t->tx) {
         if (!c)
             return 0;           /* writes matter only on connections that sent a request */
-        return mw_tls_frame(ctx, &a, c, 1);
+        return mw_tls_frame(ctx, &a, 1);
     }
 #ifdef MW_TLS_BIO
     if (b) {
@@ -443,7 +452,41 @@ static __always_inline int mw_tls_return(void *ctx, u64 key, s64 n, int ok)
     if (!c)
         mw_tls_mark(fd);
     a.now = bpf_ktime_get_ns();
-    return mw_tls_frame(ctx, &a, c, 0);
+    return mw_tls_frame(ctx, &a, 0);
+}
+
+int mw_rx_frame_tls(struct pt_regs *ctx)
+{
+    u32 zero = 0;
+    struct mw_args *a = tls_first.lookup(&zero);
+    if (!a)
+        return 0;
+    u32 fd = a->fd;
+    struct mw_conn *c = mw_conn_of(fd);
+    a->off = 0;
+    a->iter = 0;
+    mw_rx_first(a, c);
+    if (!mw_rx_step(a, c))
+        mw_tls_more(ctx, a, 0);
+    return 0;
+}
+
+int mw_tx_frame_tls(struct pt_regs *ctx)
+{
+    u32 zero = 0;
+    struct mw_args *a = tls_first.lookup(&zero);
+    if (!a)
+        return 0;
+    u32 fd = a->fd;
+    struct mw_conn *c = mw_conn_of(fd);
+    if (!c)
+        return 0;
+    a->off = 0;
+    a->iter = 0;
+    mw_tx_first(ctx, a, c);
+    if (!mw_tx_step(ctx, a, c))
+        mw_tls_more(ctx, a, 1);
+    return 0;
 }
 
 int mw_rx_more_tls(struct pt_regs *ctx)

@@ -35,8 +35,11 @@
  *
  * Layout: the sys_enter_* programs save the buffer (first iovec for the
  * vectored calls) per thread; the sys_exit_* programs frame what was
- * transferred. One program decodes the continuation and the first header of a
- * syscall; the 2nd..8th headers are decoded by mw_rx_more/mw_tx_more, chained
+ * transferred (on x86-64 receives need no entry program and write/sendto are
+ * framed at entry: MW_REGS). One program serves every syscall of a role (all
+ * receives; write and sendto; writev and sendmsg): the tools attach it to each
+ * (SHARED_PROGRAMS), so the decoder is compiled and verified once per role.
+ * One program decodes the continuation and the first header of a syscall; the 2nd..8th headers are decoded by mw_rx_more/mw_tx_more, chained
  * by tail calls through mw_jmp (the tools load them and fill mw_jmp): a
  * bounded loop of 8 full decodes is more than the verifier will explore.
  *
@@ -64,6 +67,7 @@
  * Copyright 2025 mongoprobe authors. Licensed under the Apache License 2.0.
  */
 #include <uapi/linux/ptrace.h>
+#include <asm/unistd.h>              /* __NR_*: which syscall a shared program serves */
 
 #ifndef MW_TARGET_PID
 #error "MW_TARGET_PID must be defined"
@@ -1599,15 +1603,24 @@ int mw_tx_more(void *ctx)
     return 0;
 }
 
+/*
+ * One program per decoding role, not per syscall: the tools attach it to the
+ * syscalls that share its role (the tracepoints' records have the same layout:
+ * the exits' ret, the first three arguments of write and sendto), so the
+ * decoder is compiled and verified once per role, not once per syscall (a bcc
+ * start took three times as long). the tools list them (SHARED_PROGRAMS):
+ *   sys_exit_read    also readv, recvfrom, recvmsg (the number says which)
+ *   sys_enter_write  also sendto
+ *   sys_exit_write   also sendto
+ *   sys_exit_writev  also sendmsg
+ */
 #ifdef MW_REGS
 TRACEPOINT_PROBE(syscalls, sys_exit_read)
-{ return mw_exit_rx(args, args->__syscall_nr, args->ret, 0); }
-TRACEPOINT_PROBE(syscalls, sys_exit_readv)
-{ return mw_exit_rx(args, args->__syscall_nr, args->ret, 1); }
-TRACEPOINT_PROBE(syscalls, sys_exit_recvfrom)
-{ return mw_exit_rx(args, args->__syscall_nr, args->ret, 2); }
-TRACEPOINT_PROBE(syscalls, sys_exit_recvmsg)
-{ return mw_exit_rx(args, args->__syscall_nr, args->ret, 3); }
+{
+    int nr = args->__syscall_nr;
+    int kind = nr == __NR_readv ? 1 : nr == __NR_recvfrom ? 2 : nr == __NR_recvmsg ? 3 : 0;
+    return mw_exit_rx(args, nr, args->ret, kind);
+}
 #else
 TRACEPOINT_PROBE(syscalls, sys_enter_read)
 { return mw_enter(args->fd, (u64)args->buf, args->count, 0); }
@@ -1615,20 +1628,14 @@ TRACEPOINT_PROBE(syscalls, sys_exit_read)
 { return mw_exit(args, args->ret, 0); }
 TRACEPOINT_PROBE(syscalls, sys_enter_readv)
 { return mw_enter_vec(args->fd, (u64)args->vec, args->vlen, 0); }
-TRACEPOINT_PROBE(syscalls, sys_exit_readv)
-{ return mw_exit(args, args->ret, 0); }
 TRACEPOINT_PROBE(syscalls, sys_enter_recvfrom)
 {
     if (args->flags & MW_MSG_PEEK)
         return mw_enter_skip();
     return mw_enter(args->fd, (u64)args->ubuf, args->size, 0);
 }
-TRACEPOINT_PROBE(syscalls, sys_exit_recvfrom)
-{ return mw_exit(args, args->ret, 0); }
 TRACEPOINT_PROBE(syscalls, sys_enter_recvmsg)
 { return mw_enter_msg(args->fd, (u64)args->msg, args->flags, 0); }
-TRACEPOINT_PROBE(syscalls, sys_exit_recvmsg)
-{ return mw_exit(args, args->ret, 0); }
 #endif
 
 #ifdef MW_REGS
@@ -1636,18 +1643,10 @@ TRACEPOINT_PROBE(syscalls, sys_enter_write)
 { return mw_send(args, args->fd, (u64)args->buf, args->count); }
 TRACEPOINT_PROBE(syscalls, sys_exit_write)
 { return mw_send_exit(args->__syscall_nr, args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_enter_sendto)
-{ return mw_send(args, args->fd, (u64)args->buff, args->len); }
-TRACEPOINT_PROBE(syscalls, sys_exit_sendto)
-{ return mw_send_exit(args->__syscall_nr, args->ret); }
 #else
 TRACEPOINT_PROBE(syscalls, sys_enter_write)
 { return mw_enter(args->fd, (u64)args->buf, args->count, 1); }
 TRACEPOINT_PROBE(syscalls, sys_exit_write)
-{ return mw_exit(args, args->ret, 1); }
-TRACEPOINT_PROBE(syscalls, sys_enter_sendto)
-{ return mw_enter(args->fd, (u64)args->buff, args->len, 1); }
-TRACEPOINT_PROBE(syscalls, sys_exit_sendto)
 { return mw_exit(args, args->ret, 1); }
 #endif
 TRACEPOINT_PROBE(syscalls, sys_enter_writev)
@@ -1656,8 +1655,6 @@ TRACEPOINT_PROBE(syscalls, sys_exit_writev)
 { return mw_exit(args, args->ret, 1); }
 TRACEPOINT_PROBE(syscalls, sys_enter_sendmsg)
 { return mw_enter_msg(args->fd, (u64)args->msg, args->flags, 1); }
-TRACEPOINT_PROBE(syscalls, sys_exit_sendmsg)
-{ return mw_exit(args, args->ret, 1); }
 
 TRACEPOINT_PROBE(syscalls, sys_enter_close)
 {

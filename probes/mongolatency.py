@@ -178,6 +178,12 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 WIRE_H = os.path.join(HERE, "mongo_wire.h")
 TLS_H = os.path.join(HERE, "mongo_tls.h")
+# mongo_wire.h's programs that serve several syscalls (its MW_SHARED comment):
+# attached by load() to the tracepoints beside their own
+SHARED_PROGRAMS = {"sys_exit_read": ("sys_exit_readv", "sys_exit_recvfrom", "sys_exit_recvmsg"),
+                   "sys_enter_write": ("sys_enter_sendto",),
+                   "sys_exit_write": ("sys_exit_sendto",),
+                   "sys_exit_writev": ("sys_exit_sendmsg",)}
 sys.path.insert(0, HERE)
 import tlshooks  # noqa: E402  (which TLS library the target uses, where to hook it)
 from compressednames import compressed_command  # noqa: E402
@@ -433,7 +439,8 @@ def attach_tls(b, pid, hooks):
     from bcc import BPF
     fix_uprobe_binding()
     jmp = b["mw_jmp_tls"]
-    for i, name in enumerate(("mw_rx_more_tls", "mw_tx_more_tls")):
+    for i, name in enumerate(("mw_rx_more_tls", "mw_tx_more_tls", "mw_rx_frame_tls",
+                              "mw_tx_frame_tls")):
         fn = b.load_func(name, BPF.KPROBE)
         jmp[ct.c_int(i)] = ct.c_int(fn.fd)
     for h in hooks:
@@ -482,6 +489,11 @@ def load(tool, pid, by_conn=False, events=False, sample=1, max_conns=MAX_CONNECT
         free = b["conn_free"]
         for i in range(max_conns, 2 * max_conns):
             free.push(ct.c_uint32(i))
+        # the programs of mongo_wire.h that serve several syscalls ("One
+        # program per decoding role")
+        for prog, tps in SHARED_PROGRAMS.items():
+            for tp in tps:
+                b.attach_tracepoint(tp="syscalls:" + tp, fn_name="tracepoint__syscalls__" + prog)
         # the programs that decode the 2nd..8th message of one syscall
         jmp = b["mw_jmp"]
         for i, name in enumerate(("mw_rx_more", "mw_tx_more")):
