@@ -348,9 +348,12 @@ def program_labels(ids: set[int]) -> dict[int, tuple[str, list[str]]]:
 
 
 def braced(names: list[str]) -> str:
-    """Several names as one: sys_exit_{read,readv} for sys_exit_read, sys_exit_readv."""
+    """Several names as one: sys_exit_{read,readv} for sys_exit_read, sys_exit_readv;
+    more than four (a Go function's return instructions), the first and a count."""
     if len(names) == 1:
         return names[0]
+    if len(names) > 4:
+        return f"{names[0]} +{len(names) - 1} more"
     stem = os.path.commonprefix(names)
     stem = stem[:stem.rfind("_") + 1] if "_" in stem else stem
     return stem + "{" + ",".join(n[len(stem):] for n in names) + "}"
