@@ -268,6 +268,23 @@ def pytest_collection_modifyitems(config, items) -> None:
     items.sort(key=_file_rank)      # stable: a file's tests keep their order
 
 
+# A module fixture that measures (a recording whose verdicts read CPU and waits) is made
+# by the first test that uses it; the tests after it only read it. The module names
+# such fixtures with ``pytest.mark.serial_fixtures(...)``, and that first test, among
+# those selected (at the collection's end: after -k and -m have deselected), runs
+# serial: the readers run beside other tests, and none waits for the room to empty
+# without need.
+def pytest_collection_finish(session) -> None:
+    made: set[tuple[str, str]] = set()
+    for item in session.items:
+        for m in item.iter_markers("serial_fixtures"):
+            for name in m.args:
+                key = (str(item.path), name)
+                if name in item.fixturenames and key not in made:
+                    made.add(key)
+                    item.add_marker(pytest.mark.serial)
+
+
 def _marked_processes(mark: str) -> list[tuple[int, str]]:
     """(pid, command line) of the live processes whose environment has the mark, but
     this one."""

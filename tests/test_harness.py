@@ -76,3 +76,42 @@ def test_a_serial_test_runs_alone_on_workers(tmp_path):
     # the locks are gone with the run
     run = marks.pop().rsplit("-", 1)[0]
     assert not list(Path(tempfile.gettempdir()).glob(f"mongoprobe-tests-{run}.*"))
+
+
+def test_the_first_test_that_makes_a_measuring_fixture_is_serial(tmp_path):
+    """A module names its measuring fixtures (serial_fixtures): the first selected test
+    that uses one runs serial, as it makes it; the tests that read it after, and those
+    that never use it, do not."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    shutil.copy(here / "conftest.py", tmp_path / "conftest.py")
+    log = tmp_path / "log"
+    (tmp_path / "test_made.py").write_text(
+        "import pytest\n"
+        "pytestmark = pytest.mark.serial_fixtures('made')\n"
+        "@pytest.fixture(scope='module')\n"
+        "def made():\n    return 1\n"
+        "def _rec(request):\n"
+        f"    with open({str(log)!r}, 'a') as f:\n"
+        "        f.write(f\"{request.node.name} {request.node.get_closest_marker('serial') is not None}\\n\")\n"
+        "def test_before(request):\n    _rec(request)\n"
+        "def test_maker(made, request):\n    _rec(request)\n"
+        "def test_reader(made, request):\n    _rec(request)\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in (conftest.SESSION_MARK, conftest.RUN_MARK)}
+
+    def run(*args: str) -> dict[str, str]:
+        log.unlink(missing_ok=True)
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                            "-p", "no:xdist", "-c", os.devnull, "--rootdir", str(tmp_path),
+                            str(tmp_path), *args],
+                           capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        return dict(ln.split() for ln in log.read_text().splitlines())
+
+    assert run() == {"test_before": "False", "test_maker": "True", "test_reader": "False"}
+    # selected alone, the reader makes it
+    assert run("-k", "reader") == {"test_reader": "True"}

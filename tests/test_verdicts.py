@@ -40,12 +40,13 @@ from mongoprobe import load_run
 from mongoprobe.analysis import phase_table as phases
 from mongoprobe.run import tracer as probes, target
 
-pytestmark = [pytest.mark.root, pytest.mark.target]
-# the verdicts measure CPU and waits: alone on the machine (conftest.py). The slow
-# flushes need not be: their 30 ms per flush outweighs a busy machine's waits for a
-# CPU (server-disk 0.90-0.95 of the time beside two CPU hogs on 2 CPUs, 0.94-0.95
-# alone), so they run beside other tests.
-serial = pytest.mark.serial
+# The verdicts measure CPU and waits: each recording is made alone on the machine, by
+# the first test that uses it, serial (conftest.py); the tests that read it after run
+# beside others. The slow flushes need not be alone: their 30 ms per flush outweighs a
+# busy machine's waits for a CPU (server-disk 0.90-0.95 of the time beside two CPU hogs
+# on 2 CPUs, 0.94-0.95 alone).
+pytestmark = [pytest.mark.root, pytest.mark.target,
+              pytest.mark.serial_fixtures("sqlite_run", "pg_run")]
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBES = "latency,offcpu,vmstat,iostat,pidstat"
@@ -157,7 +158,6 @@ def writers_queries(sqlite_run):
     return sqlite_run[1]
 
 
-@serial
 def test_many_writers_on_one_sqlite_db_wait_on_its_lock(writers_queries):
     p = writers_queries["6i.0q"]
     assert _limiter(p) == "server-lock", p["limits"]
@@ -165,7 +165,6 @@ def test_many_writers_on_one_sqlite_db_wait_on_its_lock(writers_queries):
     assert "_unixSleep" in ev, ev      # SQLite's busy handler: SQLITE_BUSY retries
 
 
-@serial
 def test_a_query_heavy_phase_is_cpu_bound(writers_queries):
     p = writers_queries["0i.4q"]
     assert _limiter(p) == "server-cpu", p["limits"]
@@ -174,14 +173,12 @@ def test_a_query_heavy_phase_is_cpu_bound(writers_queries):
     assert _share(p, "load-tool") < 0.2
 
 
-@serial
 def test_a_rate_limited_phase_is_limited_by_nothing(writers_queries):
     p = writers_queries["1i@20.0q"]
     assert _limiter(p) == "none", p["limits"]
     assert p["limiter"]["evidence"][0].startswith("nothing saturated")
 
 
-@serial
 def test_the_verdict_is_in_the_text_first(sqlite_run):
     run = sqlite_run[0]
     out = subprocess.run([sys.executable, "-m", "mongoprobe", "phases", str(run)],
@@ -246,7 +243,6 @@ def starved_tool(sqlite_run):
     return sqlite_run[1]
 
 
-@serial
 def test_a_starved_load_tool_is_the_limit(starved_tool):
     p = starved_tool["3i.0q"]
     assert _limiter(p) == "load-tool", p["limits"]
@@ -288,14 +284,12 @@ def shaped_path(sqlite_run):
     return sqlite_run[1]
 
 
-@serial
 def test_a_shaped_path_is_the_network(shaped_path):
     p = shaped_path["4i.0q"]
     assert _limiter(p) == "network", p["limits"]
     assert any("send queues" in e for e in p["limiter"]["evidence"]), p["limiter"]
 
 
-@serial
 def test_the_report_opens_with_the_verdict(sqlite_run, tmp_path):
     import re
     run = sqlite_run[0]
@@ -311,7 +305,6 @@ def test_the_report_opens_with_the_verdict(sqlite_run, tmp_path):
     assert links and links <= set(re.findall(r"<h2 id='([a-z]+)'", doc))
 
 
-@serial
 def test_the_evidence_is_json(writers_queries):
     for p in writers_queries.values():
         json.dumps(p["limiter"])
@@ -383,7 +376,6 @@ def pg_run(tmp_path_factory, pg_target, pg_path):
         g.rmdir()
 
 
-@serial
 def test_postgresql_backends_are_measured_as_the_servers_downstream(pg_run):
     run, ph = pg_run
     from mongoprobe.run import treestat
@@ -399,7 +391,6 @@ def test_postgresql_backends_are_measured_as_the_servers_downstream(pg_run):
         assert "requests waited on another process" in split["evidence"][0]
 
 
-@serial
 def test_postgresql_many_writers_are_cpu_bound_not_locked(pg_run):
     """On SQLite six writers queue on one database file's lock. PostgreSQL locks rows
     and transactions, and six inserts of new documents take none another one holds
@@ -414,28 +405,24 @@ def test_postgresql_many_writers_are_cpu_bound_not_locked(pg_run):
     assert _share(p, "server-lock") < p["limiter"]["share"] / 2, p["limits"]
 
 
-@serial
 def test_postgresql_a_query_heavy_phase_is_cpu_bound(pg_run):
     p = pg_run[1]["0i.4q"]
     assert _limiter(p) == "server-cpu", p["limits"]
     assert _share(p, "load-tool") < 0.2
 
 
-@serial
 def test_postgresql_a_rate_limited_phase_is_limited_by_nothing(pg_run):
     p = pg_run[1]["1i@10.0q"]
     assert _limiter(p) == "none", p["limits"]
     assert p["limiter"]["evidence"][0].startswith("nothing saturated")
 
 
-@serial
 def test_postgresql_a_shaped_path_is_the_network(pg_run):
     p = pg_run[1]["4i.0q"]
     assert _limiter(p) == "network", p["limits"]
     assert any("send queues" in e for e in p["limiter"]["evidence"]), p["limiter"]
 
 
-@serial
 def test_postgresql_a_starved_load_tool_is_the_limit(pg_run):
     p = pg_run[1]["3i.0q"]
     assert _limiter(p) == "load-tool", p["limits"]
