@@ -455,16 +455,24 @@ static __always_inline int mw_tls_return(void *ctx, u64 key, s64 n, int ok)
     return mw_tls_frame(ctx, &a, 0);
 }
 
-int mw_rx_frame_tls(struct pt_regs *ctx)
+/* what the return program left for its tail call, to frame from its start */
+static __always_inline struct mw_args *mw_tls_first_args(void)
 {
     u32 zero = 0;
     struct mw_args *a = tls_first.lookup(&zero);
+    if (a) {
+        a->off = 0;
+        a->iter = 0;
+    }
+    return a;
+}
+
+int mw_rx_frame_tls(struct pt_regs *ctx)
+{
+    struct mw_args *a = mw_tls_first_args();
     if (!a)
         return 0;
-    u32 fd = a->fd;
-    struct mw_conn *c = mw_conn_of(fd);
-    a->off = 0;
-    a->iter = 0;
+    struct mw_conn *c = mw_conn_of(a->fd);
     mw_rx_first(a, c);
     if (!mw_rx_step(a, c))
         mw_tls_more(ctx, a, 0);
@@ -473,16 +481,10 @@ int mw_rx_frame_tls(struct pt_regs *ctx)
 
 int mw_tx_frame_tls(struct pt_regs *ctx)
 {
-    u32 zero = 0;
-    struct mw_args *a = tls_first.lookup(&zero);
-    if (!a)
-        return 0;
-    u32 fd = a->fd;
-    struct mw_conn *c = mw_conn_of(fd);
+    struct mw_args *a = mw_tls_first_args();
+    struct mw_conn *c = a ? mw_conn_of(a->fd) : 0;
     if (!c)
         return 0;
-    a->off = 0;
-    a->iter = 0;
     mw_tx_first(ctx, a, c);
     if (!mw_tx_step(ctx, a, c))
         mw_tls_more(ctx, a, 1);
