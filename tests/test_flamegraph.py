@@ -162,6 +162,10 @@ class _Run:
     def file(self, key: str):
         return PROFILE_BT if key == "profile" else None
 
+    def stack_table(self, which: str):
+        from mongoprobe.model.stack_samples import load
+        return load(self.file(which), bucket=None)
+
 
 def test_run_category_shares_and_flamegraphs(inferno, tmp_path) -> None:
     run = _Run(tmp_path)

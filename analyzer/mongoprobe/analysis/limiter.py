@@ -501,8 +501,17 @@ def figures(run, table) -> list[Figures]:
     return out
 
 
-def verdicts(run, table) -> list[Verdict]:
-    return [decide(f) for f in figures(run, table)]
+class Verdicts(list):
+    """The phases' verdicts, as the phase table keeps them (``attrs["verdicts"]``).
+    pandas deep-copies a table's attrs at every operation on it; these are made once
+    and only read, so a copy is the same list (a report spent a second copying them)."""
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+def verdicts(run, table) -> Verdicts:
+    return Verdicts(decide(f) for f in figures(run, table))
 
 
 def _admin():

@@ -9,16 +9,13 @@ from pathlib import Path
 from mongoprobe.analysis.cpu_categories import category_table
 from mongoprobe.model.clock import Clock
 from mongoprobe.model.phase import phases_from
-from mongoprobe.model.stack_samples import folded, load, slice_phase
+from mongoprobe.model.stack_samples import folded, slice_phase
 
 def run_stacks(run, which: str = "profile", bucket: float | None = 1.0):
     """The table of a run's profile (``profile.bt.txt``; ``offcpu`` for off-CPU), with
     ``time`` moved to wall-clock epoch seconds by the probe's ``# clock`` line and the
     run's clock offset, so phases (wall clock) slice it."""
-    p = run.file(which)
-    if p is None:
-        raise LookupError(f"{run.path}: no {which} output in this run")
-    df = load(p, bucket=None)
+    df = run.stack_table(which)
     clock = df.attrs.get("meta", {}).get("clock")
     if clock:
         # the probe's "# clock monotonic_ns=M elapsed_ns=E" pair maps bpftrace's

@@ -335,6 +335,9 @@ class _Reader:
         for n, raw in enumerate(lines, 1):
             line = raw.rstrip("\r\n")
             if entry is not None:
+                if line[:1] == " ":     # a frame (most lines): no end or new entry
+                    entry.append(line)
+                    continue
                 m = _END.match(line)
                 if not m:
                     m = _END_EMPTY.match(line)

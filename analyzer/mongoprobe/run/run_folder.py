@@ -133,6 +133,7 @@ class Run:
             raise FileNotFoundError(f"{mpath}: no manifest (not a mongoprobe run directory)")
         except ValueError as e:
             raise ValueError(f"{mpath}: not JSON: {e}")
+        self._stack_tables: dict = {}
 
     def __repr__(self) -> str:
         return f"Run({str(self.path)!r}, status={self.manifest.get('status')!r})"
@@ -153,6 +154,19 @@ class Run:
 
     def file(self, key: str) -> Path | None:
         return self.files.get(key)
+
+    def stack_table(self, which: str):
+        """The stack-sample table of the run's ``which`` output (profile, offcpu) at full
+        time resolution (``stack_samples.load(path, bucket=None)``), a copy for each
+        caller: parsed once per Run (a busy run's off-CPU print is tens of MB, read by
+        the losses and the verdict). LookupError without that output."""
+        from mongoprobe.model.stack_samples import load
+        if which not in self._stack_tables:
+            p = self.file(which)
+            if p is None:
+                raise LookupError(f"{self.path}: no {which} output in this run")
+            self._stack_tables[which] = load(p, bucket=None)
+        return self._stack_tables[which].copy()     # (attrs deep-copied with it)
 
     @functools.cached_property
     def clock(self) -> Clock:
@@ -356,7 +370,6 @@ class Run:
         or offcpu.bt's @offcpu_us_total, in the unit of the values folded; None
         without one: an offcpu.bt that counted only switches), what was folded, and
         the stacks bpftrace printed empty or could not look up (its stderr, ``NAME.err``)."""
-        from mongoprobe.model import stack_samples as stacks
         from mongoprobe.formats.bpftrace_stacks import lookup_failures
         from mongoprobe.formats.errors import FormatError
 
@@ -366,7 +379,7 @@ class Run:
             if p is None:
                 continue
             try:
-                df = stacks.load(p, bucket=None)
+                df = self.stack_table(which)
             except FormatError as e:    # e.g. cut by a killed collector: nothing folded
                 out[which] = {"samples": None, "folded": None, "empty": 0,
                               "lookup_failed": 0, "unit": None, "unreadable": str(e)}
