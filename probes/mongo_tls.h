@@ -135,9 +135,6 @@ BPF_F_TABLE("lru_hash", u64, u32, tls_conn_fd, MW_CONNS, 0);
 BPF_PROG_ARRAY(mw_jmp_tls, 4);
 #define MW_JMP_RX1 2
 #define MW_JMP_TX1 3
-/* the return programs hand the first-message programs their arguments here: a
- * tail call stays on its CPU, within one program run */
-BPF_PERCPU_ARRAY(tls_first, struct mw_args, 1);
 BPF_PERCPU_ARRAY(tls_counts, u64, T_MAX);
 /* TLS calls in flight in the target, all threads: the nested-syscall programs
  * stop at this when it is 0, so a server with a TLS library and no TLS traffic
@@ -306,21 +303,10 @@ static __always_inline void mw_tls_mark(u32 fd)
     }
 }
 
-/* mw_frame of mongo_wire.h, through mw_jmp_tls */
+/* mw_frame of mongo_wire.h, through mw_jmp_tls: the call's arguments go to the
+ * thread's inflight entry (no syscall is in flight in it: a uprobe program may be
+ * preempted, so a per-CPU slot could be another thread's by the tail call) */
 static __always_inline int mw_tls_frame(void *ctx, struct mw_args *a, int tx)
-{
-    u32 zero = 0;
-    struct mw_args *f = tls_first.lookup(&zero);
-    if (!f)
-        return 0;
-    __builtin_memcpy(f, a, sizeof(*f));
-    mw_jmp_tls.call(ctx, tx ? MW_JMP_TX1 : MW_JMP_RX1);
-    /* the tail call failed (only before the tools fill mw_jmp_tls) */
-    return 0;
-}
-
-/* the rest of the call's messages, after its first */
-static __always_inline int mw_tls_more(void *ctx, struct mw_args *a, int tx)
 {
     struct mw_args *m = mw_args_of_task(1);
     if (!m) {
@@ -329,7 +315,8 @@ static __always_inline int mw_tls_more(void *ctx, struct mw_args *a, int tx)
     }
     __builtin_memcpy(m, a, sizeof(*m));
     m->live = 0;                /* not a syscall in flight */
-    mw_jmp_tls.call(ctx, tx ? MW_JMP_TX : MW_JMP_RX);
+    mw_jmp_tls.call(ctx, tx ? MW_JMP_TX1 : MW_JMP_RX1);
+    /* the tail call failed (only before the tools fill mw_jmp_tls) */
     return 0;
 }
 
@@ -458,8 +445,7 @@ static __always_inline int mw_tls_return(void *ctx, u64 key, s64 n, int ok)
 /* what the return program left for its tail call, to frame from its start */
 static __always_inline struct mw_args *mw_tls_first_args(void)
 {
-    u32 zero = 0;
-    struct mw_args *a = tls_first.lookup(&zero);
+    struct mw_args *a = mw_args_of_task(0);
     if (a) {
         a->off = 0;
         a->iter = 0;
@@ -475,7 +461,7 @@ int mw_rx_frame_tls(struct pt_regs *ctx)
     struct mw_conn *c = mw_conn_of(a->fd);
     mw_rx_first(a, c);
     if (!mw_rx_step(a, c))
-        mw_tls_more(ctx, a, 0);
+        mw_jmp_tls.call(ctx, MW_JMP_RX);   /* the rest of its messages, in the entry */
     return 0;
 }
 
@@ -487,7 +473,7 @@ int mw_tx_frame_tls(struct pt_regs *ctx)
         return 0;
     mw_tx_first(ctx, a, c);
     if (!mw_tx_step(ctx, a, c))
-        mw_tls_more(ctx, a, 1);
+        mw_jmp_tls.call(ctx, MW_JMP_TX);
     return 0;
 }
 

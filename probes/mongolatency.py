@@ -531,13 +531,21 @@ def event_dict(ev, clock, pid):
 
 
 class Events(object):
-    """Per-request events from the ring buffer (or perf buffer)."""
+    """Per-request events from the ring buffer (or perf buffer), in order.
+
+    A memory-BIO TLS connection is tied to its socket by the send that follows
+    the reply's SSL_write, after the reply's event: an event whose connection is
+    not tied yet waits, with those after it, until it is or TIE_WAIT_S has gone
+    by (a server slow to send its ciphertext), so that its line names the fd."""
+
+    TIE_WAIT_S = 1.0
 
     def __init__(self, b, ringbuf, callback):
         self.b = b
         self.ringbuf = ringbuf
         self.lost = 0
         self.callback = callback
+        self.held = []          # (deadline, copy of the event, size), oldest first
 
         self.compressed = CompressedNames()
 
@@ -546,6 +554,10 @@ class Events(object):
                 self.compressed.record(data)
                 return
             data, _keep = self.compressed.name(data, size)
+            if self.held or untied(as_event(data).fd):
+                copy = ct.create_string_buffer(ct.string_at(data, size), size)
+                self.held.append((time.monotonic() + self.TIE_WAIT_S, copy, size))
+                return
             self.callback(data, size)
 
         def lost(n):
@@ -564,12 +576,26 @@ class Events(object):
             self.b.ring_buffer_consume()
         else:
             self.b.perf_buffer_poll(timeout_ms)
+        self.release()
 
-    def drain(self):
+    def drain(self, final=True):
+        """Take what the buffer holds; final: the trace ends, nothing is held back."""
         if self.ringbuf:
             self.b.ring_buffer_consume()
         else:
             self.b.perf_buffer_poll(0)
+        self.release(everything=final)
+
+    def release(self, everything=False):
+        """Hand on the held events, oldest first, while the first is tied, its wait
+        is over, or (the trace ending) everything goes."""
+        now = time.monotonic()
+        while self.held:
+            deadline, copy, size = self.held[0]
+            if not everything and now < deadline and untied(as_event(copy).fd):
+                break
+            self.held.pop(0)
+            self.callback(ct.addressof(copy), size)
 
 
 def as_event(data):
@@ -605,6 +631,12 @@ class SslFds(object):
 
 
 SSL_FDS = SslFds()
+
+
+def untied(raw):
+    """A memory-BIO connection's key whose socket is not known yet."""
+    raw = int(raw)
+    return bool(raw & MW_TLS_FD and raw & MW_TLS_SSL) and SSL_FDS.fd(raw) is None
 
 
 def conn_id(raw):
@@ -1235,7 +1267,7 @@ def main(argv=None):
 
     def report(final):
         if ev_reader:
-            ev_reader.drain()
+            ev_reader.drain(final)
             evfile.flush()
         cur = poll_slices(final)
         lost_ev = ev_reader.lost if ev_reader else 0
