@@ -342,9 +342,11 @@ def program_labels(ids: set[int]) -> dict[int, tuple[str, list[str]]]:
                 f"{a.get('fd_type')} {Path(a['filename']).name}+{a.get('offset', 0):#x}")
         elif a.get("func"):
             points.setdefault(pid, []).append(f"{a.get('fd_type')} {a['func']}")
-    return {i: (braced(sorted(set(points[i]))) if i in points else name,
-                sorted(set(points.get(i, []))))
-            for i, name in names.items()}
+    out = {}
+    for i, name in names.items():
+        where = sorted(set(points.get(i, [])))
+        out[i] = (braced(where) if where else name, where)
+    return out
 
 
 def braced(names: list[str]) -> str:

@@ -39,9 +39,10 @@
  * framed at entry: MW_REGS). One program serves every syscall of a role (all
  * receives; write and sendto; writev and sendmsg): the tools attach it to each
  * (SHARED_PROGRAMS), so the decoder is compiled and verified once per role.
- * One program decodes the continuation and the first header of a syscall; the 2nd..8th headers are decoded by mw_rx_more/mw_tx_more, chained
- * by tail calls through mw_jmp (the tools load them and fill mw_jmp): a
- * bounded loop of 8 full decodes is more than the verifier will explore.
+ * One program decodes the continuation and the first header of a syscall;
+ * the 2nd..8th headers are decoded by mw_rx_more/mw_tx_more, chained by tail
+ * calls through mw_jmp (the tools load them and fill mw_jmp): a bounded loop
+ * of 8 full decodes is more than the verifier will explore.
  *
  * Switches (set by the tools):
  *   MW_TARGET_PID   tgid to trace (required; filtered in the kernel)
@@ -1608,7 +1609,7 @@ int mw_tx_more(void *ctx)
  * syscalls that share its role (the tracepoints' records have the same layout:
  * the exits' ret, the first three arguments of write and sendto), so the
  * decoder is compiled and verified once per role, not once per syscall (a bcc
- * start took three times as long). the tools list them (SHARED_PROGRAMS):
+ * start took twice as long). The tools list them (SHARED_PROGRAMS):
  *   sys_exit_read    also readv, recvfrom, recvmsg (the number says which)
  *   sys_enter_write  also sendto
  *   sys_exit_write   also sendto

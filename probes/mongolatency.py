@@ -178,7 +178,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 WIRE_H = os.path.join(HERE, "mongo_wire.h")
 TLS_H = os.path.join(HERE, "mongo_tls.h")
-# mongo_wire.h's programs that serve several syscalls (its MW_SHARED comment):
+# mongo_wire.h's programs that serve several syscalls (its "One program per
+# decoding role" comment):
 # attached by load() to the tracepoints beside their own
 SHARED_PROGRAMS = {"sys_exit_read": ("sys_exit_readv", "sys_exit_recvfrom", "sys_exit_recvmsg"),
                    "sys_enter_write": ("sys_enter_sendto",),
@@ -554,7 +555,7 @@ class Events(object):
                 self.compressed.record(data)
                 return
             data, _keep = self.compressed.name(data, size)
-            if self.held or untied(as_event(data).fd):
+            if self.held or untied(data):
                 copy = ct.create_string_buffer(ct.string_at(data, size), size)
                 self.held.append((time.monotonic() + self.TIE_WAIT_S, copy, size))
                 return
@@ -592,7 +593,7 @@ class Events(object):
         now = time.monotonic()
         while self.held:
             deadline, copy, size = self.held[0]
-            if not everything and now < deadline and untied(as_event(copy).fd):
+            if not everything and now < deadline and untied(copy):
                 break
             self.held.pop(0)
             self.callback(ct.addressof(copy), size)
@@ -633,9 +634,12 @@ class SslFds(object):
 SSL_FDS = SslFds()
 
 
-def untied(raw):
-    """A memory-BIO connection's key whose socket is not known yet."""
-    raw = int(raw)
+def untied(data):
+    """An event (data) of a memory-BIO connection whose socket is not known yet
+    (without memory-BIO decoding, none: the event is not even looked at)."""
+    if SSL_FDS.table is None:
+        return False
+    raw = int(as_event(data).fd)
     return bool(raw & MW_TLS_FD and raw & MW_TLS_SSL) and SSL_FDS.fd(raw) is None
 
 
