@@ -5,6 +5,10 @@ What the probe prints, one JSON object per line (bpftrace's JSON mode)::
 
     {"type": "printf", "data": "# clock monotonic_ns=N elapsed_ns=N\\n"}
     {"type": "printf", "data": "@slice 7661\\n"}            a second is over; its maps:
+    {"type": "map",   "data": {"@mark1": {"7658": 1, "7661": 1}}}  the seconds whose
+                   print of this set began and whose clears have not run: itself, and
+                   one cut at SIGINT (7658: its counts are still in the set, and come
+                   off this print once)
     {"type": "map",   "data": {"@lat_hist1": {"W0,W1,W2,OP,BUCKET": P, ...}}}
                    histogram: P = (the latencies' sum << 20) + their count (PACK)
     {"type": "map",   "data": {"@lat_max1": {"CPU,W0,W1,W2,OP": MAX_NS}}}
@@ -95,6 +99,9 @@ OLD_NAMES = {"@c": "@conn", "@full_s": "@full_slots", "@full_c": "@full_conns"}
 # a histogram bucket's value: (sum of latencies << PACK_BITS) + count, as the probe
 # adds it up (mongo_wire.bt.in, ACCOUNT)
 PACK_BITS = 20
+# per-second maps whose values add up (a stale second's counts come off them: _net)
+SUMMED = ("lat_hist", "noreply_cmd", "failed", "conn_hist")
+KEEP_PRINTED_S = 30     # s a second's counted maps are kept for that
 _SUM_MOD = 1 << (64 - PACK_BITS)
 
 
@@ -134,6 +141,13 @@ class BpftraceLatency:
         self._cur: Slice | None = None
         self._printed: set[int] = set()      # seconds whose @slice line was read
         self._late: dict[int, Slice] = {}    # map set -> its maps printed at exit
+        self._late_prints: list[tuple] = []  # (set, name, kind, value) printed at exit
+        # the second being printed (a tick's or END's): its number, the maps it printed,
+        # and the earlier seconds whose counts its set still holds (its @mark)
+        self._cur_sec: int | None = None
+        self._batch_maps: set[str] = set()
+        self._stale: list[int] = []
+        self._net_printed: dict[tuple[str, int], dict] = {}  # (map, second) -> counted
         self._names: dict[str, tuple[str, str]] = {}   # "W0,W1,W2,OP" -> (command, op)
         self._zbody: dict[str, bytes] = {}   # "TS,TID" -> a compressed request's bytes
         self.ties: dict[int, int] = {}       # memory-BIO key -> its socket's fd
@@ -163,6 +177,13 @@ class BpftraceLatency:
         """The slice being read, if any (a probe cut before ``@end``), and those
         printed at exit."""
         done = self._finish()
+        stale = {view: [int(k) for k in value] for view, _, kind, value in self._late_prints
+                 if kind == "mark"}
+        for view, name, kind, value in self._late_prints:
+            cur = self._late_slice(view)
+            if cur is not None and kind != "mark":   # (None: printed already)
+                self._apply(cur, kind, self._net(name, kind, value, stale.get(view, [])))
+        self._late_prints = []
         for view in sorted(self._late):
             self._cur = self._late[view]
             done += self._finish()      # (None: nothing)
@@ -174,7 +195,10 @@ class BpftraceLatency:
             done = self._finish()
             sec = int(text.split()[1])
             self._printed.add(sec)
-            self._cur = Slice(sec * SLICE_NS, SLICE_NS)
+            self._cur, self._cur_sec = Slice(sec * SLICE_NS, SLICE_NS), sec
+            self._batch_maps, self._stale = set(), []
+            for key in [k for k in self._net_printed if k[1] < sec - KEEP_PRINTED_S]:
+                del self._net_printed[key]
             return done
         if text.startswith("@end"):
             done = self._finish()
@@ -212,17 +236,50 @@ class BpftraceLatency:
         if not view.isdigit():
             return
         kind = OLD_KINDS.get(kind, kind)
-        if self.ended and self._cur is None and self._late_slice(int(view)) is None:
-            return        # printed already: bpftrace's exit print of an uncleared map
+        view = int(view)
+        if self._cur is not None and view == self._cur_sec % 3 and name not in self._batch_maps:
+            self._batch_maps.add(name)
+            if kind == "mark":
+                self._stale = [int(k) for k in value if int(k) != self._cur_sec]
+                return
+            value = self._net(name, kind, value, self._stale)
+            if kind in SUMMED or kind == "events":
+                self._net_printed[name, self._cur_sec] = value
+            self._apply(self._cur, kind, value)
+        elif self._cur is not None or self.ended:
+            # bpftrace's print of every map at its exit (after @end, or after a print
+            # cut short: another set's maps, or one printed again): read at the end,
+            # into the second its set was not printed for, if any
+            self._late_prints.append((view, name, kind, value))
+        elif kind in ("events", "zbody"):
+            self._apply(None, kind, value)
+
+    def _net(self, name: str, kind: str, value: dict, stale: list[int]) -> dict:
+        """A print of a map less what the ``stale`` seconds' prints of it counted: their
+        clears never ran (bpftrace dropped them at SIGINT), so the set still holds
+        them. Summed values less theirs (a bucket's packed count and sum alike),
+        their events left out; a maximum stays (it cannot be taken apart)."""
+        for sec in stale:
+            before = self._net_printed.get((name, sec))
+            if not before:
+                continue        # (its print was cut before this map: counted here)
+            if kind == "events":
+                value = {k: v for k, v in value.items() if k not in before}
+            elif kind in SUMMED:
+                low = (1 << PACK_BITS) - 1 if kind in ("lat_hist", "conn_hist") else -1
+                value = {k: int(v) - int(before.get(k, 0)) for k, v in value.items()
+                         if (int(v) & low) != (int(before.get(k, 0)) & low)}
+        return value
+
+    def _apply(self, cur: Slice | None, kind: str, value: dict) -> None:
+        """One per-second map's entries into ``cur`` (events and compressed bodies
+        into the run's: ``cur`` may be None for them)."""
         if kind == "events":
             self._events(value)
             return
         if kind == "zbody":
             self._zbody.update((k, _buf_bytes(v)) for k, v in value.items())
             return
-        if self._cur is None and not self.ended:
-            return
-        cur = self._cur if self._cur is not None else self._late_slice(int(view))
         if kind in ("lat_hist", "lat_max", "h", "s", "m", "noreply_cmd", "failed"):
             self._command_map(cur, kind, value)
             return
