@@ -23,6 +23,7 @@ import pytest
 
 from mongoprobe.model import loglinear_buckets as loglinear
 from mongoprobe.run import tracer as mp_probes
+from mongoprobe.run.child import CATCH_UP_MAX, polling
 
 TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
@@ -210,13 +211,24 @@ class Probe:
             time.sleep(0.05)
 
     def stop(self) -> list[str]:
-        """SIGINT, as Ctrl-C (dtrace: SIGTERM); all its stdout lines once it has exited."""
+        """SIGINT, as Ctrl-C (dtrace: SIGTERM), once a probe printing seconds has printed
+        those over (as mongoprobe's own stop does: run.tracer.SlicePrinting); all its
+        stdout lines once it has exited."""
+        progress = mp_probes.slice_progress(self.argv)
+        catch_up = time.monotonic() + CATCH_UP_MAX
+        while progress is not None and self.proc.poll() is None and time.monotonic() < catch_up:
+            for line in self.lines:
+                progress.seen(line)
+            if progress.caught_up():
+                break
+            time.sleep(0.05)
         deadline = time.monotonic() + STOP_TIMEOUT
         asked = False
         while self.proc.poll() is None and time.monotonic() < deadline:
-            # SIGINT asked again every 5 s: bpftrace 0.17 has been seen to miss one and
-            # trace on (mongoprobe's own Probe does the same); dtrace's SIGTERM once
-            if not asked or self.stop_signal == signal.SIGINT:
+            # SIGINT asked again every 5 s while it still polls: bpftrace 0.17 has been
+            # seen to miss one and trace on, and a second SIGINT while it prints kills it
+            # (mongoprobe's own stop does the same); dtrace's SIGTERM once
+            if not asked or (self.stop_signal == signal.SIGINT and polling(self.proc.pid)):
                 self.proc.send_signal(self.stop_signal)
                 asked = True
             try:

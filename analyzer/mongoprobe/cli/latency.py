@@ -90,7 +90,7 @@ def _started(probe, args: argparse.Namespace, sizing: str | None = None,
     tls_lines: what was said about TLS (WireProbe.tls_lines), else bcc's stderr."""
     from mongoprobe.run import tracer as probes, wire_probe
     probes.Stopper(probe.interrupt, lambda: probe.proc.poll() is None, args.duration, args.pid,
-                   child=probe.proc.pid)
+                   child=probe.proc.pid, first=probe.ask_to_end)
     if tls_lines is None:       # the TLS library hooked (bcc), or why none was
         tls_lines = wire_probe.said_about_tls(probe.stderr_lines)
     for line in tls_lines:

@@ -6,8 +6,10 @@ then stops its children in order (each with the signal that makes it print what 
 has). Its stdout goes to a file, flushed line by line, or is kept for ``lines()``; its
 stderr is kept (whole, or its first and last lines when it also goes to a file) for the
 error it names. It is ready when a line of either stream matches ``ready`` (None: its
-first stdout line). ``stop`` sends the stop signal (again, if asked for, while the child
-still polls for events: ``polling``), waits, then SIGTERM and SIGKILL, and reaps it.
+first stdout line). ``stop`` waits, if given a ``progress``, until the child's output
+has caught up (at most ``CATCH_UP_MAX`` s), sends the stop signal (again, if asked for,
+while the child still polls for events: ``polling``), waits, then SIGTERM and SIGKILL,
+and reaps it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import IO, Iterator
 ERR_HEAD, ERR_TAIL = 50, 20     # stderr lines kept when it goes to a file as well
 KILL_WAIT = 5.0                 # s given to SIGTERM, then to SIGKILL
 ASK_AGAIN = 2.0                 # s between asks while a stopped tracer still polls
+CATCH_UP_MAX = 5.0              # s a stop waits for a child's output to catch up
 
 # Where a tracer's main thread sleeps between polls of its buffers (the kernel function
 # /proc/PID/wchan names, without a ".constprop.0"-like suffix): epoll (bpftrace,
@@ -56,13 +59,17 @@ class Child:
 
     def __init__(self, argv: list[str], env: dict, ready: re.Pattern | None,
                  stdout: IO | None = None, stderr: IO | None = None,
-                 stop_signal: int = signal.SIGINT, ask_again: float | None = None):
+                 stop_signal: int = signal.SIGINT, ask_again: float | None = None,
+                 progress=None):
         """``stdout``/``stderr``: files to write to (and close at the end); without
         ``stdout`` the lines are kept for ``lines()``. ``ask_again``: s between asks
         while a stopped child still polls (``stop``), None to ask once (DTrace takes a
-        second SIGTERM as "quit now, print nothing")."""
+        second SIGTERM as "quit now, print nothing"). ``progress``: sees every stdout
+        line (``seen(line)``) and says when the output has caught up (``caught_up()``),
+        as ``run.tracer.SlicePrinting`` does."""
         self.argv, self.stop_signal, self._ready_re = argv, stop_signal, ready
         self.ask_again = ask_again
+        self.progress = progress
         self._stdout, self._stderr = stdout, stderr
         self.stderr_lines: list[str] = []       # all of them, or the first ERR_HEAD
         self._err_tail: list[str] = []          # the last ERR_TAIL, with a file
@@ -90,6 +97,8 @@ class Child:
         try:
             for line in self.proc.stdout:
                 self._seen(line, True)
+                if self.progress is not None:
+                    self.progress.seen(line)
                 if self._stdout is not None:
                     self._stdout.write(line)
                     self._stdout.flush()
@@ -164,12 +173,19 @@ class Child:
         """Ask it to print what it has and exit."""
         self.signal(self.stop_signal)
 
+    def ask_to_end(self) -> None:
+        """The first ask to end (``interrupt``), once the output has caught up (with a
+        ``progress``)."""
+        if self.progress is not None:
+            self.wait_caught_up()
+        self.interrupt()
+
     def stop(self, timeout: float) -> bool:
         """Ask it to end (the stop signal), wait ``timeout`` s, then SIGTERM and SIGKILL;
         reaped. True when it had to be killed (its output may be cut)."""
         if self.proc.poll() is not None:
             return False
-        self.interrupt()
+        self.ask_to_end()
         end = time.monotonic() + timeout
         while True:
             try:
@@ -186,6 +202,16 @@ class Child:
             # never while it prints (a second SIGINT then kills it).
             if self.ask_again and polling(self.pid):
                 self.interrupt()
+
+    def wait_caught_up(self, limit: float = CATCH_UP_MAX) -> bool:
+        """Until ``progress`` says the output has caught up, at most ``limit`` s (or the
+        child exits): whether it did."""
+        end = time.monotonic() + limit
+        while not self.progress.caught_up():
+            if self.proc.poll() is not None or time.monotonic() >= end:
+                return False
+            time.sleep(0.05)
+        return True
 
     def kill(self) -> None:
         """SIGTERM, then SIGKILL, KILL_WAIT s each; reaped (unless even SIGKILL could

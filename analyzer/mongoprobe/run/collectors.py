@@ -266,10 +266,17 @@ class Collector:
         self.info["stderr"] = err_name
 
         self.info["started"] = _now()
+        bpftrace = spec.kind == "probe" and spec.engine == "bpftrace"
         self.child = Child(argv, {**spec.env_default,
                                   **(spec.env_sized(ctx) if spec.env_sized else {}),
                                   **os.environ, **spec.env},
-                           spec.ready, stdout=out, stderr=err)
+                           spec.ready, stdout=out, stderr=err,
+                           # bpftrace 0.17 misses a SIGINT that lands between two polls
+                           # (a probe that prints nothing until its end, such as
+                           # profile.bt, then traces on until it is killed, its output
+                           # cut): asked again while it still polls, as the runner does
+                           ask_again=_probes.ASK_AGAIN if bpftrace else None,
+                           progress=_probes.slice_progress(argv) if bpftrace else None)
         self.info["pid"] = self.child.pid
         state = self.child.wait_ready(spec.attach_timeout)
         if state == "exited":

@@ -9,6 +9,7 @@ them with SIGINT (dtrace: SIGTERM) so they print what they have.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 import shutil
@@ -118,6 +119,49 @@ def human_bytes(n: int) -> str:
         if n >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n} B"
+
+
+class SlicePrinting:
+    """How far a mongo_latency*.bt output has got, for ``Child.stop``: its interval tick
+    hands second N over at N + 1.25 s (CLOCK_MONOTONIC, as time.monotonic), but
+    bpftrace runs the print() and clear() later, in its own process. Stopped while that
+    process is behind (2 s on a loaded machine), bpftrace drops the events it has not
+    run at SIGINT: a second's clears lost, END prints that map set again as a later
+    second (its counts twice), or a second's counts go missing (both seen on 0.17 and
+    0.23). So a stop first waits until every second handed over ``HANDED_OVER`` s ago
+    is printed."""
+
+    LINE = re.compile(r"@slice (\d+)|# clock monotonic_ns=(\d+)")
+    HANDED_OVER = 1.45      # 1.25 s, and two 100 ms ticks late
+
+    def __init__(self) -> None:
+        self.begin: int | None = None    # the second of its BEGIN (its first slice)
+        self.last: int | None = None     # the last second printed
+
+    def seen(self, line: str) -> None:
+        head = line[:80]        # (an events map's line is long: only its head is read)
+        if "@slice " not in head and "# clock " not in head:
+            return
+        m = self.LINE.search(head)
+        if m and m[1]:
+            self.last = int(m[1])
+        elif m:
+            self.begin = int(m[2]) // 1_000_000_000
+
+    def caught_up(self, now: float | None = None) -> bool:
+        due = math.floor((time.monotonic() if now is None else now) - self.HANDED_OVER)
+        if self.begin is None or due < self.begin:
+            return True         # not traced yet, or no second over since
+        return self.last is not None and self.last >= due
+
+
+def slice_progress(argv: list[str]) -> SlicePrinting | None:
+    """A ``SlicePrinting`` for a bpftrace command line that runs a probe printing
+    seconds (mongo_latency.bt, mongo_latency_tls.bt), else None."""
+    return SlicePrinting() if any(Path(a).name in SLICE_SCRIPTS for a in argv) else None
+
+
+SLICE_SCRIPTS = frozenset({"mongo_latency.bt", "mongo_latency_tls.bt"})
 
 
 class ProbeError(RuntimeError):
@@ -470,13 +514,14 @@ class Probe(Child):
 
     def __init__(self, argv: list[str], ready: str, env: dict | None = None,
                  attach_timeout: float = 120.0, stop_signal: int = signal.SIGINT,
-                 engine: str | None = None):
+                 engine: str | None = None, progress=None):
         self.engine = engine        # bpftrace | bcc | dtrace: named in its errors
         self.name = next((Path(a).name for a in argv if a.endswith((".bt", ".py", ".d"))),
                          argv[0])
         super().__init__(argv, {**os.environ, **(env or {})}, re.compile(re.escape(ready)),
                          stop_signal=stop_signal,
-                         ask_again=ASK_AGAIN if engine == "bpftrace" else None)
+                         ask_again=ASK_AGAIN if engine == "bpftrace" else None,
+                         progress=progress)
         state = self.wait_ready(attach_timeout, poll=0.1)
         if state == "exited":
             # (the script's path as the checkout names it: probes/NAME.bt:LINE)
@@ -507,8 +552,9 @@ class Stopper:
     """
 
     def __init__(self, stop, alive, duration: float | None, pid: int, again: float = ASK_AGAIN,
-                 child: int | None = None):
+                 child: int | None = None, first=None):
         self.stop, self.alive, self.duration, self.pid = stop, alive, duration, pid
+        self.first = first or stop  # the first ask (Child.ask_to_end: once caught up)
         self.again = again          # s between asks while the child has not exited
         self.child = child          # its pid: asked again only while it polls
         self.reason: str | None = None
@@ -524,7 +570,7 @@ class Stopper:
                 return
             self.reason = reason
             self.fired_at = time.monotonic()
-        self.stop()
+        self.first()
 
     def _run(self) -> None:
         end = time.monotonic() + self.duration if self.duration else None
@@ -555,10 +601,9 @@ class Stopper:
 def bpftrace(script: str, *args: str | int, env: dict | None = None, **kw) -> Probe:
     """``bpftrace -f json probes/SCRIPT ARGS``, with BPFTRACE_ENV and ``env`` set."""
     path = probe_path(script)
-    return Probe([bpftrace_binary(), "-f", "json", *BPFTRACE_WIRE_OPTS, str(path),
-                  *map(str, args)],
-                 ready="Tracing MongoDB", env={**BPFTRACE_ENV, **(env or {})},
-                 engine="bpftrace", **kw)
+    argv = [bpftrace_binary(), "-f", "json", *BPFTRACE_WIRE_OPTS, str(path), *map(str, args)]
+    return Probe(argv, ready="Tracing MongoDB", env={**BPFTRACE_ENV, **(env or {})},
+                 engine="bpftrace", progress=slice_progress(argv), **kw)
 
 
 def bcc(tool: str, *args: str | int, **kw) -> Probe:
