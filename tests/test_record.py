@@ -103,7 +103,7 @@ def test_a_collector_killed_mid_run_is_recorded_and_the_run_completes(recorded):
     assert list(recorded.run.phases["name"]) == NAMES
     # ... and the phase table says so, with when it died
     lost = recorded.run.lost
-    assert [c["name"] for c in lost["collectors"]] == [KILLED]
+    assert [c["name"] for c in lost["collectors"]] == [KILLED], lost["collectors"]
     assert 0 < lost["collectors"][0]["died_at"] < m["end"] - m["start"]
     r = subprocess.run([sys.executable, "-m", "mongoprobe", "phases", str(recorded.path)],
                        capture_output=True, text=True, timeout=120)

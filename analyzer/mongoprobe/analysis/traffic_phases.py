@@ -24,7 +24,8 @@ its second active although it completes in another.
 
 From the probe's per-second histograms alone (the default recording), the same rules
 run on each interval's completed requests and busy time (their summed latency: the
-seconds of server time they took), on the probe's own one-second grid (its intervals
+seconds of server time they took), a second being active too with the commands of
+requests in flight all through it (its interval's longest latency says so), on the probe's own one-second grid (its intervals
 need not start on an epoch second). A boundary inside a hand-over interval is placed
 by the time each side's requests took at its own rate: the commands only the old
 phase had, at their rate in the interval before, fill the start of it; those only the
@@ -77,15 +78,17 @@ def work(events: pd.DataFrame) -> pd.DataFrame:
 
 def per_second(lat) -> pd.DataFrame:
     """Work requests completed per epoch second and command (``second``, ``command``,
-    ``requests``, and ``busy_s``: the server time they took, seconds). From the
-    histograms, an interval's second is the one holding its middle (``grid``)."""
+    ``requests``, and ``busy_s``: the server time they took, seconds; from the
+    histograms, ``max_s`` too: the longest of them). From the histograms, an
+    interval's second is the one holding its middle (``grid``)."""
     if lat.exact:
         ps = lat.source.per_second()
         return ps[~ps["command"].isin(ADMIN_COMMANDS)].reset_index(drop=True)
     t = lat.totals[~lat.totals["command"].isin(ADMIN_COMMANDS) & (lat.totals["count"] > 0)]
     g = t.assign(second=interval_second(t)).groupby(["second", "command"], sort=True)
     return pd.DataFrame({"requests": g["count"].sum().astype("int64"),
-                         "busy_s": g["sum_ns"].sum() / 1e9}).reset_index()
+                         "busy_s": g["sum_ns"].sum() / 1e9,
+                         "max_s": g["max_ns"].max() / 1e9}).reset_index()
 
 
 def grid(totals: pd.DataFrame) -> float:
@@ -108,6 +111,21 @@ def _occupancy(w: pd.DataFrame, s0: int, n: int) -> pd.DataFrame:
             if hi > lo:
                 occ[(k, cmd)] = occ.get((k, cmd), 0.0) + hi - lo
     return pd.Series(occ, dtype="float64")
+
+
+def _in_flight_through(longest: pd.DataFrame) -> list[set]:
+    """Per second of ``longest`` (the longest request completed, seconds, by second
+    and command), the commands with a request in flight all through it: one that
+    completed in a later second j took at least j + 1 - k s. A server that stalls
+    answers nothing for seconds, yet they are not idle (rule 1)."""
+    n = len(longest)
+    out: list[set] = [set() for _ in range(n)]
+    for c in longest.columns:
+        col = longest[c].to_numpy(dtype=float)
+        for j in np.flatnonzero(col >= 2.0):
+            for k in range(max(0, math.ceil(j + 1 - col[j])), j):
+                out[k].add(c)
+    return out
 
 
 def _table(rows: list) -> pd.DataFrame:
@@ -234,12 +252,17 @@ def _infer_seconds(ps: pd.DataFrame, gap_s: float, share: float, min_s: int,
     busy = ps.pivot_table(index="second", columns="command", values="busy_s",
                           aggfunc="sum", fill_value=0.0).reindex(range(s0, s0 + n),
                                                                  fill_value=0.0)
+    through = (_in_flight_through(ps.pivot_table(
+        index="second", columns="command", values="max_s", aggfunc="max",
+        fill_value=0.0).reindex(range(s0, s0 + n), fill_value=0.0))
+        if "max_s" in ps.columns else [set()] * n)
     mixes = []
     for k in range(n):
         r, b = req.iloc[k], busy.iloc[k]
         total = float(r.sum())
         mixes.append(frozenset(c for c in req.columns
-                               if b[c] >= share or (total and r[c] >= share * total)))
+                               if b[c] >= share or (total and r[c] >= share * total))
+                     | through[k])
     runs = _runs(mixes, gap_s, min_s)
     total_by_sec = req.sum(axis=1).to_numpy(dtype=float)
 
