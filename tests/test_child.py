@@ -121,3 +121,47 @@ def test_stderr_to_a_file_keeps_its_first_and_last_lines(tmp_path) -> None:
     assert (tmp_path / "err").read_text().split() == [str(i) for i in range(n)]
     assert c.said() == [str(i) for i in range(ERR_HEAD)] + \
         [str(i) for i in range(n - ERR_TAIL, n)]
+
+
+BEHIND = """
+import math, signal, sys, time
+stop = []
+signal.signal(signal.SIGINT, lambda *_: stop.append(time.monotonic()))
+begin = int(time.monotonic()) - 3      # traced for 3 s, its seconds not printed yet
+print('{"type": "printf", "data": "# clock monotonic_ns=%d elapsed_ns=1\\\\n"}' % (begin * 10**9),
+      flush=True)
+print("Tracing", flush=True)
+time.sleep(1.0)                        # its userspace behind, as bpftrace on a busy machine
+printed, due = None, begin
+while not stop:
+    while due + 1.25 <= time.monotonic() and not stop:
+        print('{"type": "printf", "data": "@slice %d\\\\n"}' % due, flush=True)
+        time.sleep(0.05)               # a second's maps, printed
+        print('{"type": "map", "data": {"@no_reply": 0}}', flush=True)
+        printed, due = due, due + 1
+    time.sleep(0.02)
+print("stopped %d after %s" % (math.floor(stop[0] - 1.45), printed), flush=True)
+"""
+
+
+def test_a_latency_probe_is_asked_to_end_once_its_seconds_are_printed_whole() -> None:
+    # mongo_latency.bt hands each second over at 1.25 s past it, but bpftrace prints and
+    # clears it later in its own process, and drops what it has not done at SIGINT:
+    # stop waits until every second handed over is printed, its counters (after its
+    # clears) included (run.tracer.SlicePrinting)
+    from mongoprobe.run.tracer import SlicePrinting
+    c = Child([sys.executable, "-c", BEHIND], ENV, re.compile("Tracing"),
+              progress=SlicePrinting())
+    assert c.wait_ready(30) == "ready"
+    assert c.stop(60) is False
+    last = list(c.lines())[-1].split()
+    due, printed = int(last[1]), int(last[3])
+    assert printed >= due
+    p = SlicePrinting()
+    assert p.caught_up(now=1000.0)                       # not traced yet
+    p.seen('{"type": "printf", "data": "# clock monotonic_ns=98000000000 elapsed_ns=1\\n"}')
+    assert p.caught_up(now=99.4) and not p.caught_up(now=99.5)
+    p.seen('{"type": "printf", "data": "@slice 98\\n"}')
+    assert not p.caught_up(now=99.5)                     # printing: its clears to come
+    p.seen('{"type": "map", "data": {"@no_reply": 0}}')
+    assert p.caught_up(now=100.4) and not p.caught_up(now=100.5)

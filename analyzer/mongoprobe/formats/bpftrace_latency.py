@@ -5,12 +5,13 @@ What the probe prints, one JSON object per line (bpftrace's JSON mode)::
 
     {"type": "printf", "data": "# clock monotonic_ns=N elapsed_ns=N\\n"}
     {"type": "printf", "data": "@slice 7661\\n"}            a second is over; its maps:
-    {"type": "map",   "data": {"@mark1": {"7658": 1, "7661": 1}}}  the seconds whose
-                   print of this set began and whose clears have not run: itself, and
-                   one cut at SIGINT (7658: its counts are still in the set, and come
-                   off this print once)
     {"type": "map",   "data": {"@lat_hist1": {"W0,W1,W2,OP,BUCKET": P, ...}}}
-                   histogram: P = (the latencies' sum << 20) + their count (PACK)
+                   histogram: P = (the latencies' sum << 20) + their count (PACK);
+                   "0,0,7661,-1,0" is the mark of the second the print is for, and
+                   "0,0,7658,-1,0" one of a second whose print was cut at SIGINT
+                   before this map's clear (its counts are still in it: they come off
+                   this print once); @noreply_cmd1 and @failed1 have marks alike
+                   (W2 the second, OP -1), @conn_hist1 "-1,SECOND"
     {"type": "map",   "data": {"@lat_max1": {"CPU,W0,W1,W2,OP": MAX_NS}}}
     {"type": "map",   "data": {"@noreply_cmd1": {"W0,W1,W2,OP": N}}}  requests, no reply due
     {"type": "map",   "data": {"@failed1": {"W0,W1,W2,OP,CODE": N}}}  failed replies (ok: 0)
@@ -101,7 +102,9 @@ OLD_NAMES = {"@c": "@conn", "@full_s": "@full_slots", "@full_c": "@full_conns"}
 PACK_BITS = 20
 # per-second maps whose values add up (a stale second's counts come off them: _net)
 SUMMED = ("lat_hist", "noreply_cmd", "failed", "conn_hist")
-KEEP_PRINTED_S = 30     # s a second's counted maps are kept for that
+# s a second's counted maps are kept for that: a print is cut only at SIGINT, and the
+# set's next print is END's or the exit's, seconds later
+KEEP_PRINTED_S = 10
 _SUM_MOD = 1 << (64 - PACK_BITS)
 
 
@@ -113,6 +116,20 @@ def unpack(bucket: int, value: int) -> tuple[int, int]:
     n = v & ((1 << PACK_BITS) - 1)
     lo = n * wirefacts.bounds(bucket)[0]
     return n, lo + (((v >> PACK_BITS) - lo) % _SUM_MOD)
+
+
+def _marks(kind: str, value: dict) -> tuple[dict, list[int]]:
+    """A summed map's print without its mark keys, and the seconds they name (the
+    probe's PRINT_SLICE: opcode -1 with the second as W2; @conn_hist: fd -1)."""
+    if kind == "conn_hist":
+        keys = [k for k in value if k.startswith("-1,")]
+        secs = [int(k.rpartition(",")[2]) for k in keys]
+    else:
+        keys = [k for k in value if k.startswith("0,0,") and _ints(k)[3] == -1]
+        secs = [_ints(k)[2] for k in keys]
+    if not keys:
+        return value, []
+    return {k: v for k, v in value.items() if k not in set(keys)}, secs
 
 
 def _ints(key: str) -> list[int]:
@@ -142,12 +159,11 @@ class BpftraceLatency:
         self._printed: set[int] = set()      # seconds whose @slice line was read
         self._late: dict[int, Slice] = {}    # map set -> its maps printed at exit
         self._late_prints: list[tuple] = []  # (set, name, kind, value) printed at exit
-        # the second being printed (a tick's or END's): its number, the maps it printed,
-        # and the earlier seconds whose counts its set still holds (its @mark)
+        # the second being printed (a tick's or END's): its number, the maps it printed
         self._cur_sec: int | None = None
         self._batch_maps: set[str] = set()
-        self._stale: list[int] = []
-        self._net_printed: dict[tuple[str, int], dict] = {}  # (map, second) -> counted
+        self._net_printed: dict[tuple[str, int], dict | set] = {}  # (map, second) ->
+        # what its print counted (events: their keys)
         self._names: dict[str, tuple[str, str]] = {}   # "W0,W1,W2,OP" -> (command, op)
         self._zbody: dict[str, bytes] = {}   # "TS,TID" -> a compressed request's bytes
         self.ties: dict[int, int] = {}       # memory-BIO key -> its socket's fd
@@ -177,12 +193,11 @@ class BpftraceLatency:
         """The slice being read, if any (a probe cut before ``@end``), and those
         printed at exit."""
         done = self._finish()
-        stale = {view: [int(k) for k in value] for view, _, kind, value in self._late_prints
-                 if kind == "mark"}
         for view, name, kind, value in self._late_prints:
-            cur = self._late_slice(view)
-            if cur is not None and kind != "mark":   # (None: printed already)
-                self._apply(cur, kind, self._net(name, kind, value, stale.get(view, [])))
+            value = self._net(name, kind, value)
+            cur = self._late_slice(view) if value else None
+            if cur is not None:     # (None: printed already)
+                self._apply(cur, kind, value)
         self._late_prints = []
         for view in sorted(self._late):
             self._cur = self._late[view]
@@ -196,7 +211,7 @@ class BpftraceLatency:
             sec = int(text.split()[1])
             self._printed.add(sec)
             self._cur, self._cur_sec = Slice(sec * SLICE_NS, SLICE_NS), sec
-            self._batch_maps, self._stale = set(), []
+            self._batch_maps = set()
             for key in [k for k in self._net_printed if k[1] < sec - KEEP_PRINTED_S]:
                 del self._net_printed[key]
             return done
@@ -239,12 +254,11 @@ class BpftraceLatency:
         view = int(view)
         if self._cur is not None and view == self._cur_sec % 3 and name not in self._batch_maps:
             self._batch_maps.add(name)
-            if kind == "mark":
-                self._stale = [int(k) for k in value if int(k) != self._cur_sec]
-                return
-            value = self._net(name, kind, value, self._stale)
-            if kind in SUMMED or kind == "events":
+            value = self._net(name, kind, value, self._cur_sec)
+            if kind in SUMMED:
                 self._net_printed[name, self._cur_sec] = value
+            elif kind == "events":
+                self._net_printed[name, self._cur_sec] = set(value)   # (their keys)
             self._apply(self._cur, kind, value)
         elif self._cur is not None or self.ended:
             # bpftrace's print of every map at its exit (after @end, or after a print
@@ -254,21 +268,25 @@ class BpftraceLatency:
         elif kind in ("events", "zbody"):
             self._apply(None, kind, value)
 
-    def _net(self, name: str, kind: str, value: dict, stale: list[int]) -> dict:
-        """A print of a map less what the ``stale`` seconds' prints of it counted: their
-        clears never ran (bpftrace dropped them at SIGINT), so the set still holds
-        them. Summed values less theirs (a bucket's packed count and sum alike),
-        their events left out; a maximum stays (it cannot be taken apart)."""
-        for sec in stale:
-            before = self._net_printed.get((name, sec))
+    def _net(self, name: str, kind: str, value: dict, sec: int | None = None) -> dict:
+        """A print of a map (second ``sec``'s; None: the exit's) without its marks,
+        less what the prints of the earlier seconds its marks name counted: their clear
+        of it never ran (bpftrace dropped it at SIGINT), so the map still holds their
+        counts. Summed values less theirs (a bucket's packed count and sum alike);
+        events already read left out; a maximum stays (it cannot be taken apart)."""
+        if kind == "events":
+            seen = [v for (n, _), v in self._net_printed.items() if n == name]
+            return {k: v for k, v in value.items() if not any(k in s for s in seen)}
+        if kind not in SUMMED:
+            return value
+        value, marked = _marks(kind, value)
+        for old in marked:
+            before = self._net_printed.get((name, old)) if old != sec else None
             if not before:
-                continue        # (its print was cut before this map: counted here)
-            if kind == "events":
-                value = {k: v for k, v in value.items() if k not in before}
-            elif kind in SUMMED:
-                low = (1 << PACK_BITS) - 1 if kind in ("lat_hist", "conn_hist") else -1
-                value = {k: int(v) - int(before.get(k, 0)) for k, v in value.items()
-                         if (int(v) & low) != (int(before.get(k, 0)) & low)}
+                continue        # (this second's, or one whose print was cut before it)
+            low = (1 << PACK_BITS) - 1 if kind in ("lat_hist", "conn_hist") else -1
+            value = {k: int(v) - int(before.get(k, 0)) for k, v in value.items()
+                     if (int(v) & low) != (int(before.get(k, 0)) & low)}
         return value
 
     def _apply(self, cur: Slice | None, kind: str, value: dict) -> None:

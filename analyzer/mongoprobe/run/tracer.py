@@ -129,22 +129,27 @@ class SlicePrinting:
     run at SIGINT: a second's clears lost, END prints that map set again as a later
     second (its counts twice), or a second's counts go missing (both seen on 0.17 and
     0.23). So a stop first waits until every second handed over ``HANDED_OVER`` s ago
-    is printed."""
+    is printed whole: its counters come after its clears."""
 
     LINE = re.compile(r"@slice (\d+)|# clock monotonic_ns=(\d+)")
     HANDED_OVER = 1.45      # 1.25 s, and two 100 ms ticks late
 
     def __init__(self) -> None:
         self.begin: int | None = None    # the second of its BEGIN (its first slice)
-        self.last: int | None = None     # the last second printed
+        self.last: int | None = None     # the last second printed whole
+        self._printing: int | None = None
 
     def seen(self, line: str) -> None:
         head = line[:80]        # (an events map's line is long: only its head is read)
+        if '"@no_reply"' in head:
+            if self._printing is not None:
+                self.last, self._printing = self._printing, None
+            return
         if "@slice " not in head and "# clock " not in head:
             return
         m = self.LINE.search(head)
         if m and m[1]:
-            self.last = int(m[1])
+            self._printing = int(m[1])
         elif m:
             self.begin = int(m[2]) // 1_000_000_000
 
