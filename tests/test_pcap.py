@@ -512,7 +512,7 @@ def test_ring_buffer_files_read_as_one(need_capture, tmp_path):
         listener.close()
     files = res.files
     assert len(files) >= 3, files
-    r = pcap.summarize(files, port)
+    r = pcap.summarize(files, port, workers=2)     # (split: a small capture is not)
     assert r.decode.workers == 2
     assert r.summary.requests_by_command == {"insert": 25}
     assert r.summary.counts["replies"] == 25 and r.summary.lost == NO_LOSS
@@ -549,7 +549,7 @@ def test_capture_on_any_interface(need_capture, tmp_path):
     finally:
         listener.close()
     assert pcapfile.link_types(str(out)) & {pcapfile.SLL, pcapfile.SLL2}
-    r = pcap.summarize(str(out), port)
+    r = pcap.summarize(str(out), port, workers=2)  # (split: a small capture is not)
     assert r.decode.workers == 2 and r.summary.lost == NO_LOSS
     assert r.summary.counts["replies"] == 15
     assert sum(v["count"] for v in expected.values()) == r.summary.counts["requests"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import os
 import shutil
 import struct
 import subprocess
@@ -251,6 +252,21 @@ def test_pairer_waits_for_the_request_side():
     key = ["stream", "request_id", "request_frame"]
     pd.testing.assert_frame_equal(whole.sort_values(key).reset_index(drop=True),
                                   got.sort_values(key).reset_index(drop=True))
+
+
+def test_a_small_capture_is_read_by_one_tshark(monkeypatch):
+    """Two tshark processes from SPLIT_MIN_BYTES on (two cores): below, a second start
+    and the split cost more than they save. MONGOPROBE_PCAP_WORKERS sets it."""
+    path = path_of(NAMES[0])
+    assert pcapfile.can_split([path]) and os.path.getsize(path) < tshark_fields.SPLIT_MIN_BYTES
+    monkeypatch.delenv("MONGOPROBE_PCAP_WORKERS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert tshark_fields.default_workers([path]) == 1
+    monkeypatch.setattr(tshark_fields, "SPLIT_MIN_BYTES", os.path.getsize(path))
+    assert tshark_fields.default_workers([path]) == 2
+    monkeypatch.setattr(tshark_fields, "SPLIT_MIN_BYTES", 8 << 20)
+    monkeypatch.setenv("MONGOPROBE_PCAP_WORKERS", "2")
+    assert tshark_fields.default_workers([path]) == 2
 
 
 def test_unsupported_link_type_uses_one_tshark(tmp_path):
