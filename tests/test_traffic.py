@@ -75,15 +75,17 @@ def test_boundaries_within_a_second_of_the_markers(recorded, tmp_path):
     assert run.events is None
     work = traffic.per_second(run.latencies)  # the load's setup (drop, createIndexes) too
     assert set(work["command"]) == {"insert", "find", "drop", "createIndexes"}
-    # the server's rate over each phase's whole seconds (two or three of these 3- to
-    # 5-second phases) is the load's own rate over the phases it spans, weighted by
-    # their lengths (one document per insert here), within the second-to-second swing
-    # of FerretDB on this shared machine
+    # the server's rate over each found phase's whole seconds is the load's own: its
+    # requests in the phases the found one spans (one document per insert here) over
+    # the found phase's length, not the markers' (a found phase may be up to 2 s longer
+    # than its 3 to 5 s of markers: a CI run's insert+find, 7.0 s for 5.25, with the
+    # machine stalled inside, served 84 requests a second where the markers' lengths
+    # gave the load 122; 0.92-1.06 of the load's in three recordings)
     own = phases.phase_table(mongoprobe.load_run(recorded)).set_index("name")
     for r, spans in zip(t.itertuples(), OF):
         length = truth.loc[spans, "end"] - truth.loc[spans, "start"]
-        rate = (own.loc[spans, "ops_avg"] * length).sum() / length.sum()
-        assert r.ops_avg == pytest.approx(rate, rel=0.3), r.name
+        requests = (own.loc[spans, "ops_avg"] * length).sum()
+        assert r.ops_avg == pytest.approx(requests / r.seconds, rel=0.15), r.name
 
 
 def test_boundaries_from_every_request(recorded, tmp_path):
