@@ -122,14 +122,13 @@ def _marks(kind: str, value: dict) -> tuple[dict, list[int]]:
     """A summed map's print without its mark keys, and the seconds they name (the
     probe's PRINT_SLICE: opcode -1 with the second as W2; @conn_hist: fd -1)."""
     if kind == "conn_hist":
-        keys = [k for k in value if k.startswith("-1,")]
-        secs = [int(k.rpartition(",")[2]) for k in keys]
+        marks = {k: _ints(k)[1] for k in value if k.startswith("-1,")}
     else:
-        keys = [k for k in value if k.startswith("0,0,") and _ints(k)[3] == -1]
-        secs = [_ints(k)[2] for k in keys]
-    if not keys:
+        marks = {k: w[2] for k in value if k.startswith("0,0,")
+                 for w in (_ints(k),) if w[3] == -1}
+    if not marks:
         return value, []
-    return {k: v for k, v in value.items() if k not in set(keys)}, secs
+    return {k: v for k, v in value.items() if k not in marks}, list(marks.values())
 
 
 def _ints(key: str) -> list[int]:
