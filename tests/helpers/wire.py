@@ -215,10 +215,12 @@ class Probe:
         those over (as mongoprobe's own stop does: run.tracer.SlicePrinting); all its
         stdout lines once it has exited."""
         progress = mp_probes.slice_progress(self.argv)
-        catch_up = time.monotonic() + CATCH_UP_MAX
+        catch_up, fed = time.monotonic() + CATCH_UP_MAX, 0
         while progress is not None and self.proc.poll() is None and time.monotonic() < catch_up:
-            for line in self.lines:
+            lines = [ln for ln in self.lines if ln.endswith("\n")]   # (whole ones)
+            for line in lines[fed:]:        # (each line once: the file only grows)
                 progress.seen(line)
+            fed = len(lines)
             if progress.caught_up():
                 break
             time.sleep(0.05)
