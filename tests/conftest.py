@@ -84,6 +84,14 @@ def pytest_terminal_summary(terminalreporter) -> None:
         for t, cpu in sorted(_CPU_BY_TEST.items(), key=lambda kv: -kv[1])[:15]:
             if cpu >= 1.0:
                 w(f"{cpu:8.1f}  {t}")
+    if _ROOM_WAIT and sum(_ROOM_WAIT.values()) >= 1.0:
+        # the price of the serial tests: workers idle while one runs alone, or while
+        # the tests under way end before it can start
+        waits = sorted(_ROOM_WAIT.items(), key=lambda kv: -kv[1])
+        terminalreporter.write_line(
+            f"workers waited {sum(_ROOM_WAIT.values()):.0f} s in all for a serial test; "
+            "the longest: " + ", ".join(f"{t.split('::', 1)[0].split('/')[-1]} {w:.0f} s"
+                                        for t, w in waits[:4] if w >= 1.0))
     # How busy the machine's CPUs were over the session: the measure of whether more
     # workers (scripts/test.sh) could shorten it, or the tests wait on CPU already.
     if _SESSION_CPU:
@@ -181,6 +189,7 @@ class _TreeCpu:
 _tree_cpu = _TreeCpu()
 _CPU_BY_TEST: dict[str, float] = {}
 _WALL_BY_FILE: dict[str, float] = {}
+_ROOM_WAIT: dict[str, float] = {}
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -201,6 +210,8 @@ def pytest_runtest_makereport(item, call):
     if call.when == "teardown" and hasattr(item, "_mongoprobe_cpu"):
         # setup, call and teardown: the report that crosses to the controller last
         rep.user_properties.append(("cpu_s", round(item._mongoprobe_cpu, 2)))
+        rep.user_properties.append(("room_wait_s",
+                                    round(getattr(item, "_mongoprobe_room_wait", 0.0), 2)))
 
 
 def pytest_runtest_logreport(report) -> None:
@@ -209,6 +220,8 @@ def pytest_runtest_logreport(report) -> None:
     for name, value in report.user_properties:
         if name == "cpu_s":
             _CPU_BY_TEST[report.nodeid] = value
+        elif name == "room_wait_s":
+            _ROOM_WAIT[report.nodeid] = value
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -216,8 +229,18 @@ def pytest_runtest_protocol(item, nextitem):
     if not _worker(item.config):
         yield                       # one process: every test runs alone anyway
         return
+    t0 = time.time()
     with _room(item.get_closest_marker("serial") is not None):
+        t1 = time.time()
+        item._mongoprobe_room_wait = t1 - t0
         yield
+    timeline = os.environ.get("MONGOPROBE_TEST_TIMELINE")
+    if timeline:
+        # when each test waited for the room, ran, and ended, on which worker: where a
+        # session's time goes (the serial tests, the tail)
+        with open(timeline, "a") as f:
+            f.write(f"{_worker(item.config)} {t0:.2f} {t1:.2f} {time.time():.2f} "
+                    f"{getattr(item, '_mongoprobe_cpu', 0.0):.1f} {item.nodeid}\n")
 
 
 # The markers follow from what a test uses (item.fixturenames holds every fixture a
