@@ -23,7 +23,6 @@ import json
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -34,7 +33,7 @@ import pytest
 
 import golden
 import wireclient
-from helpers.cli import can_render_svg, start_cli, stop_cli
+from helpers.cli import can_render_svg, mp, start_cli, stop_cli
 from helpers.ferretdb import metrics_delta
 from helpers.flushloop import flushloop, loop  # noqa: F401 (fixtures)
 from helpers.wire import Probe, all_modes_server
@@ -388,8 +387,9 @@ def test_profile_ferretdb_flame_graph(ferretdb, tmp_path, need_dtrace):
     raw = tmp_path / "cpu.dtrace.txt"
     text = raw.read_text()
     total = int(re.search(r"^@samples_total: (\d+)$", text, re.M)[1])
-    folded = subprocess.run([sys.executable, "-m", "mongoprobe", "fold", str(raw), "--format",
-                             "dtrace"], capture_output=True, text=True, check=True).stdout
+    r = mp("fold", str(raw), "--format", "dtrace")
+    assert r.returncode == 0, r.stderr
+    folded = r.stdout
     lines = folded.splitlines()
     assert sum(int(ln.rsplit(" ", 1)[1]) for ln in lines) == total > 20   # every sample
     assert any("ferretdb`github.com/FerretDB/FerretDB/internal/" in ln for ln in lines)

@@ -105,8 +105,7 @@ def test_a_collector_killed_mid_run_is_recorded_and_the_run_completes(recorded):
     lost = recorded.run.lost
     assert [c["name"] for c in lost["collectors"]] == [KILLED], lost["collectors"]
     assert 0 < lost["collectors"][0]["died_at"] < m["end"] - m["start"]
-    r = subprocess.run([sys.executable, "-m", "mongoprobe", "phases", str(recorded.path)],
-                       capture_output=True, text=True, timeout=120)
+    r = mp("phases", str(recorded.path))
     assert f"lost: collector {KILLED} died at " in r.stdout
     # record itself ends with the same losses, after the line saying where the run is
     tail = recorded.stderr[recorded.stderr.index("mongoprobe record: run recorded in"):]

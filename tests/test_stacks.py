@@ -457,8 +457,7 @@ def test_perf_damaged_stack_line(tmp_path) -> None:
     with pytest.raises(FormatError) as e:
         stacks.load(p)
     assert e.value.line == n and "ADDRESS SYMBOL (MODULE)" in str(e.value)
-    r = subprocess.run([sys.executable, "-m", "mongoprobe", "fold", str(p)],
-                       capture_output=True, text=True, timeout=120)
+    r = mp("fold", str(p))
     assert r.returncode == 1 and r.stdout == ""
     assert r.stderr == f"mongoprobe: {p}:{n}: expected a stack line 'ADDRESS SYMBOL " \
                        f"(MODULE)': '55d0c0ffee runtime.mallocgc+0x12 no-module'\n"

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.cli import mp
 from mongoprobe import load_run
 from mongoprobe.analysis import phase_table as phases
 from mongoprobe.run import tracer as probes, target
@@ -209,8 +210,9 @@ def test_a_rate_limited_phase_is_limited_by_nothing(writers_queries):
 
 def test_the_verdict_is_in_the_text_first(sqlite_run):
     run = sqlite_run[0]
-    out = subprocess.run([sys.executable, "-m", "mongoprobe", "phases", str(run)],
-                         capture_output=True, text=True, env=_env(), check=True).stdout
+    r = mp("phases", str(run))
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
     lines = out.splitlines()
     head = lines.index("what limits each phase (share of the benchmark's thread time)")
     assert lines[head + 1].split()[:2] == ["6i.0q", "server-lock"]
@@ -322,8 +324,8 @@ def test_the_report_opens_with_the_verdict(sqlite_run, tmp_path):
     import re
     run = sqlite_run[0]
     out = tmp_path / "r.html"
-    subprocess.run([sys.executable, "-m", "mongoprobe", "report", str(run), "-o", str(out)],
-                   capture_output=True, text=True, env=_env(), check=True)
+    r = mp("report", str(run), "-o", str(out))
+    assert r.returncode == 0, r.stderr
     doc = out.read_text()
     heads = re.findall(r"<h2[^>]*>([^<]+)</h2>", doc)
     assert heads[0] == "What limits each phase", heads
