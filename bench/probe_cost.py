@@ -920,7 +920,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="machine-readable output")
     a = ap.parse_args(argv)
     if a.quick:
-        a.reps, a.seconds, a.warmup = 1, 1.5, min(a.warmup, 4.0)
+        a.reps, a.seconds, a.warmup = 1, 1.0, min(a.warmup, 4.0)
     counts = a.connections or [a.threads]
     a.threads = counts[0]
     if a.reps < 1 or a.seconds <= 0 or min(counts) < 1 or a.warmup < 0:
