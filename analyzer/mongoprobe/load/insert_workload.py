@@ -95,6 +95,8 @@ from pymongo.errors import PyMongoError
 
 from mongoprobe.load import COLLECTION
 
+# How often a phase's loop looks for a Ctrl-C (the signal handler only sets a flag)
+POLL_S = 0.1
 BUCKET_BOUNDS_S = (256e-6, 1e-3, 4e-3, 16e-3, 64e-3, 256e-3, 1.0, 4.0, 16.0)
 BUCKETS = ("256us", "1ms", "4ms", "16ms", "64ms", "256ms", "1s", "4s", "16s", "gt")
 INDEXES = (
@@ -442,9 +444,9 @@ def _run_phase(run: _Run, phase: Phase, seeds: random.Random) -> dict:
         last_m = now_m
 
     k = 1
-    while not run.stop.is_set():
+    while not run.stop.is_set() and not run.interrupted:
         due = min(m0 + k * opts.interval, end_m)
-        if run.stop.wait(max(0.0, due - time.monotonic())):
+        if run.stop.wait(min(POLL_S, max(0.0, due - time.monotonic()))) or run.interrupted:
             break
         now = time.monotonic()
         if now >= end_m:
@@ -516,8 +518,11 @@ def run(opts: Options) -> tuple[int, dict]:
     seeds = random.Random(opts.seed)
 
     def interrupt(*_):
+        # A flag only: Event.set() takes the event's lock, which this (main) thread
+        # holds inside Event.wait when the signal may land, and would wait for itself
+        # forever while the workers load on (seen: Ctrl-C never ended a phase). The
+        # phase's loop sees the flag within POLL_S and sets the event itself.
         r.interrupted = True
-        r.stop.set()
 
     old = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     t_start = time.time()
@@ -541,7 +546,7 @@ def run(opts: Options) -> tuple[int, dict]:
         except PyMongoError as e:
             _fail(r, "setup", e)
         for phase in opts.phases:
-            if r.stop.is_set():
+            if r.stop.is_set() or r.interrupted:
                 break
             results.append(_run_phase(r, phase, seeds))
             if not r.interrupted and r.error is None:
