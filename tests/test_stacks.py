@@ -107,6 +107,21 @@ def test_detect_rejects_other_text(tmp_path) -> None:
         stacks.detect(snoop.read_text()[:65536], str(snoop))
 
 
+def test_a_stack_probe_that_printed_no_map_is_empty(tmp_path) -> None:
+    """offcpu.bt's whole output on an idle FerretDB for a 1 s recording: its header and
+    no map (nothing past the threshold). Empty stacks, not an unreadable file."""
+    p = tmp_path / "offcpu.bt.txt"
+    p.write_text("Attaching 4 probes...\n"
+                 "# clock monotonic_ns=43331269014115 elapsed_ns=348673\n"
+                 "# offcpu.bt pid=18116 tid=0 unit=us\n"
+                 "# keys: time_s,tid,comm,kstack,ustack\n"
+                 "Tracing off-CPU time of PID 18116 (sched_switch)... Hit Ctrl-C to end.\n")
+    df = stacks.load(p)
+    assert len(df) == 0 and df.attrs["format"] == "bpftrace"
+    assert df.attrs["meta"]["unit"] == "us" and df.attrs["meta"]["pid"] == 18116
+    assert stacks.fold(p) == {}
+
+
 # --- inferno byte compatibility ----------------------------------------------------------
 
 

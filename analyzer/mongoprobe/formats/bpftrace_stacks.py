@@ -109,6 +109,11 @@ def is_format(head: str) -> bool:
         # a map whose keys hold stacks: "...,\n    frame" (bpftrace 0.17), "\\n" (0.23,
         # escaped twice), unindented frames (0.27)
         return '"type": "map"' in head and bool(re.search(r',\\{1,2}n', head))
+    # profile.bt and offcpu.bt name their keys first: an output of theirs without a
+    # map (nothing sampled, or off-CPU over the threshold) is an empty one, not another
+    # format
+    if re.search(r"(?m)^# keys: [\w,]*\b[ku]stack\b", head):
+        return True
     # dtrace/profile.d prints the same entry shape with DTrace's frames, unindented
     # ("module`function+0xOFF"): that is formats.dtrace_stacks'
     return bool(re.search(r"(?m)^@\w*\[", head)) and bool(
