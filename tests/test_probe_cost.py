@@ -20,11 +20,12 @@ import pytest
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "probe_cost.py"
 
-# alone on the machine (conftest.py): the ratios of CPU are measured side by side, and
-# a tracepoint's programs run on every process's syscalls (testing the pid), so another
-# test's syscalls would count in the programs' runs per request (54 against the floor's 9,
-# once tried without)
-pytestmark = pytest.mark.serial
+# The bench run is made alone on the machine (conftest.py: the first test that uses the
+# fixture runs serial; the other only reads it): the ratios of CPU are measured side by
+# side, and a tracepoint's programs run on every process's syscalls (testing the pid), so
+# another test's syscalls would count in the programs' runs per request (54 against the
+# floor's 9, once tried without)
+pytestmark = pytest.mark.serial_fixtures("quick")
 
 
 def load_bench():
