@@ -64,7 +64,7 @@ def test_epilog_reader() -> None:
 
 
 @pytest.mark.parametrize("example", ex.params(e for e in ex.EXAMPLES if ex.in_process(e)))
-def test_example(example: str, tmp_path, capsys, monkeypatch) -> None:
+def test_example(example: str, tmp_path, monkeypatch) -> None:
     assert example in ex.EXPECT, f"no EXPECT entry for {example!r}"
     why = ex.why_not(ex.needs_of(example))
     if why:
@@ -72,5 +72,5 @@ def test_example(example: str, tmp_path, capsys, monkeypatch) -> None:
     ex.scratch(tmp_path, example)
     env = ex.env_for(tmp_path, None)
     cmd = ex.adapt(example, None)
-    rc, out, err = ex.run_in_process(cmd, tmp_path, env, capsys, monkeypatch)
+    rc, out, err = ex.run_in_process(cmd, tmp_path, env, monkeypatch)
     ex.check(example, cmd, rc, out, err, tmp_path)

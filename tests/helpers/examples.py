@@ -24,10 +24,9 @@ from mongoprobe.views import flamegraph
 from mongoprobe.load import mixed_workload as mixedload
 from mongoprobe.run import tracer as probes
 from mongoprobe.model import stack_samples as stacks
-from mongoprobe import cli
 from mongoprobe.cli import build_parser
 from mongoprobe.pcap.capture import why_cannot_capture
-from helpers.cli import watch_stderr
+from helpers.cli import in_process as cli_in_process, watch_stderr
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples"
@@ -339,20 +338,14 @@ def in_process(cmd: str) -> bool:
             and not set(cmd) & set("|<>;&$`*"))
 
 
-def run_in_process(cmd: str, tmp: Path, env: dict, capsys, monkeypatch):
-    """cli.main(ARGV) in tmp with the example's environment: (returncode, stdout,
-    stderr) as _run gives them."""
-    monkeypatch.chdir(tmp)
+def run_in_process(cmd: str, tmp: Path, env: dict, monkeypatch):
+    """cli.main(ARGV) in tmp with the example's environment (cli_in_process):
+    (returncode, stdout, stderr) as _run gives them."""
     for k, v in env.items():
         if os.environ.get(k) != v:
             monkeypatch.setenv(k, v)
-    capsys.readouterr()
-    try:
-        rc = cli.main(shlex.split(cmd)[1:])
-    except SystemExit as e:     # argparse and the commands' own exits
-        rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    out, err = capsys.readouterr()
-    return rc, out, err
+    r = cli_in_process(*shlex.split(cmd)[1:], cwd=tmp)
+    return r.returncode, r.stdout, r.stderr
 
 
 class LoadDriver:
