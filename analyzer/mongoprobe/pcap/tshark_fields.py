@@ -1089,10 +1089,10 @@ def iter_messages(path: str | list, port: int, dec: Decode | None = None,
     ``dec.unframed`` lists the stream directions with payload tshark never framed
     (:func:`resync` recovers their messages).
 
-    ``workers=2`` (the default on two cores, from ``SPLIT_MIN_BYTES``): two tshark processes, one for the
-    requests and one for the replies (``pcap/pcapfile.py`` splits the capture), so
-    blocks come in two interleaved orders: each block's ``attrs["side"]`` is "request"
-    or "reply", and ``attrs["upto"]`` the capture frame its side has been read to
+    ``workers=2`` (the default on two cores, from ``SPLIT_MIN_BYTES``): two tshark
+    processes, one for the requests and one for the replies (``pcap/pcapfile.py``
+    splits the capture), so blocks come in two interleaved orders: each block's
+    ``attrs["side"]`` is "request" or "reply", and ``attrs["upto"]`` the capture frame its side has been read to
     (``pcap.Pairer`` waits for the requests before it calls a reply unmatched). If the
     two sides disagree on a stream (``dec.inconsistent``), decode again with one.
     """
