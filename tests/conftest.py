@@ -111,22 +111,62 @@ def pytest_unconfigure(config) -> None:
 #
 # The suite runs on several workers (scripts/test.sh: pytest-xdist, a file per worker).
 # A test marked ``serial`` measures time or CPU (a verdict, a probe's cost, a rate): it
-# runs with no other test running. Every test holds a shared lock on a "room" file for
-# its setup, call and teardown; a serial one holds it exclusively. A turnstile lock in
-# front keeps the serial test from waiting forever behind a stream of others.
+# runs with no other test running but, at most, one quiet test. Every test holds a
+# shared lock on a "room" file for its setup, call and teardown; a serial one holds it
+# exclusively. A turnstile lock in front keeps the serial test from waiting forever
+# behind a stream of others.
+#
+# A quiet test (QUIET_FILES, neither root nor target: it parses, folds and renders in
+# its own process, with hardly a syscall and no child that does I/O) is the exception:
+# while a serial test waits or runs, it runs beside it, one at a time (the "quiet" lock),
+# instead of waiting with the others. The serial tests then share the machine with one
+# CPU-bound Python process at most, and their other CPU is no longer idle: at the start
+# of a session the serial tests run back to back for 90 s, which left a CPU of the two
+# idle for most of it. What each serial test measures holds beside it: a verdict is a
+# share of its own benchmark's threads' time, the probe cost's programs count the few
+# syscalls of such a process among tens of thousands of requests, and bcc's bursts still
+# spill (each of their docstrings says so).
 
 
-def _room_locks() -> tuple[Path, Path]:
+def _room_locks() -> tuple[Path, Path, Path]:
     run = os.environ[RUN_MARK]
     d = Path(tempfile.gettempdir())
-    return d / f"mongoprobe-tests-{run}.turnstile", d / f"mongoprobe-tests-{run}.room"
+    return tuple(d / f"mongoprobe-tests-{run}.{name}" for name in ("turnstile", "room", "quiet"))
+
+
+def _flock_soon(f, tries: int = 4) -> bool:
+    """``f`` locked exclusively, if it is within a few tries: a test that is not serial
+    holds the turnstile only while it takes the room, a serial one while it waits for
+    the room and runs."""
+    for i in range(tries):
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            time.sleep(0.02 * (i + 1))
+    return False
+
+
+def _quiet(item) -> bool:
+    return (item.path.name in QUIET_FILES and not item.get_closest_marker("root")
+            and not item.get_closest_marker("target"))
 
 
 @contextlib.contextmanager
-def _room(alone: bool):
-    turnstile, room = _room_locks()
-    with open(turnstile, "a") as t, open(room, "a") as r:
-        fcntl.flock(t, fcntl.LOCK_EX)
+def _room(alone: bool, quiet: bool = False):
+    turnstile, room, quiet_lock = _room_locks()
+    with open(turnstile, "a") as t, open(room, "a") as r, open(quiet_lock, "a") as q:
+        if quiet and not alone:
+            if not _flock_soon(t):
+                # a serial test waits or runs: beside it, one quiet test at a time
+                fcntl.flock(q, fcntl.LOCK_EX)
+                try:
+                    yield
+                finally:
+                    fcntl.flock(q, fcntl.LOCK_UN)
+                return
+        else:
+            fcntl.flock(t, fcntl.LOCK_EX)
         try:
             fcntl.flock(r, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         finally:
@@ -230,7 +270,7 @@ def pytest_runtest_protocol(item, nextitem):
         yield                       # one process: every test runs alone anyway
         return
     t0 = time.time()
-    with _room(item.get_closest_marker("serial") is not None):
+    with _room(item.get_closest_marker("serial") is not None, _quiet(item)):
         t1 = time.time()
         item._mongoprobe_room_wait = t1 - t0
         yield
@@ -256,8 +296,9 @@ TARGET_FIXTURES = {"ferretdb", "refused_target", "tls_target", "tracing_and_targ
 # files in collection order (scripts/test.sh passes --no-loadscope-reorder: its own
 # order is by number of tests), and a long file handed out last would run on alone
 # while the other workers idle. The
-# files marked serial come first, as they leave the others idle wherever they run. A
-# file not listed (fast, or new) goes after these, in its usual order.
+# files marked serial come first, as they leave the others idle wherever they run, with
+# the quiet ones, which can run beside them, after the first (QUIET_FILES). A file not
+# listed (fast, or new) goes after these, in its usual order.
 FILE_SECONDS = {
     "test_verdicts.py": 120, "test_probe_cost.py": 43, "test_bcc_bursts.py": 16,
     "test_examples_live.py": 86, "test_dtrace.py": 86, "test_pcap.py": 80,
@@ -265,18 +306,34 @@ FILE_SECONDS = {
     "test_many_connections.py": 62, "test_probe_patterns.py": 41,
     "test_tracer_versions_profilers.py": 40, "test_ycsb_record.py": 35,
     "test_pcapfile.py": 31, "test_profile_probes.py": 30, "test_engine_select.py": 28,
-    "test_wheel.py": 26, "test_latency_ferretdb.py": 22, "test_stacks.py": 20,
+    "test_wheel.py": 26, "test_latency_ferretdb.py": 22,
     "test_compression.py": 20, "test_tls_detect.py": 20, "test_end_to_end.py": 16,
-    "test_formats.py": 16, "test_load.py": 15, "test_longrun.py": 13,
-    "test_examples.py": 12, "test_untraced.py": 11, "test_teaching_probes.py": 11,
+    "test_load.py": 15, "test_longrun.py": 13, "test_untraced.py": 11,
+    "test_teaching_probes.py": 11,
     "test_report.py": 11, "test_tracer_versions.py": 11, "test_one_statistic.py": 10,
 }
 SERIAL_FILES = ("test_verdicts.py", "test_probe_cost.py", "test_bcc_bursts.py")
+# Quiet files (see _room) come right after the first serial file and before the other
+# two: pytest-xdist hands each worker a file, and a worker whose file begins with a
+# serial test can run nothing else until it has run, so three serial files first
+# would leave no worker free for a quiet test. Their CPU seconds in a recent run, ~57
+# in all: about the CPU that the serial tests leave idle.
+QUIET_FILES = {
+    "test_examples.py": 15, "test_formats.py": 13, "test_wire_fuzz.py": 10,
+    "test_stacks.py": 9, "test_flamegraph.py": 2.4, "test_loadtools.py": 2.1,
+    "test_normalize.py": 1.9, "test_loglinear.py": 1.2, "test_event_store.py": 0.7,
+    "test_histogram.py": 0.6, "test_probe_output.py": 0.6, "test_layout.py": 0.6,
+    "test_latencies.py": 0.2, "test_wire.py": 0.1, "test_docs.py": 0.1,
+    "test_quantize.py": 0.1, "test_phase_window.py": 0.1, "test_bpftrace_json.py": 0.1,
+    "test_phases_notes.py": 0.1,
+}
 
 
 def _file_rank(item) -> tuple:
     name = item.path.name
-    return (name not in SERIAL_FILES, -FILE_SECONDS.get(name, 0))
+    group = (0 if name == SERIAL_FILES[0] else 1 if name in QUIET_FILES
+             else 2 if name in SERIAL_FILES else 3)
+    return (group, -QUIET_FILES.get(name, FILE_SECONDS.get(name, 0)))
 
 
 # tryfirst: the markers below are there for the hooks after it

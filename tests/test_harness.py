@@ -78,6 +78,64 @@ def test_a_serial_test_runs_alone_on_workers(tmp_path):
     assert not list(Path(tempfile.gettempdir()).glob(f"mongoprobe-tests-{run}.*"))
 
 
+def test_quiet_tests_run_beside_a_serial_one_by_one(tmp_path):
+    """A quiet test (conftest.QUIET_FILES) runs beside a serial test, instead of waiting
+    for it with the others, but one at a time: a serial test shares the machine with
+    one quiet test at most."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    shutil.copy(here / "conftest.py", tmp_path / "conftest.py")
+    log = tmp_path / "log"
+    quiet = "test_histogram.py"
+    assert quiet in conftest.QUIET_FILES
+    body = ("import os, time, pytest\n"
+            "def _rec(name, t0):\n"
+            f"    with open({str(log)!r}, 'a') as f:\n"
+            "        f.write(f'{name} {t0} {time.time()}\\n')\n")
+    (tmp_path / "test_many.py").write_text(
+        body + "@pytest.mark.parametrize('i', range(4))\n"
+        "def test_many(i):\n    t0 = time.time(); time.sleep(0.2); _rec(f'many{i}', t0)\n")
+    (tmp_path / quiet).write_text(
+        body + "@pytest.mark.parametrize('i', range(12))\n"
+        "def test_quiet(i):\n    t0 = time.time(); time.sleep(0.2); _rec(f'quiet{i}', t0)\n")
+    # the serial test goes on until a quiet test has begun and ended beside it (30 s at
+    # most: a quiet test made to wait for it would never come)
+    (tmp_path / "test_one.py").write_text(
+        body + "@pytest.mark.serial\n"
+        "def test_alone():\n"
+        "    t0 = time.time()\n"
+        "    while time.time() < t0 + 30:\n"
+        f"        rows = [r.split() for r in open({str(log)!r})] if os.path.exists({str(log)!r}) else []\n"
+        "        if any(r[0].startswith('quiet') and float(r[1]) >= t0 for r in rows):\n"
+        "            break\n"
+        "        time.sleep(0.05)\n"
+        "    time.sleep(0.5)\n"
+        "    _rec('alone', t0)\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in (conftest.SESSION_MARK, conftest.RUN_MARK)}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "-n", "3", "--dist", "loadfile", "-c", os.devnull,
+                        "--rootdir", str(tmp_path), str(tmp_path)],
+                       capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    rows = [(name, float(t0), float(t1)) for name, t0, t1 in
+            (ln.split() for ln in log.read_text().splitlines())]
+    assert len(rows) == 17
+    [(_, a0, a1)] = [row for row in rows if row[0] == "alone"]
+
+    def beside(t0: float, t1: float) -> bool:
+        return t1 > a0 and t0 < a1
+
+    assert not [row for row in rows if row[0].startswith("many") and beside(*row[1:])]
+    with_it = sorted((t0, t1) for name, t0, t1 in rows if name.startswith("quiet")
+                     and beside(t0, t1))
+    assert with_it, rows
+    assert all(b[0] >= a[1] for a, b in zip(with_it, with_it[1:])), with_it
+
+
 def test_the_first_test_that_makes_a_measuring_fixture_is_serial(tmp_path):
     """A module names its measuring fixtures (serial_fixtures): the first selected test
     that uses one runs serial, as it makes it; the tests that read it after, and those
