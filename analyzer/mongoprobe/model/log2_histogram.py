@@ -68,26 +68,37 @@ def from_buckets(rows: Iterable[tuple[int, int, int]]) -> pd.DataFrame:
     # numpy, not DataFrame(rows).astype().sort_values(): a summary of 10,000
     # connections builds 10,000 histograms, and pandas' per-call cost was a minute
     a = np.array(rows, dtype=np.int64).reshape(-1, 3)
-    a = a[np.argsort(a[:, 0], kind="stable")]
-    return validate(pd.DataFrame(a, columns=list(COLUMNS)))
+    return from_sorted(a[np.argsort(a[:, 0], kind="stable")])
+
+
+def from_sorted(a: np.ndarray) -> pd.DataFrame:
+    """A histogram from an int64 array of ``(lo, hi, count)`` rows sorted by ``lo``,
+    checked as ``validate`` checks a frame, on the array (reading a frame's columns
+    costs more than the checks)."""
+    _check_buckets(a[:, 0], a[:, 1], a[:, 2])
+    return pd.DataFrame(a, columns=list(COLUMNS))
 
 
 def validate(h: pd.DataFrame) -> pd.DataFrame:
     """Return ``h`` if it is a well-formed histogram, else raise ValueError saying why."""
     if list(h.columns) != list(COLUMNS):
         raise ValueError(f"a histogram has columns {list(COLUMNS)}, not {list(h.columns)}")
-    lo, hi, count = cols = [h[c].to_numpy() for c in COLUMNS]    # each column read once
+    cols = [h[c].to_numpy() for c in COLUMNS]    # each column read once
     for c, a in zip(COLUMNS, cols):
         if a.dtype != np.int64:
             raise ValueError(f"histogram column {c!r} must be int64, not {h[c].dtype}")
+    _check_buckets(*cols)
+    return h
+
+
+def _check_buckets(lo: np.ndarray, hi: np.ndarray, count: np.ndarray) -> None:
     if (lo >= hi).any():
         raise ValueError("histogram bucket with lo >= hi")
     if (count < 0).any():
         raise ValueError("histogram bucket with a negative count")
     # Sorted and non-overlapping: each bucket starts at or after the previous one's end.
-    if len(h) > 1 and (lo[1:] < hi[:-1]).any():
+    if len(lo) > 1 and (lo[1:] < hi[:-1]).any():
         raise ValueError("histogram buckets overlap or are not sorted by lo")
-    return h
 
 
 def bucket_of(v: int) -> tuple[int, int]:
