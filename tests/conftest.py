@@ -114,7 +114,8 @@ def pytest_unconfigure(config) -> None:
 # runs with no other test running but, at most, one quiet test. Every test holds a
 # shared lock on a "room" file for its setup, call and teardown; a serial one holds it
 # exclusively. A turnstile lock in front keeps the serial test from waiting forever
-# behind a stream of others.
+# behind a stream of others, and a serial test that waits for the turnstile goes before
+# the others (it says so with a shared lock on a "waiting" file, which they read).
 #
 # A quiet test (QUIET_FILES, neither root nor target: it parses, folds and renders in
 # its own process, with hardly a syscall and no child that does I/O) is the exception:
@@ -128,22 +129,20 @@ def pytest_unconfigure(config) -> None:
 # spill (each of their docstrings says so).
 
 
-def _room_locks() -> tuple[Path, Path, Path]:
+def _room_locks() -> tuple[Path, ...]:
     run = os.environ[RUN_MARK]
     d = Path(tempfile.gettempdir())
-    return tuple(d / f"mongoprobe-tests-{run}.{name}" for name in ("turnstile", "room", "quiet"))
+    return tuple(d / f"mongoprobe-tests-{run}.{name}"
+                 for name in ("turnstile", "room", "quiet", "waiting", "turns"))
 
 
-def _flock_soon(f, tries: int = 4) -> bool:
-    """``f`` locked exclusively, if it is within a few tries: a test that is not serial
-    holds the turnstile only while it takes the room, a serial one while it waits for
-    the room and runs."""
-    for i in range(tries):
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            time.sleep(0.02 * (i + 1))
+def _serial_waiting(w) -> bool:
+    """Whether a serial test has said it waits or runs (a shared lock on ``w``)."""
+    try:
+        fcntl.flock(w, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    fcntl.flock(w, fcntl.LOCK_UN)
     return False
 
 
@@ -152,32 +151,67 @@ def _quiet(item) -> bool:
             and not item.get_closest_marker("target"))
 
 
+# A serial test of SERIAL_FILES waits for its turn (its place among those selected, in
+# SERIAL_FILES' order) before the turnstile: each worker begins with one of them, and
+# the turnstile is not first come, first served. Each one that has run adds a line to
+# the "turns" file. (A turn not come in TURN_WAIT s is taken anyway: a worker lost.)
+_SERIAL_TURN: dict[str, int] = {}
+TURN_WAIT = 600.0
+
+
+def _wait_turn(turns: Path, turn: int) -> None:
+    end = time.monotonic() + TURN_WAIT
+    while time.monotonic() < end:
+        if turns.exists() and len(turns.read_text().splitlines()) >= turn:
+            return
+        time.sleep(0.1)
+
+
 @contextlib.contextmanager
-def _room(alone: bool, quiet: bool = False):
-    turnstile, room, quiet_lock = _room_locks()
-    with open(turnstile, "a") as t, open(room, "a") as r, open(quiet_lock, "a") as q:
-        if quiet and not alone:
-            if not _flock_soon(t):
-                # a serial test waits or runs: beside it, one quiet test at a time
-                fcntl.flock(q, fcntl.LOCK_EX)
+def _room(alone: bool, quiet: bool = False, turn: int | None = None):
+    turnstile, room, quiet_lock, waiting, turns = _room_locks()
+    with (open(turnstile, "a") as t, open(room, "a") as r, open(quiet_lock, "a") as q,
+          open(waiting, "a") as w):
+        if alone:
+            # said first, and held until it has run: a long test that took the room
+            # between two serial ones would keep the second waiting, and the others
+            fcntl.flock(w, fcntl.LOCK_SH)
+            if turn:
+                _wait_turn(turns, turn)
+            fcntl.flock(t, fcntl.LOCK_EX)
+            fcntl.flock(r, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(r, fcntl.LOCK_UN)
+                fcntl.flock(w, fcntl.LOCK_UN)
+                fcntl.flock(t, fcntl.LOCK_UN)
+                if turn is not None:
+                    with open(turns, "a") as f:
+                        f.write(f"{turn}\n")
+            return
+        while True:
+            if quiet and _serial_waiting(w):
+                break
+            fcntl.flock(t, fcntl.LOCK_EX)
+            if not _serial_waiting(w):
+                fcntl.flock(r, fcntl.LOCK_SH)
+                fcntl.flock(t, fcntl.LOCK_UN)
                 try:
                     yield
                 finally:
-                    fcntl.flock(q, fcntl.LOCK_UN)
+                    fcntl.flock(r, fcntl.LOCK_UN)
                 return
-        else:
-            fcntl.flock(t, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(r, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        finally:
-            if not alone:
-                fcntl.flock(t, fcntl.LOCK_UN)
+            fcntl.flock(t, fcntl.LOCK_UN)
+            if quiet:
+                break
+            time.sleep(0.1)             # the serial tests first
+        # beside a serial test that waits or runs, one quiet test at a time
+        fcntl.flock(q, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(r, fcntl.LOCK_UN)
-            if alone:
-                fcntl.flock(t, fcntl.LOCK_UN)
+            fcntl.flock(q, fcntl.LOCK_UN)
 
 
 # --- CPU per test -----------------------------------------------------------------------
@@ -270,7 +304,8 @@ def pytest_runtest_protocol(item, nextitem):
         yield                       # one process: every test runs alone anyway
         return
     t0 = time.time()
-    with _room(item.get_closest_marker("serial") is not None, _quiet(item)):
+    with _room(item.get_closest_marker("serial") is not None, _quiet(item),
+               _SERIAL_TURN.get(item.nodeid)):
         t1 = time.time()
         item._mongoprobe_room_wait = t1 - t0
         yield
@@ -296,11 +331,10 @@ TARGET_FIXTURES = {"ferretdb", "refused_target", "tls_target", "tracing_and_targ
 # files in collection order (scripts/test.sh passes --no-loadscope-reorder: its own
 # order is by number of tests), and a long file handed out last would run on alone
 # while the other workers idle. The
-# files marked serial come first, as they leave the others idle wherever they run, with
-# the quiet ones, which can run beside them, after the first (QUIET_FILES). A file not
-# listed (fast, or new) goes after these, in its usual order.
+# files marked serial come first, as they leave the others idle wherever they run, then
+# the quiet ones, which can run beside them (QUIET_FILES). A file not listed (fast, or
+# new) goes after these, in its usual order.
 FILE_SECONDS = {
-    "test_verdicts.py": 120, "test_probe_cost.py": 43, "test_bcc_bursts.py": 16,
     "test_examples_live.py": 86, "test_dtrace.py": 86, "test_pcap.py": 80,
     "test_record.py": 76, "test_dtrace_tls.py": 70, "test_tls_decode.py": 63,
     "test_many_connections.py": 62, "test_probe_patterns.py": 41,
@@ -312,28 +346,32 @@ FILE_SECONDS = {
     "test_teaching_probes.py": 11,
     "test_report.py": 11, "test_tracer_versions.py": 11, "test_one_statistic.py": 10,
 }
-SERIAL_FILES = ("test_verdicts.py", "test_probe_cost.py", "test_bcc_bursts.py")
-# Quiet files (see _room) come right after the first serial file and before the other
-# two: pytest-xdist hands each worker a file, and a worker whose file begins with a
-# serial test can run nothing else until it has run, so three serial files first
-# would leave no worker free for a quiet test. Their CPU seconds in a recent run, ~57
-# in all: about the CPU that the serial tests leave idle.
-QUIET_FILES = {
-    "test_examples.py": 15, "test_formats.py": 13, "test_wire_fuzz.py": 10,
-    "test_stacks.py": 9, "test_flamegraph.py": 2.4, "test_loadtools.py": 2.1,
-    "test_normalize.py": 1.9, "test_loglinear.py": 1.2, "test_event_store.py": 0.7,
-    "test_histogram.py": 0.6, "test_probe_output.py": 0.6, "test_layout.py": 0.6,
-    "test_latencies.py": 0.2, "test_wire.py": 0.1, "test_docs.py": 0.1,
-    "test_quantize.py": 0.1, "test_phase_window.py": 0.1, "test_bpftrace_json.py": 0.1,
-    "test_phases_notes.py": 0.1,
-}
+# The files of the serial tests at a session's start, in the order they run (_wait_turn):
+# the shortest first, so that its worker is soon free for the quiet files.
+SERIAL_FILES = ("test_bcc_bursts.py", "test_probe_cost.py", "test_verdicts.py")
+# Quiet files (see _room) come right after the serial ones: once the first serial test
+# has run, its worker runs them beside the others (pytest-xdist hands each worker a
+# file: the three that begin with a serial test run nothing else until it has run).
+# In the order they are handed out, the longest first; about 57 s of CPU in all, about
+# the CPU the serial tests leave idle.
+QUIET_FILES = (
+    "test_examples.py",
+    # second: the worker of test_probe_cost.py is handed the second file with it (its
+    # two tests are "almost depleted" to pytest-xdist), so a short one
+    "test_phases_notes.py",
+    "test_formats.py", "test_wire_fuzz.py", "test_flamegraph.py", "test_loadtools.py",
+    "test_normalize.py", "test_loglinear.py", "test_event_store.py", "test_histogram.py",
+    "test_probe_output.py", "test_layout.py", "test_latencies.py", "test_wire.py",
+    "test_docs.py", "test_quantize.py", "test_phase_window.py", "test_bpftrace_json.py",
+    "test_stacks.py",   # last: its one root test waits for the serial ones
+)
 
 
 def _file_rank(item) -> tuple:
     name = item.path.name
-    group = (0 if name == SERIAL_FILES[0] else 1 if name in QUIET_FILES
-             else 2 if name in SERIAL_FILES else 3)
-    return (group, -QUIET_FILES.get(name, FILE_SECONDS.get(name, 0)))
+    group = 0 if name in SERIAL_FILES else 1 if name in QUIET_FILES else 2
+    return (group, SERIAL_FILES.index(name) if group == 0 else
+            QUIET_FILES.index(name) if group == 1 else -FILE_SECONDS.get(name, 0))
 
 
 # tryfirst: the markers below are there for the hooks after it
@@ -363,6 +401,10 @@ def pytest_collection_finish(session) -> None:
                 if name in item.fixturenames and key not in made:
                     made.add(key)
                     item.add_marker(pytest.mark.serial)
+    first = [item for item in session.items
+             if item.path.name in SERIAL_FILES and item.get_closest_marker("serial")]
+    first.sort(key=lambda item: SERIAL_FILES.index(item.path.name))     # (stable)
+    _SERIAL_TURN.update({item.nodeid: n for n, item in enumerate(first)})
 
 
 def _marked_processes(mark: str) -> list[tuple[int, str]]:
