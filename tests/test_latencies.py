@@ -65,3 +65,36 @@ def test_nearest_rank():
     v = np.array([10, 20, 30, 40])
     assert [latencies.nearest_rank(v, q) for q in (1, 25, 26, 50, 75, 100)] == \
         [10, 10, 20, 20, 30, 40]
+
+
+def test_a_summary_per_connection_is_each_connections_buckets():
+    """latency_summary.from_latencies by connection (one pass over the tables, for
+    thousands of connections): each connection's histogram holds its own buckets summed
+    over the seconds, its sum and max are its own, and windows take their seconds."""
+    from mongoprobe.model import latency_summary
+
+    rng = np.random.default_rng(3)
+    conns, seconds = 300, 3
+    rows = [(T0 + s, 1.0, fd, int(b), int(n)) for s in range(seconds) for fd in range(conns)
+            for b, n in zip(rng.integers(300, 400, 3), rng.integers(0, 4, 3))]
+    ch = pd.DataFrame(rows, columns=["time", "length_s", "fd", "bucket", "count"])
+    per = ch.groupby(["time", "fd"], as_index=False)["count"].sum()
+    ct = per.assign(length_s=1.0, sum_ns=per["fd"] * 1000 + per["count"], max_ns=per["fd"] + 7,
+                    noreply=0)
+    empty = latencies.Latencies.from_events(_events(n=10, seconds=1))
+    lat = latencies.Latencies(empty.hist, empty.totals, conn_hist=ch, conn_totals=ct)
+    for start, end in ((None, None), (T0 + 1, T0 + 2)):
+        window = ch if start is None else ch[(ch["time"] >= start) & (ch["time"] < end)]
+        got = latency_summary.from_latencies(lat, pid=9, start=start, end=end).by_conn
+        counted = window.groupby("fd")["count"].sum()
+        assert set(got) == {f"9,{fd}" for fd, n in counted.items() if n}
+        for fd, n in counted.items():
+            if not n:
+                continue
+            g = got[f"9,{fd}"]
+            want = window[window["fd"] == fd].groupby("bucket")["count"].sum()
+            assert [(lo, hi) for lo, hi in zip(g.hist["lo"], g.hist["hi"])] == \
+                [loglinear.bounds(int(b)) for b in want.index]
+            assert g.hist["count"].tolist() == want.tolist() and g.count == n
+            tk = ct[(ct["fd"] == fd) & ct["time"].isin(window["time"].unique())]
+            assert (g.total_ns, g.max_ns) == (int(tk["sum_ns"].sum()), int(tk["max_ns"].max()))
