@@ -136,6 +136,41 @@ def test_quiet_tests_run_beside_a_serial_one_by_one(tmp_path):
     assert all(b[0] >= a[1] for a, b in zip(with_it, with_it[1:])), with_it
 
 
+def test_the_serial_files_take_their_turns_in_order(tmp_path):
+    """The serial tests of conftest.SERIAL_FILES run in that order, whichever worker
+    gets to the turnstile first: here the later file's test asks a second before the
+    earlier one's, and still runs after it."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    shutil.copy(here / "conftest.py", tmp_path / "conftest.py")
+    log = tmp_path / "log"
+    first, then = conftest.SERIAL_FILES[:2]
+    body = ("import time, pytest\n"
+            "def _rec(name, t0):\n"
+            f"    with open({str(log)!r}, 'a') as f:\n"
+            "        f.write(f'{name} {t0} {time.time()}\\n')\n")
+    (tmp_path / first).write_text(
+        body + "def test_before():\n    time.sleep(1.0)\n"
+        "@pytest.mark.serial\n"
+        "def test_first():\n    t0 = time.time(); time.sleep(0.3); _rec('first', t0)\n")
+    (tmp_path / then).write_text(
+        body + "@pytest.mark.serial\n"
+        "def test_then():\n    t0 = time.time(); time.sleep(0.3); _rec('then', t0)\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in (conftest.SESSION_MARK, conftest.RUN_MARK)}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "-n", "2", "--dist", "loadfile", "-c", os.devnull,
+                        "--rootdir", str(tmp_path), str(tmp_path)],
+                       capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    rows = {name: (float(t0), float(t1)) for name, t0, t1 in
+            (ln.split() for ln in log.read_text().splitlines())}
+    assert rows["first"][1] <= rows["then"][0], rows
+
+
 def test_the_first_test_that_makes_a_measuring_fixture_is_serial(tmp_path):
     """A module names its measuring fixtures (serial_fixtures): the first selected test
     that uses one runs serial, as it makes it; the tests that read it after, and those
