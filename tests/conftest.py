@@ -349,20 +349,22 @@ FILE_SECONDS = {
 # The files of the serial tests at a session's start, in the order they run (_wait_turn):
 # the shortest first, so that its worker is soon free for the quiet files.
 SERIAL_FILES = ("test_bcc_bursts.py", "test_probe_cost.py", "test_verdicts.py")
-# Quiet files (see _room) come right after the serial ones: once the first serial test
-# has run, its worker runs them beside the others (pytest-xdist hands each worker a
-# file: the three that begin with a serial test run nothing else until it has run).
+# Quiet files (see _room) come right after the serial ones: a fourth worker runs them
+# from the start, and the first serial test's worker once that test has run, beside the
+# others (pytest-xdist hands each worker a file: the three that begin with a serial
+# test run nothing else until it has run).
 # In the order they are handed out, the longest first; about 57 s of CPU in all, about
 # the CPU the serial tests leave idle.
 QUIET_FILES = (
     "test_examples.py",
-    # second: the worker of test_probe_cost.py is handed the second file with it (its
-    # two tests are "almost depleted" to pytest-xdist), so a short one
-    "test_phases_notes.py",
+    # then two short ones: the worker of test_probe_cost.py is handed the second (3
+    # workers) or the third (4) with it, as its two tests are "almost depleted" to
+    # pytest-xdist, and runs it only after them
+    "test_phases_notes.py", "test_bpftrace_json.py",
     "test_formats.py", "test_wire_fuzz.py", "test_flamegraph.py", "test_loadtools.py",
     "test_normalize.py", "test_loglinear.py", "test_event_store.py", "test_histogram.py",
     "test_probe_output.py", "test_layout.py", "test_latencies.py", "test_wire.py",
-    "test_docs.py", "test_quantize.py", "test_phase_window.py", "test_bpftrace_json.py",
+    "test_docs.py", "test_quantize.py", "test_phase_window.py",
     "test_stacks.py",   # last: its one root test waits for the serial ones
 )
 
