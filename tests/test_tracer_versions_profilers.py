@@ -160,7 +160,13 @@ def test_record_profile_offcpu_threads_syscount(tracer, flushloop, tmp_path):
             for t in (spinner, sleeper)}
     assert set(snaps[-1][1]["oncpu_ns"]) <= {spinner, sleeper}
     assert sum(busy.values()) <= 2 * wall
-    assert 0.8 * wall <= busy[spinner] <= 1.02 * wall + 20e6, (busy, wall)   # always runnable
+    # (the message: each interval's length and the spinner's on-CPU and run-queue growth
+    # in it, to tell where an excess came from: once in ~7 full runs busy exceeded wall
+    # by 4%, unexplained)
+    grew = [(b[0] - a[0], *(b[1][m].get(spinner, 0) - a[1][m].get(spinner, 0)
+                            for m in ("oncpu_ns", "runq_ns")))
+            for a, b in zip(snaps, snaps[1:])]
+    assert 0.8 * wall <= busy[spinner] <= 1.02 * wall + 20e6, (busy, wall, grew)  # always runnable
     assert busy[sleeper] < 0.2 * wall, (busy, wall)
     for a, b in zip(snaps, snaps[1:]):
         for row in threads_output.threads_interval(a, b):
