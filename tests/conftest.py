@@ -153,18 +153,26 @@ def _quiet(item) -> bool:
 
 # A serial test of SERIAL_FILES waits for its turn (its place among those selected, in
 # SERIAL_FILES' order) before the turnstile: each worker begins with one of them, and
-# the turnstile is not first come, first served. Each one that has run adds a line to
-# the "turns" file. (A turn not come in TURN_WAIT s is taken anyway: a worker lost.)
+# the turnstile is not first come, first served. Each one notes in the "turns" file
+# when it starts and when it is done. It says it waits (the "waiting" lock, which keeps
+# the others out) once the one before it has started: not before, as a test ahead of
+# that one on its worker would then wait for it, and it for that one. (A turn not come
+# in TURN_WAIT s is taken anyway: a worker lost.)
 _SERIAL_TURN: dict[str, int] = {}
 TURN_WAIT = 600.0
 
 
-def _wait_turn(turns: Path, turn: int) -> None:
+def _wait_turns(turns: Path, line: str) -> None:
     end = time.monotonic() + TURN_WAIT
     while time.monotonic() < end:
-        if turns.exists() and len(turns.read_text().splitlines()) >= turn:
+        if turns.exists() and line in turns.read_text().splitlines():
             return
         time.sleep(0.1)
+
+
+def _note_turn(turns: Path, line: str) -> None:
+    with open(turns, "a") as f:
+        f.write(line + "\n")
 
 
 @contextlib.contextmanager
@@ -173,22 +181,26 @@ def _room(alone: bool, quiet: bool = False, turn: int | None = None):
     with (open(turnstile, "a") as t, open(room, "a") as r, open(quiet_lock, "a") as q,
           open(waiting, "a") as w):
         if alone:
-            # said first, and held until it has run: a long test that took the room
-            # between two serial ones would keep the second waiting, and the others
+            if turn:
+                _wait_turns(turns, f"start {turn - 1}")
+            # said before the turnstile, and held until it has run: a long test that
+            # took the room between two serial ones would keep the second waiting, and
+            # every other worker with it
             fcntl.flock(w, fcntl.LOCK_SH)
             if turn:
-                _wait_turn(turns, turn)
+                _wait_turns(turns, f"done {turn - 1}")
             fcntl.flock(t, fcntl.LOCK_EX)
             fcntl.flock(r, fcntl.LOCK_EX)
+            if turn is not None:
+                _note_turn(turns, f"start {turn}")
             try:
                 yield
             finally:
                 fcntl.flock(r, fcntl.LOCK_UN)
+                if turn is not None:
+                    _note_turn(turns, f"done {turn}")
                 fcntl.flock(w, fcntl.LOCK_UN)
                 fcntl.flock(t, fcntl.LOCK_UN)
-                if turn is not None:
-                    with open(turns, "a") as f:
-                        f.write(f"{turn}\n")
             return
         while True:
             if quiet and _serial_waiting(w):
@@ -346,7 +358,7 @@ FILE_SECONDS = {
     "test_teaching_probes.py": 11,
     "test_report.py": 11, "test_tracer_versions.py": 11, "test_one_statistic.py": 10,
 }
-# The files of the serial tests at a session's start, in the order they run (_wait_turn):
+# The files of the serial tests at a session's start, in the order they run (_room):
 # the shortest first, so that its worker is soon free for the quiet files.
 SERIAL_FILES = ("test_bcc_bursts.py", "test_probe_cost.py", "test_verdicts.py")
 # Quiet files (see _room) come right after the serial ones: a fourth worker runs them
