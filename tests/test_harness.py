@@ -3,10 +3,13 @@ started (from a terminal, `bash .ci/run &`, nohup)."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import conftest
 
@@ -25,7 +28,6 @@ def test_children_can_be_stopped_with_sigint():
 
 def test_session_mark_finds_children():
     """The leftover check finds a child by the session's mark, and only while it runs."""
-    import os
     child = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
         mark = os.environ[conftest.SESSION_MARK]
@@ -36,42 +38,59 @@ def test_session_mark_finds_children():
     assert child.pid not in {pid for pid, _ in conftest._marked_processes(mark)}
 
 
+def _suite(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A folder with this conftest.py and ``files`` (name: the test module's code after
+    a ``_rec(name, t0)`` that appends ``name t0 t1 session`` to the log); the log."""
+    shutil.copy(Path(__file__).parent / "conftest.py", tmp_path / "conftest.py")
+    log = tmp_path / "log"
+    rec = ("import os, time, pytest\n"
+           "def _rec(name, t0):\n"
+           f"    with open({str(log)!r}, 'a') as f:\n"
+           "        f.write(f\"{name} {t0} {time.time()} "
+           "{os.environ.get('MONGOPROBE_TEST_SESSION')}\\n\")\n")
+    for name, code in files.items():
+        (tmp_path / name).write_text(rec + code)
+    return log
+
+
+def _run_suite(tmp_path: Path, *args: str, workers: int | None = 2) -> None:
+    """pytest on that folder as a session of its own (on ``workers``, None: in one
+    process), passed."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in (conftest.SESSION_MARK, conftest.RUN_MARK)}
+    how = ["-p", "no:xdist"] if workers is None else ["-n", str(workers), "--dist", "loadfile"]
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *how,
+                        "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path), *args],
+                       capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+def _rows(log: Path) -> dict[str, tuple[float, float, str]]:
+    """The log's rows: {name: (start, end, session mark)}."""
+    return {name: (float(t0), float(t1), mark) for name, t0, t1, mark in
+            (ln.split() for ln in log.read_text().splitlines())}
+
+
 def test_a_serial_test_runs_alone_on_workers(tmp_path):
     """Under pytest-xdist (scripts/test.sh), a test marked serial overlaps no other test,
     and each worker has its own session mark."""
-    import os
-    import shutil
-    from pathlib import Path
-
-    here = Path(__file__).parent
-    shutil.copy(here / "conftest.py", tmp_path / "conftest.py")
-    log = tmp_path / "log"
-    body = ("import os, time, pytest\n"
-            "def _rec(name, t0):\n"
-            f"    with open({str(log)!r}, 'a') as f:\n"
-            "        f.write(f\"{name} {t0} {time.time()} {os.environ['MONGOPROBE_TEST_SESSION']}\\n\")\n")
-    (tmp_path / "test_many.py").write_text(
-        body + "@pytest.mark.parametrize('i', range(8))\n"
-        "def test_many(i):\n    t0 = time.time(); time.sleep(0.3); _rec(f'many{i}', t0)\n")
-    (tmp_path / "test_one.py").write_text(
-        body + "def test_first():\n    t0 = time.time(); time.sleep(0.3); _rec('first', t0)\n"
-        "@pytest.mark.serial\n"
-        "def test_alone():\n    t0 = time.time(); time.sleep(1.0); _rec('alone', t0)\n")
-    env = {k: v for k, v in os.environ.items()
-           if k not in (conftest.SESSION_MARK, conftest.RUN_MARK)}
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        "-n", "2", "--dist", "loadfile", "-c", os.devnull,
-                        "--rootdir", str(tmp_path), str(tmp_path)],
-                       capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    rows = [ln.split() for ln in log.read_text().splitlines()]
+    log = _suite(tmp_path, {
+        "test_many.py": "@pytest.mark.parametrize('i', range(8))\n"
+                        "def test_many(i):\n"
+                        "    t0 = time.time(); time.sleep(0.3); _rec(f'many{i}', t0)\n",
+        "test_one.py": "def test_first():\n"
+                       "    t0 = time.time(); time.sleep(0.3); _rec('first', t0)\n"
+                       "@pytest.mark.serial\n"
+                       "def test_alone():\n"
+                       "    t0 = time.time(); time.sleep(1.0); _rec('alone', t0)\n"})
+    _run_suite(tmp_path)
+    rows = _rows(log)
     assert len(rows) == 10
-    alone = next(row for row in rows if row[0] == "alone")
-    a0, a1 = float(alone[1]), float(alone[2])
-    for name, t0, t1, _ in rows:
+    a0, a1, _ = rows["alone"]
+    for name, (t0, t1, _) in rows.items():
         if name != "alone":
-            assert float(t1) <= a0 or float(t0) >= a1, (name, t0, t1, alone)
-    marks = {row[3] for row in rows}
+            assert t1 <= a0 or t0 >= a1, (name, t0, t1, rows["alone"])
+    marks = {mark for _, _, mark in rows.values()}
     assert len(marks) == 2 and all(m.endswith(("-gw0", "-gw1")) for m in marks), marks
     # the locks are gone with the run
     run = marks.pop().rsplit("-", 1)[0]
@@ -82,56 +101,42 @@ def test_quiet_tests_run_beside_a_serial_one_by_one(tmp_path):
     """A quiet test (conftest.QUIET_FILES) runs beside a serial test, instead of waiting
     for it with the others, but one at a time: a serial test shares the machine with
     one quiet test at most."""
-    import os
-    import shutil
-    from pathlib import Path
-
-    here = Path(__file__).parent
-    shutil.copy(here / "conftest.py", tmp_path / "conftest.py")
-    log = tmp_path / "log"
     quiet = "test_histogram.py"
     assert quiet in conftest.QUIET_FILES
-    body = ("import os, time, pytest\n"
-            "def _rec(name, t0):\n"
-            f"    with open({str(log)!r}, 'a') as f:\n"
-            "        f.write(f'{name} {t0} {time.time()}\\n')\n")
-    (tmp_path / "test_many.py").write_text(
-        body + "@pytest.mark.parametrize('i', range(4))\n"
-        "def test_many(i):\n    t0 = time.time(); time.sleep(0.2); _rec(f'many{i}', t0)\n")
-    (tmp_path / quiet).write_text(
-        body + "@pytest.mark.parametrize('i', range(12))\n"
-        "def test_quiet(i):\n    t0 = time.time(); time.sleep(0.2); _rec(f'quiet{i}', t0)\n")
+    log = tmp_path / "log"
     # the serial test goes on until a quiet test has begun and ended beside it (30 s at
     # most: a quiet test made to wait for it would never come)
-    (tmp_path / "test_one.py").write_text(
-        body + "@pytest.mark.serial\n"
-        "def test_alone():\n"
-        "    t0 = time.time()\n"
-        "    while time.time() < t0 + 30:\n"
-        f"        rows = [r.split() for r in open({str(log)!r})] if os.path.exists({str(log)!r}) else []\n"
-        "        if any(r[0].startswith('quiet') and float(r[1]) >= t0 for r in rows):\n"
-        "            break\n"
-        "        time.sleep(0.05)\n"
-        "    time.sleep(0.5)\n"
-        "    _rec('alone', t0)\n")
-    env = {k: v for k, v in os.environ.items()
-           if k not in (conftest.SESSION_MARK, conftest.RUN_MARK)}
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        "-n", "3", "--dist", "loadfile", "-c", os.devnull,
-                        "--rootdir", str(tmp_path), str(tmp_path)],
-                       capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    rows = [(name, float(t0), float(t1)) for name, t0, t1 in
-            (ln.split() for ln in log.read_text().splitlines())]
+    log = _suite(tmp_path, {
+        "test_many.py": "@pytest.mark.parametrize('i', range(4))\n"
+                        "def test_many(i):\n"
+                        "    t0 = time.time(); time.sleep(0.2); _rec(f'many{i}', t0)\n",
+        quiet: "@pytest.mark.parametrize('i', range(12))\n"
+               "def test_quiet(i):\n"
+               "    t0 = time.time(); time.sleep(0.2); _rec(f'quiet{i}', t0)\n",
+        "test_one.py": "@pytest.mark.serial\n"
+                       "def test_alone():\n"
+                       "    t0 = time.time()\n"
+                       "    while time.time() < t0 + 30:\n"
+                       f"        rows = [r.split() for r in open({str(log)!r})] "
+                       f"if os.path.exists({str(log)!r}) else []\n"
+                       "        if any(r[0].startswith('quiet') and float(r[1]) >= t0 "
+                       "for r in rows):\n"
+                       "            break\n"
+                       "        time.sleep(0.05)\n"
+                       "    time.sleep(0.5)\n"
+                       "    _rec('alone', t0)\n"})
+    _run_suite(tmp_path, workers=3)
+    rows = _rows(log)
     assert len(rows) == 17
-    [(_, a0, a1)] = [row for row in rows if row[0] == "alone"]
+    a0, a1, _ = rows["alone"]
 
     def beside(t0: float, t1: float) -> bool:
         return t1 > a0 and t0 < a1
 
-    assert not [row for row in rows if row[0].startswith("many") and beside(*row[1:])]
-    with_it = sorted((t0, t1) for name, t0, t1 in rows if name.startswith("quiet")
-                     and beside(t0, t1))
+    assert not [name for name, (t0, t1, _) in rows.items()
+                if name.startswith("many") and beside(t0, t1)]
+    with_it = sorted((t0, t1) for name, (t0, t1, _) in rows.items()
+                     if name.startswith("quiet") and beside(t0, t1))
     assert with_it, rows
     assert all(b[0] >= a[1] for a, b in zip(with_it, with_it[1:])), with_it
 
@@ -140,34 +145,17 @@ def test_the_serial_files_take_their_turns_in_order(tmp_path):
     """The serial tests of conftest.SERIAL_FILES run in that order, whichever worker
     gets to the turnstile first: here the later file's test asks a second before the
     earlier one's, and still runs after it."""
-    import os
-    import shutil
-    from pathlib import Path
-
-    here = Path(__file__).parent
-    shutil.copy(here / "conftest.py", tmp_path / "conftest.py")
-    log = tmp_path / "log"
     first, then = conftest.SERIAL_FILES[:2]
-    body = ("import time, pytest\n"
-            "def _rec(name, t0):\n"
-            f"    with open({str(log)!r}, 'a') as f:\n"
-            "        f.write(f'{name} {t0} {time.time()}\\n')\n")
-    (tmp_path / first).write_text(
-        body + "def test_before():\n    time.sleep(1.0)\n"
-        "@pytest.mark.serial\n"
-        "def test_first():\n    t0 = time.time(); time.sleep(0.3); _rec('first', t0)\n")
-    (tmp_path / then).write_text(
-        body + "@pytest.mark.serial\n"
-        "def test_then():\n    t0 = time.time(); time.sleep(0.3); _rec('then', t0)\n")
-    env = {k: v for k, v in os.environ.items()
-           if k not in (conftest.SESSION_MARK, conftest.RUN_MARK)}
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        "-n", "2", "--dist", "loadfile", "-c", os.devnull,
-                        "--rootdir", str(tmp_path), str(tmp_path)],
-                       capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    rows = {name: (float(t0), float(t1)) for name, t0, t1 in
-            (ln.split() for ln in log.read_text().splitlines())}
+    log = _suite(tmp_path, {
+        first: "def test_before():\n    time.sleep(1.0)\n"
+               "@pytest.mark.serial\n"
+               "def test_first():\n"
+               "    t0 = time.time(); time.sleep(0.3); _rec('first', t0)\n",
+        then: "@pytest.mark.serial\n"
+              "def test_then():\n"
+              "    t0 = time.time(); time.sleep(0.3); _rec('then', t0)\n"})
+    _run_suite(tmp_path)
+    rows = _rows(log)
     assert rows["first"][1] <= rows["then"][0], rows
 
 
@@ -175,36 +163,22 @@ def test_the_first_test_that_makes_a_measuring_fixture_is_serial(tmp_path):
     """A module names its measuring fixtures (serial_fixtures): the first selected test
     that uses one runs serial, as it makes it; the tests that read it after, and those
     that never use it, do not."""
-    import os
-    import shutil
-    from pathlib import Path
+    log = _suite(tmp_path, {
+        "test_made.py": "pytestmark = pytest.mark.serial_fixtures('made')\n"
+                        "@pytest.fixture(scope='module')\n"
+                        "def made():\n    return 1\n"
+                        "def _serial(request):\n"
+                        "    _rec(request.node.name + "
+                        "str(request.node.get_closest_marker('serial') is not None), 0)\n"
+                        "def test_before(request):\n    _serial(request)\n"
+                        "def test_maker(made, request):\n    _serial(request)\n"
+                        "def test_reader(made, request):\n    _serial(request)\n"})
 
-    here = Path(__file__).parent
-    shutil.copy(here / "conftest.py", tmp_path / "conftest.py")
-    log = tmp_path / "log"
-    (tmp_path / "test_made.py").write_text(
-        "import pytest\n"
-        "pytestmark = pytest.mark.serial_fixtures('made')\n"
-        "@pytest.fixture(scope='module')\n"
-        "def made():\n    return 1\n"
-        "def _rec(request):\n"
-        f"    with open({str(log)!r}, 'a') as f:\n"
-        "        f.write(f\"{request.node.name} {request.node.get_closest_marker('serial') is not None}\\n\")\n"
-        "def test_before(request):\n    _rec(request)\n"
-        "def test_maker(made, request):\n    _rec(request)\n"
-        "def test_reader(made, request):\n    _rec(request)\n")
-    env = {k: v for k, v in os.environ.items()
-           if k not in (conftest.SESSION_MARK, conftest.RUN_MARK)}
-
-    def run(*args: str) -> dict[str, str]:
+    def run(*args: str) -> set[str]:
         log.unlink(missing_ok=True)
-        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                            "-p", "no:xdist", "-c", os.devnull, "--rootdir", str(tmp_path),
-                            str(tmp_path), *args],
-                           capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
-        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-        return dict(ln.split() for ln in log.read_text().splitlines())
+        _run_suite(tmp_path, *args, workers=None)
+        return set(_rows(log))
 
-    assert run() == {"test_before": "False", "test_maker": "True", "test_reader": "False"}
+    assert run() == {"test_beforeFalse", "test_makerTrue", "test_readerFalse"}
     # selected alone, the reader makes it
-    assert run("-k", "reader") == {"test_reader": "True"}
+    assert run("-k", "reader") == {"test_readerTrue"}
