@@ -56,8 +56,9 @@ def _suite(tmp_path: Path, files: dict[str, str]) -> Path:
 def _run_suite(tmp_path: Path, *args: str, workers: int | None = 2) -> None:
     """pytest on that folder as a session of its own (on ``workers``, None: in one
     process), passed."""
+    # (nor the timeline: its rows would join the outer session's)
     env = {k: v for k, v in os.environ.items()
-           if k not in (conftest.SESSION_MARK, conftest.RUN_MARK)}
+           if k not in (conftest.SESSION_MARK, conftest.RUN_MARK, "MONGOPROBE_TEST_TIMELINE")}
     how = ["-p", "no:xdist"] if workers is None else ["-n", str(workers), "--dist", "loadfile"]
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *how,
                         "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path), *args],
