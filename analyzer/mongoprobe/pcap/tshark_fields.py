@@ -1092,9 +1092,10 @@ def iter_messages(path: str | list, port: int, dec: Decode | None = None,
     ``workers=2`` (the default on two cores, from ``SPLIT_MIN_BYTES``): two tshark
     processes, one for the requests and one for the replies (``pcap/pcapfile.py``
     splits the capture), so blocks come in two interleaved orders: each block's
-    ``attrs["side"]`` is "request" or "reply", and ``attrs["upto"]`` the capture frame its side has been read to
-    (``pcap.Pairer`` waits for the requests before it calls a reply unmatched). If the
-    two sides disagree on a stream (``dec.inconsistent``), decode again with one.
+    ``attrs["side"]`` is "request" or "reply", and ``attrs["upto"]`` the capture frame
+    its side has been read to (``pcap.Pairer`` waits for the requests before it calls a
+    reply unmatched). If the two sides disagree on a stream (``dec.inconsistent``),
+    decode again with one.
     """
     dec = dec if dec is not None else Decode(path, int(port))
     _check_files(dec.paths)
