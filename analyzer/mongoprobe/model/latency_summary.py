@@ -291,7 +291,7 @@ def from_latencies(lat, engine: str = "", pid: int | None = None,
             values = None
             errors = codes = None
             if errs is not None:
-                errors, codes = int(errs[n]), dict(codes_of.get(key, {}))
+                errors, codes = int(errs[n]), codes_of.get(key, {})
             if v_of is not None:
                 idx = v_of.get(key, [])
                 values = lat_ns[idx]
