@@ -14,8 +14,8 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 # The extra workers fill the CPUs while other tests wait for a tracer's attach or end,
 # and one is free for the quiet tests while the others begin with the serial ones
-# (tests/conftest.py). 2 CPUs: 580 and 596 s with 4 workers, 620 s with 3, in fresh
-# clones on the same day (589-634 s with 3 the day before); 893 s with 3 and 958-966 s
-# with 2, an older suite.
+# (tests/conftest.py). 2 CPUs, fresh clones: 580-630 s with 4 workers (5 runs), 620 s
+# with 3 the same day and 589-634 s the day before: within the runs' noise, with the
+# CPUs 92-94% busy instead of 86-92%; 893 s with 3 and 958-966 s with 2, an older suite.
 workers=${MONGOPROBE_TEST_WORKERS:-$(( $(nproc) < 3 ? $(nproc) + 2 : 4 ))}
 exec .venv/bin/python -m pytest -q -ra -n "$workers" --dist loadfile --no-loadscope-reorder "$@"
