@@ -120,13 +120,15 @@ def pytest_unconfigure(config) -> None:
 # A quiet test (QUIET_FILES, neither root nor target: it parses, folds and renders in
 # its own process, with hardly a syscall and no child that does I/O) is the exception:
 # while a serial test waits or runs, it runs beside it, one at a time (the "quiet" lock),
-# instead of waiting with the others. The serial tests then share the machine with one
+# instead of waiting with the others, unless the serial test is marked
+# ``quiet_beside=False`` (it then holds the quiet lock too). The serial tests then share the machine with one
 # CPU-bound Python process at most, and their other CPU is no longer idle: at the start
 # of a session the serial tests run back to back for 90 s, which left a CPU of the two
-# idle for most of it. What each serial test measures holds beside it: a verdict is a
-# share of its own benchmark's threads' time, the probe cost's programs count the few
-# syscalls of such a process among tens of thousands of requests, and bcc's bursts still
-# spill (each of their docstrings says so).
+# idle for most of it. What the probe cost and bcc's bursts measure holds beside one:
+# the probe cost's programs count the few syscalls of such a process among tens of
+# thousands of requests, and the bursts still spill (their docstrings say so). The
+# verdict recordings do not take one: beside it, PostgreSQL's writers once read
+# server-lock 0.23 against server-cpu 0.41, over the half their test allows.
 
 
 def _room_locks() -> tuple[Path, ...]:
@@ -176,7 +178,8 @@ def _note_turn(turns: Path, line: str) -> None:
 
 
 @contextlib.contextmanager
-def _room(alone: bool, quiet: bool = False, turn: int | None = None):
+def _room(alone: bool, quiet: bool = False, turn: int | None = None,
+          quiet_beside: bool = True):
     turnstile, room, quiet_lock, waiting, turns = _room_locks()
     with (open(turnstile, "a") as t, open(room, "a") as r, open(quiet_lock, "a") as q,
           open(waiting, "a") as w):
@@ -191,11 +194,15 @@ def _room(alone: bool, quiet: bool = False, turn: int | None = None):
                 _wait_turns(turns, f"done {turn - 1}")
             fcntl.flock(t, fcntl.LOCK_EX)
             fcntl.flock(r, fcntl.LOCK_EX)
+            if not quiet_beside:
+                fcntl.flock(q, fcntl.LOCK_EX)       # no quiet test either
             if turn is not None:
                 _note_turn(turns, f"start {turn}")
             try:
                 yield
             finally:
+                if not quiet_beside:
+                    fcntl.flock(q, fcntl.LOCK_UN)
                 fcntl.flock(r, fcntl.LOCK_UN)
                 if turn is not None:
                     _note_turn(turns, f"done {turn}")
@@ -316,8 +323,9 @@ def pytest_runtest_protocol(item, nextitem):
         yield                       # one process: every test runs alone anyway
         return
     t0 = time.time()
-    with _room(item.get_closest_marker("serial") is not None, _quiet(item),
-               _SERIAL_TURN.get(item.nodeid)):
+    serial = item.get_closest_marker("serial")
+    with _room(serial is not None, _quiet(item), _SERIAL_TURN.get(item.nodeid),
+               serial is None or serial.kwargs.get("quiet_beside", True)):
         t1 = time.time()
         item._mongoprobe_room_wait = t1 - t0
         yield
@@ -414,7 +422,7 @@ def pytest_collection_finish(session) -> None:
                 key = (str(item.path), name)
                 if name in item.fixturenames and key not in made:
                     made.add(key)
-                    item.add_marker(pytest.mark.serial)
+                    item.add_marker(pytest.mark.serial(**m.kwargs))
     first = [item for item in session.items
              if item.path.name in SERIAL_FILES and item.get_closest_marker("serial")]
     first.sort(key=lambda item: SERIAL_FILES.index(item.path.name))     # (stable)
