@@ -369,9 +369,9 @@ FILE_SECONDS = {
 # The files of the serial tests at a session's start, in the order they run (_room):
 # the shortest first, so that its worker is soon free for the quiet files.
 SERIAL_FILES = ("test_bcc_bursts.py", "test_probe_cost.py", "test_verdicts.py")
-# Quiet files (see _room) come right after the serial ones: a fourth worker runs them
-# from the start, and the first serial test's worker once that test has run, beside the
-# others (pytest-xdist hands each worker a file: the three that begin with a serial
+# Quiet files (see _room) come right after the serial ones: the first serial test's
+# worker runs them once that test has run (and a fourth worker, if any, from the start),
+# beside the others (pytest-xdist hands each worker a file: the three that begin with a serial
 # test run nothing else until it has run).
 # In the order they are handed out, the longest first; about 57 s of CPU in all, about
 # the CPU the serial tests leave idle.
