@@ -228,3 +228,23 @@ def test_load_interrupted_ends_the_phase_and_summarises(ferretdb):
     assert bool(out.phases["interrupted"].iloc[0])
     assert out.phases["seconds"].iloc[0] < 30
     _check_consistent(out)
+
+
+def test_nothing_is_imported_between_two_phases(ferretdb):
+    """From one phase's end to the next one's start the tool only asks dbStats and
+    prints: a module imported there (pandas, for the summary's p95, once took 0.3 s
+    quiet and seconds on a busy machine) delays the next phase, an idle gap in the
+    server's traffic that split a phase found from it (traffic_phases) in two. Python's
+    -X importtime says each import on stderr as it happens, into stdout's pipe here."""
+    r = subprocess.run([sys.executable, "-X", "importtime", "-u", "-m", "mongoprobe", "load",
+                        "--uri", ferretdb.uri, "--db", "test_load_imports",
+                        "--phases", "1i.1q:1s,1i.0q:1s,0i.1q:1s"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout[-2000:]
+    lines = r.stdout.splitlines()
+    ends = [i for i, s in enumerate(lines) if END.match(s)]
+    starts = [i for i, s in enumerate(lines) if START.match(s)]
+    assert len(starts) == len(ends) == 3
+    between = [s for e, s in zip(ends, starts[1:]) for s in lines[e:s]
+               if s.startswith("import time:")]
+    assert not between, between

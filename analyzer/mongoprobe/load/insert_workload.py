@@ -215,7 +215,7 @@ def _rate(r: float | None) -> str:
 
 def _p95(rates: list[float]) -> float | None:
     """normalize.p95_rate rounded for the summary; None without a full interval."""
-    from mongoprobe.analysis.normalize import p95_rate
+    from mongoprobe.analysis.normalize import p95_rate    # imported by run() already
 
     r = p95_rate(rates)
     return None if math.isnan(r) else round(r, 3)
@@ -507,6 +507,11 @@ def redact(uri: str) -> str:
 def run(opts: Options) -> tuple[int, dict]:
     """Run every phase; print the output described above; return (exit status, summary)."""
     import pymongo
+
+    # imported before the first phase, not at its end (_p95: pandas, 0.3 s here and
+    # seconds on a busy machine): the next phase started that much later, an idle gap
+    # in the server's traffic that split a phase found from it in two
+    import mongoprobe.analysis.normalize  # noqa: F401
 
     counter = CommandCounter()
     counter.label("setup")
