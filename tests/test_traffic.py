@@ -51,12 +51,30 @@ def _stripped(src, dst, keep, events=True):
     return mongoprobe.load_run(dst)
 
 
+def _relative(table, t0) -> str:
+    """A phase table with its times in seconds from t0, to the millisecond."""
+    return table.assign(start=table["start"] - t0, end=table["end"] - t0).to_string(
+        float_format=lambda v: f"{v:.3f}")
+
+
+def _seconds(recorded, t0) -> str:
+    """The work requests each second of the recording, by command: where a phase thinned
+    out or stopped (a gap of two idle seconds splits a phase)."""
+    ps = traffic.per_second(mongoprobe.load_run(recorded).latencies)
+    t = ps.assign(second=ps["second"] - int(t0)).pivot_table(
+        index="second", columns="command", values="requests", aggfunc="sum", fill_value=0)
+    return t.to_string()
+
+
 def _within_a_second(got, truth, recorded):
     """The phases found, each within a second of the markers of the phases it spans."""
     names = got["name"].tolist()
-    # (the whole table and the markers when not: which edge moved, and where)
+    # (the whole table and the markers when not, in seconds from the first marker's
+    # start: which edge moved, and where)
+    t0 = truth["start"].min()
     assert names[1:] == FOUND[1:] and names[0] in _mix_names(mongoprobe.load_run(recorded)), \
-        f"{got.to_string()}\nmarkers:\n{truth.to_string()}"
+        (f"{_relative(got, t0)}\nmarkers:\n{_relative(truth, t0)}\n"
+         f"per second (from the first marker's second):\n{_seconds(recorded, t0)}")
     for g, spans in zip(got.itertuples(), OF):
         start, end = truth.loc[spans[0], "start"], truth.loc[spans[-1], "end"]
         assert abs(g.start - start) < 1.0, (g.name, g.start - start)
