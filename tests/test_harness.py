@@ -100,8 +100,8 @@ def test_a_serial_test_runs_alone_on_workers(tmp_path):
 
 def test_quiet_tests_run_beside_a_serial_one_by_one(tmp_path):
     """A quiet test (conftest.QUIET_FILES) runs beside a serial test, instead of waiting
-    for it with the others, but one at a time: a serial test shares the machine with
-    one quiet test at most."""
+    for it with the others, but one at a time and at nice 19: a serial test shares the
+    machine with one quiet test at most, which takes hardly any CPU it wants."""
     quiet = "test_histogram.py"
     assert quiet in conftest.QUIET_FILES
     log = tmp_path / "log"
@@ -113,7 +113,8 @@ def test_quiet_tests_run_beside_a_serial_one_by_one(tmp_path):
                         "    t0 = time.time(); time.sleep(0.2); _rec(f'many{i}', t0)\n",
         quiet: "@pytest.mark.parametrize('i', range(12))\n"
                "def test_quiet(i):\n"
-               "    t0 = time.time(); time.sleep(0.2); _rec(f'quiet{i}', t0)\n",
+               "    t0 = time.time(); time.sleep(0.2)\n"
+               "    _rec(f'quiet{i}-nice{os.getpriority(os.PRIO_PROCESS, 0)}', t0)\n",
         "test_one.py": "@pytest.mark.serial\n"
                        "def test_alone():\n"
                        "    t0 = time.time()\n"
@@ -140,6 +141,11 @@ def test_quiet_tests_run_beside_a_serial_one_by_one(tmp_path):
                      if name.startswith("quiet") and beside(t0, t1))
     assert with_it, rows
     assert all(b[0] >= a[1] for a, b in zip(with_it, with_it[1:])), with_it
+    # at nice 19 beside it (as root, who can set it back), at 0 otherwise
+    nice = {name: (int(name.rsplit("nice", 1)[1]), beside(t0, t1))
+            for name, (t0, t1, _) in rows.items() if name.startswith("quiet")}
+    want = 19 if os.geteuid() == 0 else 0
+    assert all(n == (want if b else 0) for n, b in nice.values()), nice
 
 
 def test_the_serial_files_take_their_turns_in_order(tmp_path):

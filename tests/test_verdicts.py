@@ -48,7 +48,7 @@ from mongoprobe.run import tracer as probes, target
 # need not be alone: their 30 ms per flush outweighs a busy machine's waits for a CPU
 # (server-disk 0.90-0.95 of the time beside two CPU hogs on 2 CPUs, 0.94-0.95 alone).
 pytestmark = [pytest.mark.root, pytest.mark.target,
-              pytest.mark.serial_fixtures("recordings", quiet_beside=False)]
+              pytest.mark.serial_fixtures("recordings")]
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBES = "latency,offcpu,vmstat,iostat,pidstat"
@@ -163,10 +163,13 @@ def recordings(request, tmp_path_factory, sqlite_path, pg_path) -> dict:
     side (two runs): SQLite's writers server-lock 0.49-0.53 over server-cpu 0.28-0.29
     (0.54-0.62 alone), PostgreSQL's writers server-cpu 0.52-0.55 over load-tool
     0.27-0.34, every other verdict 0.67 or more. Made alone on the machine otherwise
-    (serial_fixtures), without even a quiet test beside them (conftest.py): with one,
-    PostgreSQL's writers once read server-lock 0.231 against server-cpu 0.411, over the
-    half their test allows (CPU taken from lock holders lengthens the waits for their
-    locks). One serial wait of about 45 s, not one of 40 s and one of 31 s."""
+    (serial_fixtures), but for a quiet test at nice 19 (conftest.py): beside one at nice
+    0, PostgreSQL's writers once read server-lock 0.231 against server-cpu 0.411, over
+    the half their test allows (CPU taken from lock holders lengthens the waits for
+    their locks); beside a nice-19 busy loop, every test passed in three runs, two of
+    which read SQLite's writers server-lock 0.51-0.53 over server-cpu 0.28 and
+    PostgreSQL's server-cpu 0.50-0.54 over server-lock 0.14-0.18, as alone. One serial
+    wait of about 45 s, not one of 40 s and one of 31 s."""
     try:
         pg = request.getfixturevalue("pg_target")
     except pytest.skip.Exception as e:
