@@ -155,8 +155,8 @@ def _quiet(item) -> bool:
 
 
 # A serial test of SERIAL_FILES waits for its turn (its place among those selected, in
-# SERIAL_FILES' order) before the turnstile: each worker begins with one of them, and
-# the turnstile is not first come, first served. Each one notes in the "turns" file
+# SERIAL_FILES' order) before the turnstile: they are among the first files handed out
+# (HANDED_OUT), and the turnstile is not first come, first served. Each one notes in the "turns" file
 # when it starts and when it is done. It says it waits (the "waiting" lock, which keeps
 # the others out) once the one before it has started: not before, as a test ahead of
 # that one on its worker would then wait for it, and it for that one. (A turn not come
@@ -363,10 +363,9 @@ TARGET_FIXTURES = {"ferretdb", "refused_target", "tls_target", "tracing_and_targ
 # the session's CPU table), the longest first: pytest-xdist hands the workers whole
 # files in collection order (scripts/test.sh passes --no-loadscope-reorder: its own
 # order is by number of tests), and a long file handed out last would run on alone
-# while the other workers idle. The
-# files marked serial come first, as they leave the others idle wherever they run, then
-# the quiet ones, which can run beside them (QUIET_FILES). A file not listed (fast, or
-# new) goes after these, in its usual order.
+# while the other workers idle. The files of the serial tests and the quiet ones come
+# before these (HANDED_OUT), as the serial ones leave the others idle wherever they run.
+# A file not listed (fast, or new) goes after these, in its usual order.
 FILE_SECONDS = {
     "test_examples_live.py": 86, "test_dtrace.py": 86, "test_pcap.py": 80,
     "test_record.py": 76, "test_dtrace_tls.py": 70, "test_tls_decode.py": 63,
@@ -382,17 +381,14 @@ FILE_SECONDS = {
 # The files of the serial tests at a session's start, in the order they run (_room):
 # the shortest first, so that its worker is soon free for the quiet files.
 SERIAL_FILES = ("test_bcc_bursts.py", "test_probe_cost.py", "test_verdicts.py")
-# Quiet files (see _room) come right after the serial ones: the first serial test's
-# worker runs them once that test has run (and a fourth worker, if any, from the start),
-# beside the others (pytest-xdist hands each worker a file: the three that begin with a serial
-# test run nothing else until it has run).
-# In the order they are handed out, the longest first; about 57 s of CPU in all, about
-# the CPU the serial tests leave idle.
+# Quiet files (see _room) run beside the serial tests, one test at a time. In the order
+# they are handed out, the longest first; about 57 s of CPU in all, about the CPU the
+# serial tests leave idle.
 QUIET_FILES = (
     "test_examples.py",
-    # then two short ones: the worker of test_probe_cost.py is handed the second (3
-    # workers) or the third (4) with it, as its two tests are "almost depleted" to
-    # pytest-xdist, and runs it only after them
+    # then two short ones: a worker that begins with test_probe_cost.py is handed one
+    # with it, as its two tests are "almost depleted" to pytest-xdist, and runs it only
+    # after them
     "test_phases_notes.py", "test_bpftrace_json.py",
     "test_formats.py", "test_wire_fuzz.py", "test_flamegraph.py", "test_loadtools.py",
     "test_normalize.py", "test_loglinear.py", "test_event_store.py", "test_histogram.py",
@@ -400,13 +396,21 @@ QUIET_FILES = (
     "test_docs.py", "test_quantize.py", "test_phase_window.py",
     "test_stacks.py",   # last: its one root test waits for the serial ones
 )
+# The order the files are handed out in (pytest-xdist gives each worker a file, and a
+# second one to a worker whose first has 2 tests or fewer): the first serial file, the
+# first quiet file, then the other serial files, then the other quiet ones. A worker
+# that begins with a serial file runs nothing else until its test's turn has come and
+# gone, so with the serial files first, no quiet test ran beside the first serial test
+# (bcc's bursts, 15 s of a CPU left idle); the first quiet file's worker runs quiet
+# tests from the start.
+HANDED_OUT = (SERIAL_FILES[0], QUIET_FILES[0], *SERIAL_FILES[1:], *QUIET_FILES[1:])
 
 
 def _file_rank(item) -> tuple:
     name = item.path.name
-    group = 0 if name in SERIAL_FILES else 1 if name in QUIET_FILES else 2
-    return (group, SERIAL_FILES.index(name) if group == 0 else
-            QUIET_FILES.index(name) if group == 1 else -FILE_SECONDS.get(name, 0))
+    if name in HANDED_OUT:
+        return (0, HANDED_OUT.index(name))
+    return (1, -FILE_SECONDS.get(name, 0))
 
 
 # tryfirst: the markers below are there for the hooks after it

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -282,8 +283,14 @@ def traced_jobs(workdir: Path, cert_key: tuple[Path, Path],
                 except (Exception, pytest.skip.Exception, pytest.fail.Exception) as exc:
                     results[name] = exc
         finally:
+            # every job's tracers at once
+            got = _stopped({(name, t): tracer for name, started in tracers.items()
+                            for t, tracer in started.items()})
             for name, started in tracers.items():
-                outputs, failures = stop_all(started)
+                outputs = {t: got[name, t] for t in started
+                           if not isinstance(got[name, t], BaseException)}
+                failures = [got[name, t] for t in started
+                            if isinstance(got[name, t], BaseException)]
                 run = results.get(name)
                 if isinstance(run, BaseException):
                     for failed in failures:     # said with the first failure
@@ -302,16 +309,27 @@ def traced_jobs(workdir: Path, cert_key: tuple[Path, Path],
     return results
 
 
-def stop_all(tracers: dict) -> tuple[dict[str, list[str]], list[BaseException]]:
-    """Every tracer stopped, even when one fails to stop: (their stdout lines, the
-    failures)."""
-    outputs, failures = {}, []
-    for name, tracer in tracers.items():
+def _stopped(tracers: dict) -> dict:
+    """Every tracer stopped at once (a bcc or bpftrace detach, a DTrace END, take about
+    2 s each: five one after another idled a worker 10 s): {key: its stdout lines, or
+    what its stop raised}, in the tracers' order."""
+    with ThreadPoolExecutor(len(tracers) or 1) as pool:
+        stops = {key: pool.submit(tracer.stop) for key, tracer in tracers.items()}
+    got: dict = {}
+    for key, f in stops.items():
         try:
-            outputs[name] = tracer.stop()
+            got[key] = f.result()
         except (Exception, pytest.fail.Exception) as exc:
-            failures.append(exc)
-    return outputs, failures
+            got[key] = exc
+    return got
+
+
+def stop_all(tracers: dict) -> tuple[dict[str, list[str]], list[BaseException]]:
+    """Every tracer stopped (at once), even when one fails to stop: (their stdout lines,
+    the failures)."""
+    got = _stopped(tracers)
+    return ({k: v for k, v in got.items() if not isinstance(v, BaseException)},
+            [v for v in got.values() if isinstance(v, BaseException)])
 
 
 def stop_all_or_raise(tracers: dict, error: BaseException | None = None) -> dict[str, list[str]]:
