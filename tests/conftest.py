@@ -156,11 +156,11 @@ def _quiet(item) -> bool:
 
 # A serial test of SERIAL_FILES waits for its turn (its place among those selected, in
 # SERIAL_FILES' order) before the turnstile: they are among the first files handed out
-# (HANDED_OUT), and the turnstile is not first come, first served. Each one notes in the "turns" file
-# when it starts and when it is done. It says it waits (the "waiting" lock, which keeps
-# the others out) once the one before it has started: not before, as a test ahead of
-# that one on its worker would then wait for it, and it for that one. (A turn not come
-# in TURN_WAIT s is taken anyway: a worker lost.)
+# (HANDED_OUT), and the turnstile is not first come, first served. Each one notes in
+# the "turns" file when it starts and when it is done. It says it waits (the "waiting"
+# lock, which keeps the others out) once the one before it has started: not before, as
+# a test ahead of that one on its worker would then wait for it, and it for that one.
+# (A turn not come in TURN_WAIT s is taken anyway: a worker lost.)
 _SERIAL_TURN: dict[str, int] = {}
 TURN_WAIT = 600.0
 
@@ -382,8 +382,9 @@ FILE_SECONDS = {
 # the shortest first, so that its worker is soon free for the quiet files.
 SERIAL_FILES = ("test_bcc_bursts.py", "test_probe_cost.py", "test_verdicts.py")
 # Quiet files (see _room) run beside the serial tests, one test at a time. In the order
-# they are handed out, the longest first; about 57 s of CPU in all, about the CPU the
-# serial tests leave idle.
+# they are handed out, the longest first; about 57 s of CPU in all, a little less than
+# the serial tests leave idle (they ran out at 89 s of a session, the verdict
+# recordings ended at 100 s).
 QUIET_FILES = (
     "test_examples.py",
     # then two short ones: a worker that begins with test_probe_cost.py is handed one

@@ -147,7 +147,8 @@ def test_quiet_tests_run_beside_a_serial_one_by_one(tmp_path):
     nice = {name: (int(name.rsplit("nice", 1)[1]), beside(t0, t1))
             for name, (t0, t1, _) in rows.items() if "-nice" in name}
     want = 19 if os.geteuid() == 0 else 0
-    assert all(n == want for name, (n, b) in nice.items() if b and name.startswith("quiet")), nice
+    assert all(n == want for name, (n, b) in nice.items()
+               if b and name.startswith("quiet")), nice
     assert all(n == 0 for name, (n, b) in nice.items() if name.startswith("many")), nice
 
 

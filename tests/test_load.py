@@ -236,10 +236,11 @@ def test_nothing_is_imported_between_two_phases(ferretdb):
     quiet and seconds on a busy machine) delays the next phase, an idle gap in the
     server's traffic that split a phase found from it (traffic_phases) in two. Python's
     -X importtime says each import on stderr as it happens, into stdout's pipe here."""
-    r = subprocess.run([sys.executable, "-X", "importtime", "-u", "-m", "mongoprobe", "load",
-                        "--uri", ferretdb.uri, "--db", "test_load_imports",
+    r = subprocess.run([sys.executable, "-X", "importtime", "-u", "-m", "mongoprobe",
+                        "load", "--uri", ferretdb.uri, "--db", "test_load_imports",
                         "--phases", "1i.1q:1s,1i.0q:1s,0i.1q:1s"],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=120)
     assert r.returncode == 0, r.stdout[-2000:]
     lines = r.stdout.splitlines()
     ends = [i for i, s in enumerate(lines) if END.match(s)]
