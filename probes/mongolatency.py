@@ -173,6 +173,7 @@ import re
 import signal
 import struct
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -431,6 +432,20 @@ def fix_uprobe_binding():
     raw.restype = ct.c_int
     raw.argtypes = list(f.argtypes) + [ct.c_uint32]
     libbcc.lib.bpf_attach_uprobe = lambda *args: raw(*(args + (0,)))
+
+
+def detach_at_once(b):
+    """Every syscall tracepoint and uprobe detached together, from threads, before
+    bcc's cleanup detaches them one after another: the kernel waits at each perf
+    event's close (the unregistering of its tracepoint or uprobe, about 0.1 s here),
+    and concurrent waits overlap. The counts are read by then: nothing is lost."""
+    jobs = ([(b.detach_tracepoint, tp) for tp in list(b.tracepoint_fds)]
+            + [(b.detach_uprobe_event, ev) for ev in list(b.uprobe_fds)])
+    threads = [threading.Thread(target=f, args=(arg,)) for f, arg in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def attach_tls(b, pid, hooks):
@@ -1367,6 +1382,7 @@ def main(argv=None):
         evfile.close()
     dropped_hint(tool, ev_reader.lost if ev_reader else 0, ringbuf)
     full_hint(tool, raw_counts(b), args.max_connections)
+    detach_at_once(b)
     return 0
 
 

@@ -193,6 +193,7 @@ def main(argv=None):
         mw.footer(totals)
     mw.dropped_hint(tool, totals["lost"]["dropped"] - sum(totals["full"].values()), ringbuf)
     mw.full_hint(tool, mw.raw_counts(b), args.max_connections)
+    mw.detach_at_once(b)
     return 0
 
 
