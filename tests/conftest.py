@@ -337,8 +337,8 @@ def pytest_runtest_protocol(item, nextitem):
         yield                       # one process: every test runs alone anyway
         return
     t0 = time.time()
-    serial = item.get_closest_marker("serial")
-    with _room(serial is not None, _quiet(item), _SERIAL_TURN.get(item.nodeid)):
+    with _room(item.get_closest_marker("serial") is not None, _quiet(item),
+               _SERIAL_TURN.get(item.nodeid)):
         t1 = time.time()
         item._mongoprobe_room_wait = t1 - t0
         yield

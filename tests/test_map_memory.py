@@ -97,8 +97,7 @@ def test_too_much_is_refused_before_loading(ferretdb, need_bpftrace):
     and nothing loaded (no tracer started: it answers at once). Sized over a quarter of
     MemTotal, which MemAvailable never exceeds: the other tests' memory comes and goes
     (sized on MemAvailable as this test read it, a CI run's CLI read more, and loaded)."""
-    with open("/proc/meminfo") as f:
-        total = next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith("MemTotal:"))
+    total = probes.meminfo("MemTotal")
     n = 2
     while mapmem.wire_bytes("bpftrace", "mongo_latency.bt", n, probes.possible_cpus()) \
             <= total // 4:

@@ -13,8 +13,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -287,10 +287,7 @@ def traced_jobs(workdir: Path, cert_key: tuple[Path, Path],
             got = _stopped({(name, t): tracer for name, started in tracers.items()
                             for t, tracer in started.items()})
             for name, started in tracers.items():
-                outputs = {t: got[name, t] for t in started
-                           if not isinstance(got[name, t], BaseException)}
-                failures = [got[name, t] for t in started
-                            if isinstance(got[name, t], BaseException)]
+                outputs, failures = _split({t: got[name, t] for t in started})
                 run = results.get(name)
                 if isinstance(run, BaseException):
                     for failed in failures:     # said with the first failure
@@ -324,12 +321,16 @@ def _stopped(tracers: dict) -> dict:
     return got
 
 
+def _split(got: dict) -> tuple[dict[str, list[str]], list[BaseException]]:
+    """_stopped's results as (the stdout lines of those that stopped, the failures)."""
+    return ({k: v for k, v in got.items() if not isinstance(v, BaseException)},
+            [v for v in got.values() if isinstance(v, BaseException)])
+
+
 def stop_all(tracers: dict) -> tuple[dict[str, list[str]], list[BaseException]]:
     """Every tracer stopped (at once), even when one fails to stop: (their stdout lines,
     the failures)."""
-    got = _stopped(tracers)
-    return ({k: v for k, v in got.items() if not isinstance(v, BaseException)},
-            [v for v in got.values() if isinstance(v, BaseException)])
+    return _split(_stopped(tracers))
 
 
 def stop_all_or_raise(tracers: dict, error: BaseException | None = None) -> dict[str, list[str]]:

@@ -112,13 +112,8 @@ def host_facts() -> tuple[dict, dict]:
                 break
     except OSError:
         pass
-    try:
-        for line in open("/proc/meminfo"):
-            if line.startswith("MemTotal:"):
-                mem = int(line.split()[1])
-                break
-    except OSError:
-        pass
+    total = probes.meminfo("MemTotal")
+    mem = total // 1024 if total is not None else None
     try:
         for line in open("/etc/os-release"):
             if line.startswith("PRETTY_NAME="):

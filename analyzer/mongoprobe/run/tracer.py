@@ -315,15 +315,21 @@ def possible_cpus(text: str | None = None) -> int:
     return n
 
 
-def mem_available() -> int | None:
-    """MemAvailable of /proc/meminfo in bytes (None where there is none)."""
+def meminfo(field: str) -> int | None:
+    """A field of /proc/meminfo (MemTotal, MemAvailable...) in bytes (None where there
+    is none)."""
     try:
         for line in open("/proc/meminfo"):
-            if line.startswith("MemAvailable:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     except OSError:
         pass
     return None
+
+
+def mem_available() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (None where there is none)."""
+    return meminfo("MemAvailable")
 
 
 def map_entries(pid: int) -> list[dict]:
