@@ -72,6 +72,7 @@ int rxrid[int, int];
 int64_t rxlen[int, int];
 int rxmtc[int, int];
 string rxcmd[int, int];		/* its command name */
+string opnames[int];		/* [opCode]: its name (BEGIN fills it; see OPNAME) */
 int64_t head[int, int];		/* ring of SLOTS outstanding requests: head - tail */
 int64_t tail[int, int];
 int slot_rid[int, int, int];	/* [pid, fd, n % SLOTS]: requestID, time, ... */
@@ -107,6 +108,8 @@ this int o;
 this int valid;
 this int fin;			/* the message is complete */
 this int want;			/* read the command name from this->b */
+this int rop;			/* ... of a message of this opCode */
+this uint64_t na;		/* user address of the command name (0: none) */
 this uint64_t b;		/* user address of message offset 16 (the body) */
 this uint64_t k0;
 this int kind;
@@ -123,6 +126,13 @@ this uint64_t ts;
 this int64_t lat;
 this int64_t have;
 this uint64_t *w;		/* a reply's first 40 bytes, gathered (alloca) */
+this uint64_t w0;		/* ... as five words */
+this uint64_t w1;
+this uint64_t w2;
+this uint64_t w3;
+this uint64_t w4;
+this uint8_t *p;		/* bytes copied in (alloca): a header, a body's first */
+this uint64_t q;		/* ... and a little-endian word of them */
 this int64_t got;		/* of them, bytes known */
 this int cut;			/* a send ends inside a reply's first 40 bytes */
 this int sp;			/* the reply was gathered: its failure test is done */
@@ -147,6 +157,11 @@ BEGIN
 	@requests = sum(0); @replies = sum(0); @stream = sum(0); @noreply = sum(0);
 	@unmatched = sum(0); @without = sum(0); @malformed = sum(0);
 	@tls_conns = sum(0);
+	opnames[OP_MSG] = "OP_MSG"; opnames[OP_QUERY] = "OP_QUERY";
+	opnames[OP_COMPRESSED] = "OP_COMPRESSED"; opnames[OP_INSERT] = "OP_INSERT";
+	opnames[OP_UPDATE] = "OP_UPDATE"; opnames[OP_DELETE] = "OP_DELETE";
+	opnames[OP_GET_MORE] = "OP_GET_MORE"; opnames[OP_KILL_CURSORS] = "OP_KILL_CURSORS";
+	opnames[OP_REPLY] = "OP_REPLY";
 	epoch = timestamp;
 	/* maps DTrace's timestamp to the wall clock (walltimestamp is ns since the epoch) */
 	printf("# clock timestamp_ns=%d walltimestamp_ns=%d\n", timestamp, walltimestamp);
@@ -162,6 +177,10 @@ BEGIN
  * _tls scripts, the returns of OpenSSL's reads (their plaintext). */
 
 
+/* The opCode's name: a lookup (BEGIN fills opnames), not a ternary over nine
+ * string constants, each a copy with fault checks of its own that the verifier
+ * walks at every use. Every opCode that gets here was checked to be a request's
+ * or a reply's. */
 
 
 
@@ -285,77 +304,90 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	this->off = this->rem < this->ret ? this->rem : this->ret;
 	/* mongod's pattern: the header came alone, the body (offset 16) starts here */
 	this->want = rxneed[$target, this->fd] && rxpos[$target, this->fd] == 16 && this->n >= 16;
+	this->rop = rxop[$target, this->fd];
 	this->b = this->buf;
 	this->fin = this->off == this->rem;
 	rxrem[$target, this->fd] = this->rem - this->off;
 	rxpos[$target, this->fd] = this->fin ? 0 : rxpos[$target, this->fd] + this->off;
 }
-/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
- * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
- * document, its first key (the command) @10. */
+/* B1: the command name from the body at this->b (message offset 16): B1-B3
+ * find where it starts (this->na, 0: nowhere), B4 reads it. OP_MSG: flagBits
+ * @0 (bit 1: moreToCome), first section kind @4; kind 0: the body document,
+ * its first key (the command) @10. The first 9 bytes are read at once: each
+ * read of user memory adds fault checks, and the verifier walks DTrace's error
+ * path once per check (docs/probes.md, D, "Cost"). */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
+/this->rx_go && this->want/
 {
-	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
-}
-
-/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
-syscall::read:return, syscall::read_nocancel:return,
-syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
-syscall::readv:return, syscall::readv_nocancel:return,
-syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
-{
-	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
-	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+	this->na = 0;
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && this->rop == OP_MSG/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
+	this->p = (uint8_t *)copyin(this->b, 9);
+	this->q = *(uint64_t *)this->p;
+	this->kind = (this->q >> 32) & 0xff;
+	rxmtc[$target, this->fd] = (this->q & 2) != 0;
+	this->na = this->kind == 0 ? this->b + 10 : 0;
+	/* where a kind-1 section (its int32 size @5) ends: alloca'd bytes last
+	 * only to the end of the clause */
+	this->k0 = this->b + 5 + (int32_t)(*(uint64_t *)(this->p + 1) >> 32);
 }
 
-/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
- * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+/* B2: a kind-1 document sequence first: the body follows it. */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
+/this->rx_go && this->want && this->rop == OP_MSG && this->kind == 1/
+{
+	this->na = *(uint8_t *)copyin(this->k0, 1) == 0 ? this->k0 + 6 : 0;
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" (its last 5 bytes read as
+ * one word) the query's first key, at 4 + nslen + 1 (nul) + 8 (skip, return) +
+ * 4 (size) + 1 (type); else "find". */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/this->rx_go && this->want && this->rop == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
-	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	this->cmdns = this->nslen >= 5 &&
+	    (*(uint64_t *)copyin(this->b + this->nslen - 1, 8) & 0xffffffffff) == 0x646d63242e;
+	this->na = this->cmdns ? this->b + this->nslen + 18 : 0;
 	rxcmd[$target, this->fd] = "find";
 }
 
+/* old drivers wrap the command: {$query: {cmd: ...}}: "$query" and its nul,
+ * then 4 + 1 bytes on */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && this->rop == OP_QUERY && this->cmdns/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	this->na = (*(uint64_t *)copyin(this->na, 8) & 0xffffffffffffff) == 0x797265757124 ?
+	    this->na + 12 : this->na;
 }
 
-/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+/* B4: the name. */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[$target, this->fd] == "$query"/
+/this->rx_go && this->want && this->na != 0/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->na, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
@@ -375,11 +407,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->fin/
 {
 	this->o = rxop[$target, this->fd];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
@@ -446,9 +474,12 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	/* the header in two words: messageLength, requestID; responseTo, opCode */
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -481,14 +512,11 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
+	this->rop = this->op;
 	this->b = this->buf + this->off + 16;
 	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
@@ -496,72 +524,84 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
-/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
- * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
- * document, its first key (the command) @10. */
+/* B1: the command name from the body at this->b (message offset 16): B1-B3
+ * find where it starts (this->na, 0: nowhere), B4 reads it. OP_MSG: flagBits
+ * @0 (bit 1: moreToCome), first section kind @4; kind 0: the body document,
+ * its first key (the command) @10. The first 9 bytes are read at once: each
+ * read of user memory adds fault checks, and the verifier walks DTrace's error
+ * path once per check (docs/probes.md, D, "Cost"). */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
+/this->rx_go && this->want/
 {
-	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
-}
-
-/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
-syscall::read:return, syscall::read_nocancel:return,
-syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
-syscall::readv:return, syscall::readv_nocancel:return,
-syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
-{
-	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
-	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+	this->na = 0;
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && this->rop == OP_MSG/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
+	this->p = (uint8_t *)copyin(this->b, 9);
+	this->q = *(uint64_t *)this->p;
+	this->kind = (this->q >> 32) & 0xff;
+	rxmtc[$target, this->fd] = (this->q & 2) != 0;
+	this->na = this->kind == 0 ? this->b + 10 : 0;
+	/* where a kind-1 section (its int32 size @5) ends: alloca'd bytes last
+	 * only to the end of the clause */
+	this->k0 = this->b + 5 + (int32_t)(*(uint64_t *)(this->p + 1) >> 32);
 }
 
-/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
- * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+/* B2: a kind-1 document sequence first: the body follows it. */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
+/this->rx_go && this->want && this->rop == OP_MSG && this->kind == 1/
+{
+	this->na = *(uint8_t *)copyin(this->k0, 1) == 0 ? this->k0 + 6 : 0;
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" (its last 5 bytes read as
+ * one word) the query's first key, at 4 + nslen + 1 (nul) + 8 (skip, return) +
+ * 4 (size) + 1 (type); else "find". */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/this->rx_go && this->want && this->rop == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
-	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	this->cmdns = this->nslen >= 5 &&
+	    (*(uint64_t *)copyin(this->b + this->nslen - 1, 8) & 0xffffffffff) == 0x646d63242e;
+	this->na = this->cmdns ? this->b + this->nslen + 18 : 0;
 	rxcmd[$target, this->fd] = "find";
 }
 
+/* old drivers wrap the command: {$query: {cmd: ...}}: "$query" and its nul,
+ * then 4 + 1 bytes on */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && this->rop == OP_QUERY && this->cmdns/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	this->na = (*(uint64_t *)copyin(this->na, 8) & 0xffffffffffffff) == 0x797265757124 ?
+	    this->na + 12 : this->na;
 }
 
-/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+/* B4: the name. */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[$target, this->fd] == "$query"/
+/this->rx_go && this->want && this->na != 0/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->na, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
@@ -581,11 +621,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->fin/
 {
 	this->o = rxop[$target, this->fd];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
@@ -649,9 +685,12 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	/* the header in two words: messageLength, requestID; responseTo, opCode */
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -684,14 +723,11 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
+	this->rop = this->op;
 	this->b = this->buf + this->off + 16;
 	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
@@ -699,72 +735,84 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
-/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
- * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
- * document, its first key (the command) @10. */
+/* B1: the command name from the body at this->b (message offset 16): B1-B3
+ * find where it starts (this->na, 0: nowhere), B4 reads it. OP_MSG: flagBits
+ * @0 (bit 1: moreToCome), first section kind @4; kind 0: the body document,
+ * its first key (the command) @10. The first 9 bytes are read at once: each
+ * read of user memory adds fault checks, and the verifier walks DTrace's error
+ * path once per check (docs/probes.md, D, "Cost"). */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
+/this->rx_go && this->want/
 {
-	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
-}
-
-/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
-syscall::read:return, syscall::read_nocancel:return,
-syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
-syscall::readv:return, syscall::readv_nocancel:return,
-syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
-{
-	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
-	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+	this->na = 0;
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && this->rop == OP_MSG/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
+	this->p = (uint8_t *)copyin(this->b, 9);
+	this->q = *(uint64_t *)this->p;
+	this->kind = (this->q >> 32) & 0xff;
+	rxmtc[$target, this->fd] = (this->q & 2) != 0;
+	this->na = this->kind == 0 ? this->b + 10 : 0;
+	/* where a kind-1 section (its int32 size @5) ends: alloca'd bytes last
+	 * only to the end of the clause */
+	this->k0 = this->b + 5 + (int32_t)(*(uint64_t *)(this->p + 1) >> 32);
 }
 
-/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
- * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+/* B2: a kind-1 document sequence first: the body follows it. */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
+/this->rx_go && this->want && this->rop == OP_MSG && this->kind == 1/
+{
+	this->na = *(uint8_t *)copyin(this->k0, 1) == 0 ? this->k0 + 6 : 0;
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" (its last 5 bytes read as
+ * one word) the query's first key, at 4 + nslen + 1 (nul) + 8 (skip, return) +
+ * 4 (size) + 1 (type); else "find". */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/this->rx_go && this->want && this->rop == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
-	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	this->cmdns = this->nslen >= 5 &&
+	    (*(uint64_t *)copyin(this->b + this->nslen - 1, 8) & 0xffffffffff) == 0x646d63242e;
+	this->na = this->cmdns ? this->b + this->nslen + 18 : 0;
 	rxcmd[$target, this->fd] = "find";
 }
 
+/* old drivers wrap the command: {$query: {cmd: ...}}: "$query" and its nul,
+ * then 4 + 1 bytes on */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && this->rop == OP_QUERY && this->cmdns/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	this->na = (*(uint64_t *)copyin(this->na, 8) & 0xffffffffffffff) == 0x797265757124 ?
+	    this->na + 12 : this->na;
 }
 
-/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+/* B4: the name. */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[$target, this->fd] == "$query"/
+/this->rx_go && this->want && this->na != 0/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->na, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
@@ -784,11 +832,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->fin/
 {
 	this->o = rxop[$target, this->fd];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
@@ -852,9 +896,12 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	/* the header in two words: messageLength, requestID; responseTo, opCode */
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -887,14 +934,11 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
+	this->rop = this->op;
 	this->b = this->buf + this->off + 16;
 	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
@@ -902,72 +946,84 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
-/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
- * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
- * document, its first key (the command) @10. */
+/* B1: the command name from the body at this->b (message offset 16): B1-B3
+ * find where it starts (this->na, 0: nowhere), B4 reads it. OP_MSG: flagBits
+ * @0 (bit 1: moreToCome), first section kind @4; kind 0: the body document,
+ * its first key (the command) @10. The first 9 bytes are read at once: each
+ * read of user memory adds fault checks, and the verifier walks DTrace's error
+ * path once per check (docs/probes.md, D, "Cost"). */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
+/this->rx_go && this->want/
 {
-	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
-}
-
-/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
-syscall::read:return, syscall::read_nocancel:return,
-syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
-syscall::readv:return, syscall::readv_nocancel:return,
-syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
-{
-	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
-	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+	this->na = 0;
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && this->rop == OP_MSG/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
+	this->p = (uint8_t *)copyin(this->b, 9);
+	this->q = *(uint64_t *)this->p;
+	this->kind = (this->q >> 32) & 0xff;
+	rxmtc[$target, this->fd] = (this->q & 2) != 0;
+	this->na = this->kind == 0 ? this->b + 10 : 0;
+	/* where a kind-1 section (its int32 size @5) ends: alloca'd bytes last
+	 * only to the end of the clause */
+	this->k0 = this->b + 5 + (int32_t)(*(uint64_t *)(this->p + 1) >> 32);
 }
 
-/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
- * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+/* B2: a kind-1 document sequence first: the body follows it. */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
+/this->rx_go && this->want && this->rop == OP_MSG && this->kind == 1/
+{
+	this->na = *(uint8_t *)copyin(this->k0, 1) == 0 ? this->k0 + 6 : 0;
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" (its last 5 bytes read as
+ * one word) the query's first key, at 4 + nslen + 1 (nul) + 8 (skip, return) +
+ * 4 (size) + 1 (type); else "find". */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/this->rx_go && this->want && this->rop == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
-	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	this->cmdns = this->nslen >= 5 &&
+	    (*(uint64_t *)copyin(this->b + this->nslen - 1, 8) & 0xffffffffff) == 0x646d63242e;
+	this->na = this->cmdns ? this->b + this->nslen + 18 : 0;
 	rxcmd[$target, this->fd] = "find";
 }
 
+/* old drivers wrap the command: {$query: {cmd: ...}}: "$query" and its nul,
+ * then 4 + 1 bytes on */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && this->rop == OP_QUERY && this->cmdns/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	this->na = (*(uint64_t *)copyin(this->na, 8) & 0xffffffffffffff) == 0x797265757124 ?
+	    this->na + 12 : this->na;
 }
 
-/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+/* B4: the name. */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[$target, this->fd] == "$query"/
+/this->rx_go && this->want && this->na != 0/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->na, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
@@ -987,11 +1043,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->fin/
 {
 	this->o = rxop[$target, this->fd];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
@@ -1055,9 +1107,12 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	/* the header in two words: messageLength, requestID; responseTo, opCode */
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -1090,14 +1145,11 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
+	this->rop = this->op;
 	this->b = this->buf + this->off + 16;
 	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
@@ -1105,72 +1157,84 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
-/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
- * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
- * document, its first key (the command) @10. */
+/* B1: the command name from the body at this->b (message offset 16): B1-B3
+ * find where it starts (this->na, 0: nowhere), B4 reads it. OP_MSG: flagBits
+ * @0 (bit 1: moreToCome), first section kind @4; kind 0: the body document,
+ * its first key (the command) @10. The first 9 bytes are read at once: each
+ * read of user memory adds fault checks, and the verifier walks DTrace's error
+ * path once per check (docs/probes.md, D, "Cost"). */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
+/this->rx_go && this->want/
 {
-	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
-}
-
-/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
-syscall::read:return, syscall::read_nocancel:return,
-syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
-syscall::readv:return, syscall::readv_nocancel:return,
-syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
-{
-	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
-	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+	this->na = 0;
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && this->rop == OP_MSG/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
+	this->p = (uint8_t *)copyin(this->b, 9);
+	this->q = *(uint64_t *)this->p;
+	this->kind = (this->q >> 32) & 0xff;
+	rxmtc[$target, this->fd] = (this->q & 2) != 0;
+	this->na = this->kind == 0 ? this->b + 10 : 0;
+	/* where a kind-1 section (its int32 size @5) ends: alloca'd bytes last
+	 * only to the end of the clause */
+	this->k0 = this->b + 5 + (int32_t)(*(uint64_t *)(this->p + 1) >> 32);
 }
 
-/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
- * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+/* B2: a kind-1 document sequence first: the body follows it. */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
+/this->rx_go && this->want && this->rop == OP_MSG && this->kind == 1/
+{
+	this->na = *(uint8_t *)copyin(this->k0, 1) == 0 ? this->k0 + 6 : 0;
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" (its last 5 bytes read as
+ * one word) the query's first key, at 4 + nslen + 1 (nul) + 8 (skip, return) +
+ * 4 (size) + 1 (type); else "find". */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/this->rx_go && this->want && this->rop == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
-	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	this->cmdns = this->nslen >= 5 &&
+	    (*(uint64_t *)copyin(this->b + this->nslen - 1, 8) & 0xffffffffff) == 0x646d63242e;
+	this->na = this->cmdns ? this->b + this->nslen + 18 : 0;
 	rxcmd[$target, this->fd] = "find";
 }
 
+/* old drivers wrap the command: {$query: {cmd: ...}}: "$query" and its nul,
+ * then 4 + 1 bytes on */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && this->rop == OP_QUERY && this->cmdns/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	this->na = (*(uint64_t *)copyin(this->na, 8) & 0xffffffffffffff) == 0x797265757124 ?
+	    this->na + 12 : this->na;
 }
 
-/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+/* B4: the name. */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[$target, this->fd] == "$query"/
+/this->rx_go && this->want && this->na != 0/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->na, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
@@ -1190,11 +1254,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->fin/
 {
 	this->o = rxop[$target, this->fd];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
@@ -1258,9 +1318,12 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	/* the header in two words: messageLength, requestID; responseTo, opCode */
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -1293,14 +1356,11 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
+	this->rop = this->op;
 	this->b = this->buf + this->off + 16;
 	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
@@ -1308,72 +1368,84 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
-/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
- * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
- * document, its first key (the command) @10. */
+/* B1: the command name from the body at this->b (message offset 16): B1-B3
+ * find where it starts (this->na, 0: nowhere), B4 reads it. OP_MSG: flagBits
+ * @0 (bit 1: moreToCome), first section kind @4; kind 0: the body document,
+ * its first key (the command) @10. The first 9 bytes are read at once: each
+ * read of user memory adds fault checks, and the verifier walks DTrace's error
+ * path once per check (docs/probes.md, D, "Cost"). */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
+/this->rx_go && this->want/
 {
-	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
-}
-
-/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
-syscall::read:return, syscall::read_nocancel:return,
-syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
-syscall::readv:return, syscall::readv_nocancel:return,
-syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
-{
-	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
-	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+	this->na = 0;
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && this->rop == OP_MSG/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
+	this->p = (uint8_t *)copyin(this->b, 9);
+	this->q = *(uint64_t *)this->p;
+	this->kind = (this->q >> 32) & 0xff;
+	rxmtc[$target, this->fd] = (this->q & 2) != 0;
+	this->na = this->kind == 0 ? this->b + 10 : 0;
+	/* where a kind-1 section (its int32 size @5) ends: alloca'd bytes last
+	 * only to the end of the clause */
+	this->k0 = this->b + 5 + (int32_t)(*(uint64_t *)(this->p + 1) >> 32);
 }
 
-/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
- * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+/* B2: a kind-1 document sequence first: the body follows it. */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
+/this->rx_go && this->want && this->rop == OP_MSG && this->kind == 1/
+{
+	this->na = *(uint8_t *)copyin(this->k0, 1) == 0 ? this->k0 + 6 : 0;
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" (its last 5 bytes read as
+ * one word) the query's first key, at 4 + nslen + 1 (nul) + 8 (skip, return) +
+ * 4 (size) + 1 (type); else "find". */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/this->rx_go && this->want && this->rop == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
-	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	this->cmdns = this->nslen >= 5 &&
+	    (*(uint64_t *)copyin(this->b + this->nslen - 1, 8) & 0xffffffffff) == 0x646d63242e;
+	this->na = this->cmdns ? this->b + this->nslen + 18 : 0;
 	rxcmd[$target, this->fd] = "find";
 }
 
+/* old drivers wrap the command: {$query: {cmd: ...}}: "$query" and its nul,
+ * then 4 + 1 bytes on */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && this->rop == OP_QUERY && this->cmdns/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	this->na = (*(uint64_t *)copyin(this->na, 8) & 0xffffffffffffff) == 0x797265757124 ?
+	    this->na + 12 : this->na;
 }
 
-/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+/* B4: the name. */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[$target, this->fd] == "$query"/
+/this->rx_go && this->want && this->na != 0/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->na, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
@@ -1393,11 +1465,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->fin/
 {
 	this->o = rxop[$target, this->fd];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
@@ -1461,9 +1529,12 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	/* the header in two words: messageLength, requestID; responseTo, opCode */
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -1496,14 +1567,11 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
+	this->rop = this->op;
 	this->b = this->buf + this->off + 16;
 	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
@@ -1511,72 +1579,84 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
-/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
- * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
- * document, its first key (the command) @10. */
+/* B1: the command name from the body at this->b (message offset 16): B1-B3
+ * find where it starts (this->na, 0: nowhere), B4 reads it. OP_MSG: flagBits
+ * @0 (bit 1: moreToCome), first section kind @4; kind 0: the body document,
+ * its first key (the command) @10. The first 9 bytes are read at once: each
+ * read of user memory adds fault checks, and the verifier walks DTrace's error
+ * path once per check (docs/probes.md, D, "Cost"). */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
+/this->rx_go && this->want/
 {
-	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
-}
-
-/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
-syscall::read:return, syscall::read_nocancel:return,
-syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
-syscall::readv:return, syscall::readv_nocancel:return,
-syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
-{
-	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
-	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+	this->na = 0;
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && this->rop == OP_MSG/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
+	this->p = (uint8_t *)copyin(this->b, 9);
+	this->q = *(uint64_t *)this->p;
+	this->kind = (this->q >> 32) & 0xff;
+	rxmtc[$target, this->fd] = (this->q & 2) != 0;
+	this->na = this->kind == 0 ? this->b + 10 : 0;
+	/* where a kind-1 section (its int32 size @5) ends: alloca'd bytes last
+	 * only to the end of the clause */
+	this->k0 = this->b + 5 + (int32_t)(*(uint64_t *)(this->p + 1) >> 32);
 }
 
-/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
- * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+/* B2: a kind-1 document sequence first: the body follows it. */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
+/this->rx_go && this->want && this->rop == OP_MSG && this->kind == 1/
+{
+	this->na = *(uint8_t *)copyin(this->k0, 1) == 0 ? this->k0 + 6 : 0;
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" (its last 5 bytes read as
+ * one word) the query's first key, at 4 + nslen + 1 (nul) + 8 (skip, return) +
+ * 4 (size) + 1 (type); else "find". */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/this->rx_go && this->want && this->rop == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
-	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	this->cmdns = this->nslen >= 5 &&
+	    (*(uint64_t *)copyin(this->b + this->nslen - 1, 8) & 0xffffffffff) == 0x646d63242e;
+	this->na = this->cmdns ? this->b + this->nslen + 18 : 0;
 	rxcmd[$target, this->fd] = "find";
 }
 
+/* old drivers wrap the command: {$query: {cmd: ...}}: "$query" and its nul,
+ * then 4 + 1 bytes on */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && this->rop == OP_QUERY && this->cmdns/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	this->na = (*(uint64_t *)copyin(this->na, 8) & 0xffffffffffffff) == 0x797265757124 ?
+	    this->na + 12 : this->na;
 }
 
-/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+/* B4: the name. */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[$target, this->fd] == "$query"/
+/this->rx_go && this->want && this->na != 0/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->na, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
@@ -1596,11 +1676,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->fin/
 {
 	this->o = rxop[$target, this->fd];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
@@ -1664,9 +1740,12 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	/* the header in two words: messageLength, requestID; responseTo, opCode */
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -1699,14 +1778,11 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
+	this->rop = this->op;
 	this->b = this->buf + this->off + 16;
 	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
@@ -1714,72 +1790,84 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
-/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
- * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
- * document, its first key (the command) @10. */
+/* B1: the command name from the body at this->b (message offset 16): B1-B3
+ * find where it starts (this->na, 0: nowhere), B4 reads it. OP_MSG: flagBits
+ * @0 (bit 1: moreToCome), first section kind @4; kind 0: the body document,
+ * its first key (the command) @10. The first 9 bytes are read at once: each
+ * read of user memory adds fault checks, and the verifier walks DTrace's error
+ * path once per check (docs/probes.md, D, "Cost"). */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
+/this->rx_go && this->want/
 {
-	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
-}
-
-/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
-syscall::read:return, syscall::read_nocancel:return,
-syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
-syscall::readv:return, syscall::readv_nocancel:return,
-syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
-{
-	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
-	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+	this->na = 0;
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && this->rop == OP_MSG/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
+	this->p = (uint8_t *)copyin(this->b, 9);
+	this->q = *(uint64_t *)this->p;
+	this->kind = (this->q >> 32) & 0xff;
+	rxmtc[$target, this->fd] = (this->q & 2) != 0;
+	this->na = this->kind == 0 ? this->b + 10 : 0;
+	/* where a kind-1 section (its int32 size @5) ends: alloca'd bytes last
+	 * only to the end of the clause */
+	this->k0 = this->b + 5 + (int32_t)(*(uint64_t *)(this->p + 1) >> 32);
 }
 
-/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
- * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+/* B2: a kind-1 document sequence first: the body follows it. */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
+/this->rx_go && this->want && this->rop == OP_MSG && this->kind == 1/
+{
+	this->na = *(uint8_t *)copyin(this->k0, 1) == 0 ? this->k0 + 6 : 0;
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" (its last 5 bytes read as
+ * one word) the query's first key, at 4 + nslen + 1 (nul) + 8 (skip, return) +
+ * 4 (size) + 1 (type); else "find". */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/this->rx_go && this->want && this->rop == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
-	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	this->cmdns = this->nslen >= 5 &&
+	    (*(uint64_t *)copyin(this->b + this->nslen - 1, 8) & 0xffffffffff) == 0x646d63242e;
+	this->na = this->cmdns ? this->b + this->nslen + 18 : 0;
 	rxcmd[$target, this->fd] = "find";
 }
 
+/* old drivers wrap the command: {$query: {cmd: ...}}: "$query" and its nul,
+ * then 4 + 1 bytes on */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && this->rop == OP_QUERY && this->cmdns/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	this->na = (*(uint64_t *)copyin(this->na, 8) & 0xffffffffffffff) == 0x797265757124 ?
+	    this->na + 12 : this->na;
 }
 
-/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+/* B4: the name. */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[$target, this->fd] == "$query"/
+/this->rx_go && this->want && this->na != 0/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->na, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
@@ -1799,11 +1887,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->fin/
 {
 	this->o = rxop[$target, this->fd];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
@@ -1867,9 +1951,12 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	/* the header in two words: messageLength, requestID; responseTo, opCode */
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -1902,14 +1989,11 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
+	this->rop = this->op;
 	this->b = this->buf + this->off + 16;
 	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
@@ -1917,72 +2001,84 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
-/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
- * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
- * document, its first key (the command) @10. */
+/* B1: the command name from the body at this->b (message offset 16): B1-B3
+ * find where it starts (this->na, 0: nowhere), B4 reads it. OP_MSG: flagBits
+ * @0 (bit 1: moreToCome), first section kind @4; kind 0: the body document,
+ * its first key (the command) @10. The first 9 bytes are read at once: each
+ * read of user memory adds fault checks, and the verifier walks DTrace's error
+ * path once per check (docs/probes.md, D, "Cost"). */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
+/this->rx_go && this->want/
 {
-	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
-}
-
-/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
-syscall::read:return, syscall::read_nocancel:return,
-syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
-syscall::readv:return, syscall::readv_nocancel:return,
-syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
-{
-	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
-	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+	this->na = 0;
 }
 
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && this->rop == OP_MSG/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
+	this->p = (uint8_t *)copyin(this->b, 9);
+	this->q = *(uint64_t *)this->p;
+	this->kind = (this->q >> 32) & 0xff;
+	rxmtc[$target, this->fd] = (this->q & 2) != 0;
+	this->na = this->kind == 0 ? this->b + 10 : 0;
+	/* where a kind-1 section (its int32 size @5) ends: alloca'd bytes last
+	 * only to the end of the clause */
+	this->k0 = this->b + 5 + (int32_t)(*(uint64_t *)(this->p + 1) >> 32);
 }
 
-/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
- * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+/* B2: a kind-1 document sequence first: the body follows it. */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
+/this->rx_go && this->want && this->rop == OP_MSG && this->kind == 1/
+{
+	this->na = *(uint8_t *)copyin(this->k0, 1) == 0 ? this->k0 + 6 : 0;
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" (its last 5 bytes read as
+ * one word) the query's first key, at 4 + nslen + 1 (nul) + 8 (skip, return) +
+ * 4 (size) + 1 (type); else "find". */
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/this->rx_go && this->want && this->rop == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
-	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	this->cmdns = this->nslen >= 5 &&
+	    (*(uint64_t *)copyin(this->b + this->nslen - 1, 8) & 0xffffffffff) == 0x646d63242e;
+	this->na = this->cmdns ? this->b + this->nslen + 18 : 0;
 	rxcmd[$target, this->fd] = "find";
 }
 
+/* old drivers wrap the command: {$query: {cmd: ...}}: "$query" and its nul,
+ * then 4 + 1 bytes on */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && this->rop == OP_QUERY && this->cmdns/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	this->na = (*(uint64_t *)copyin(this->na, 8) & 0xffffffffffffff) == 0x797265757124 ?
+	    this->na + 12 : this->na;
 }
 
-/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+/* B4: the name. */
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[$target, this->fd] == "$query"/
+/this->rx_go && this->want && this->na != 0/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->na, 32);
 }
 
 syscall::read:return, syscall::read_nocancel:return,
@@ -2002,11 +2098,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->fin/
 {
 	this->o = rxop[$target, this->fd];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
@@ -2197,10 +2289,14 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->got = this->n < 40 - this->have ? this->n : 40 - this->have;
 	copyinto(this->buf, this->got, (char *)this->w + this->have);
 	this->got = this->have + this->got;
-	this->len = (int32_t)(this->w[0] & 0xffffffff);
-	this->rid = (int32_t)(this->w[0] >> 32);
-	this->rto = (int32_t)(this->w[1] & 0xffffffff);
-	this->op = (int32_t)(this->w[1] >> 32);
+	/* each word read once: every read through the pointer is checked, and
+	 * the verifier walks DTrace's error path once per check */
+	this->w0 = this->w[0]; this->w1 = this->w[1]; this->w2 = this->w[2];
+	this->w3 = this->w[3]; this->w4 = this->w[4];
+	this->len = (int32_t)(this->w0 & 0xffffffff);
+	this->rid = (int32_t)(this->w0 >> 32);
+	this->rto = (int32_t)(this->w1 & 0xffffffff);
+	this->op = (int32_t)(this->w1 >> 32);
 	this->valid = this->got >= 16 && this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_REPLY || this->op == OP_COMPRESSED);
 	/* more to wait for: not yet 40 bytes nor the whole reply, and this send
@@ -2209,33 +2305,33 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    this->n == this->ret && (this->got < 16 || this->valid);
 	this->stop = this->cut ? 2 : !this->valid;
 	this->valid = this->valid && !this->cut;
-	this->mtc = this->op == OP_MSG && this->got >= 20 && (this->w[2] & 2) != 0;
+	this->mtc = this->op == OP_MSG && this->got >= 20 && (this->w2 & 2) != 0;
 	this->ts = txts[$target, this->fd];
 	this->off = -this->have;
 	/* the failure test on the gathered bytes (F, F1, F2 on a buffer): OP_MSG,
 	 * kind 0 @20, ok @25 ("ok" @26), its value @29; OP_REPLY: QueryFailure
 	 * (responseFlags @16) here, its document @40 by F1 from this buffer */
 	this->sp = 1;
-	this->ey = this->w[3] >> 8 | this->w[4] << 56;
+	this->ey = this->w3 >> 8 | this->w4 << 56;
 	this->et = this->ey & 0xff;
-	this->vs = !(this->op == OP_MSG && this->got >= 30 && ((this->w[2] >> 32) & 0xff) == 0 &&
+	this->vs = !(this->op == OP_MSG && this->got >= 30 && ((this->w2 >> 32) & 0xff) == 0 &&
 	    (this->ey & 0xffffff00) == 0x006b6f00) ? 0 :
 	    (this->et == 1 || this->et == 0x12) && this->got >= 37 ? 8 :
 	    this->et == 0x10 && this->got >= 33 ? 4 : this->et == 8 ? 1 : 0;
 	this->vs = 29 + this->vs <= this->len ? this->vs : 0;
-	this->v = this->w[3] >> 40 | this->w[4] << 24;
+	this->v = this->w3 >> 40 | this->w4 << 24;
 	this->v = this->vs == 8 ? this->v << (this->et == 1 ? 1 : 0) :
 	    this->vs == 4 ? this->v & 0xffffffff : this->v & 0xff;
 	this->ep = this->vs != 0 && this->v == 0 ? 29 + this->vs : 0;
 	this->err = this->ep != 0 || (this->op == OP_REPLY && this->got >= 20 &&
-	    (this->w[2] & 2) != 0) ? -1 : 0;
+	    (this->w2 & 2) != 0) ? -1 : 0;
 	this->e = this->op == OP_REPLY && this->len >= 48 && this->off + 48 <= this->n ? 40 : 0;
 	this->vs = 0;
-	txh0[$target, this->fd] = this->cut ? this->w[0] : 0;
-	txh1[$target, this->fd] = this->cut ? this->w[1] : 0;
-	txh2[$target, this->fd] = this->cut ? this->w[2] : 0;
-	txh3[$target, this->fd] = this->cut ? this->w[3] : 0;
-	txh4[$target, this->fd] = this->cut ? this->w[4] : 0;
+	txh0[$target, this->fd] = this->cut ? this->w0 : 0;
+	txh1[$target, this->fd] = this->cut ? this->w1 : 0;
+	txh2[$target, this->fd] = this->cut ? this->w2 : 0;
+	txh3[$target, this->fd] = this->cut ? this->w3 : 0;
+	txh4[$target, this->fd] = this->cut ? this->w4 : 0;
 	txhave[$target, this->fd] = this->cut ? this->got : 0;
 	txts[$target, this->fd] = this->cut ? this->ts : 0;
 	this->off = this->cut ? this->ret : this->off;
@@ -2290,13 +2386,14 @@ syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS/
 {
+	/* responseFlags @16, an OP_MSG's first section kind @20: one read */
+	this->q = !this->sp && this->off + 16 >= 0 && this->off + 24 <= this->n ?
+	    *(uint64_t *)copyin(this->buf + this->off + 16, 8) : 0;
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
-	    this->off + 33 <= this->n ?
-	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->off + 33 <= this->n ? (((this->q >> 32) & 0xff) == 0 ? 25 : 0) :
 	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
 	    this->off + 48 <= this->n ? 40 : 0;
-	this->err = this->sp ? this->err : this->e == 40 &&
-	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->err = this->sp ? this->err : this->e == 40 && (this->q & 2) != 0 ? -1 : 0;
 	this->ep = this->sp ? this->ep : 0;
 	this->vs = 0;
 }
@@ -2327,8 +2424,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 {
 	this->v = this->vs == 8 ?
 	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
-	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
-	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	    this->vs == 4 ? this->ey >> 32 : (this->ey >> 32) & 0xff;
 	this->err = this->v == 0 ? -1 : this->err;
 	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
 }
@@ -2342,11 +2438,13 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
-	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->p = (uint8_t *)copyin(this->buf + this->off + this->ep, 12);
+	this->ey = *(uint64_t *)this->p;
+	this->q = *(uint64_t *)(this->p + 4);	/* bytes 4-11: the length @8 or @6 */
 	this->es = this->ey == 0x0067736d72726502 ? 8 :
 	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
 	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
-	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+	    (int32_t)(this->es == 8 ? this->q >> 32 : (this->q >> 16) & 0xffffffff);
 }
 
 /* F4: the code: an int32 element "code" at this->ep. */
@@ -2357,9 +2455,9 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
-	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
-	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
-	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->p = (uint8_t *)copyin(this->buf + this->off + this->ep, 10);
+	this->ey = *(uint64_t *)this->p;
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 : *(int32_t *)(this->p + 6);
 	this->err = this->ec != 0 ? this->ec : this->err;
 }
 
@@ -2374,11 +2472,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->s = this->tl % SLOTS;
 	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
 	this->o = slot_op[$target, this->fd, this->s];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
 	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
@@ -2470,10 +2564,13 @@ syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->rto = *(int32_t *)copyin(this->buf + this->off + 8, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_REPLY || this->op == OP_COMPRESSED);
 	/* moreToCome on an OP_MSG reply: an exhaust stream follows */
@@ -2538,13 +2635,14 @@ syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS/
 {
+	/* responseFlags @16, an OP_MSG's first section kind @20: one read */
+	this->q = !this->sp && this->off + 16 >= 0 && this->off + 24 <= this->n ?
+	    *(uint64_t *)copyin(this->buf + this->off + 16, 8) : 0;
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
-	    this->off + 33 <= this->n ?
-	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->off + 33 <= this->n ? (((this->q >> 32) & 0xff) == 0 ? 25 : 0) :
 	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
 	    this->off + 48 <= this->n ? 40 : 0;
-	this->err = this->sp ? this->err : this->e == 40 &&
-	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->err = this->sp ? this->err : this->e == 40 && (this->q & 2) != 0 ? -1 : 0;
 	this->ep = this->sp ? this->ep : 0;
 	this->vs = 0;
 }
@@ -2575,8 +2673,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 {
 	this->v = this->vs == 8 ?
 	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
-	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
-	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	    this->vs == 4 ? this->ey >> 32 : (this->ey >> 32) & 0xff;
 	this->err = this->v == 0 ? -1 : this->err;
 	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
 }
@@ -2590,11 +2687,13 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
-	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->p = (uint8_t *)copyin(this->buf + this->off + this->ep, 12);
+	this->ey = *(uint64_t *)this->p;
+	this->q = *(uint64_t *)(this->p + 4);	/* bytes 4-11: the length @8 or @6 */
 	this->es = this->ey == 0x0067736d72726502 ? 8 :
 	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
 	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
-	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+	    (int32_t)(this->es == 8 ? this->q >> 32 : (this->q >> 16) & 0xffffffff);
 }
 
 /* F4: the code: an int32 element "code" at this->ep. */
@@ -2605,9 +2704,9 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
-	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
-	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
-	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->p = (uint8_t *)copyin(this->buf + this->off + this->ep, 10);
+	this->ey = *(uint64_t *)this->p;
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 : *(int32_t *)(this->p + 6);
 	this->err = this->ec != 0 ? this->ec : this->err;
 }
 
@@ -2622,11 +2721,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->s = this->tl % SLOTS;
 	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
 	this->o = slot_op[$target, this->fd, this->s];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
 	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
@@ -2716,10 +2811,13 @@ syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->rto = *(int32_t *)copyin(this->buf + this->off + 8, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_REPLY || this->op == OP_COMPRESSED);
 	/* moreToCome on an OP_MSG reply: an exhaust stream follows */
@@ -2784,13 +2882,14 @@ syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS/
 {
+	/* responseFlags @16, an OP_MSG's first section kind @20: one read */
+	this->q = !this->sp && this->off + 16 >= 0 && this->off + 24 <= this->n ?
+	    *(uint64_t *)copyin(this->buf + this->off + 16, 8) : 0;
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
-	    this->off + 33 <= this->n ?
-	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->off + 33 <= this->n ? (((this->q >> 32) & 0xff) == 0 ? 25 : 0) :
 	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
 	    this->off + 48 <= this->n ? 40 : 0;
-	this->err = this->sp ? this->err : this->e == 40 &&
-	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->err = this->sp ? this->err : this->e == 40 && (this->q & 2) != 0 ? -1 : 0;
 	this->ep = this->sp ? this->ep : 0;
 	this->vs = 0;
 }
@@ -2821,8 +2920,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 {
 	this->v = this->vs == 8 ?
 	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
-	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
-	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	    this->vs == 4 ? this->ey >> 32 : (this->ey >> 32) & 0xff;
 	this->err = this->v == 0 ? -1 : this->err;
 	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
 }
@@ -2836,11 +2934,13 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
-	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->p = (uint8_t *)copyin(this->buf + this->off + this->ep, 12);
+	this->ey = *(uint64_t *)this->p;
+	this->q = *(uint64_t *)(this->p + 4);	/* bytes 4-11: the length @8 or @6 */
 	this->es = this->ey == 0x0067736d72726502 ? 8 :
 	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
 	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
-	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+	    (int32_t)(this->es == 8 ? this->q >> 32 : (this->q >> 16) & 0xffffffff);
 }
 
 /* F4: the code: an int32 element "code" at this->ep. */
@@ -2851,9 +2951,9 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
-	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
-	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
-	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->p = (uint8_t *)copyin(this->buf + this->off + this->ep, 10);
+	this->ey = *(uint64_t *)this->p;
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 : *(int32_t *)(this->p + 6);
 	this->err = this->ec != 0 ? this->ec : this->err;
 }
 
@@ -2868,11 +2968,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->s = this->tl % SLOTS;
 	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
 	this->o = slot_op[$target, this->fd, this->s];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
 	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
@@ -2962,10 +3058,13 @@ syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->rto = *(int32_t *)copyin(this->buf + this->off + 8, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_REPLY || this->op == OP_COMPRESSED);
 	/* moreToCome on an OP_MSG reply: an exhaust stream follows */
@@ -3030,13 +3129,14 @@ syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS/
 {
+	/* responseFlags @16, an OP_MSG's first section kind @20: one read */
+	this->q = !this->sp && this->off + 16 >= 0 && this->off + 24 <= this->n ?
+	    *(uint64_t *)copyin(this->buf + this->off + 16, 8) : 0;
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
-	    this->off + 33 <= this->n ?
-	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->off + 33 <= this->n ? (((this->q >> 32) & 0xff) == 0 ? 25 : 0) :
 	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
 	    this->off + 48 <= this->n ? 40 : 0;
-	this->err = this->sp ? this->err : this->e == 40 &&
-	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->err = this->sp ? this->err : this->e == 40 && (this->q & 2) != 0 ? -1 : 0;
 	this->ep = this->sp ? this->ep : 0;
 	this->vs = 0;
 }
@@ -3067,8 +3167,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 {
 	this->v = this->vs == 8 ?
 	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
-	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
-	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	    this->vs == 4 ? this->ey >> 32 : (this->ey >> 32) & 0xff;
 	this->err = this->v == 0 ? -1 : this->err;
 	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
 }
@@ -3082,11 +3181,13 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
-	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->p = (uint8_t *)copyin(this->buf + this->off + this->ep, 12);
+	this->ey = *(uint64_t *)this->p;
+	this->q = *(uint64_t *)(this->p + 4);	/* bytes 4-11: the length @8 or @6 */
 	this->es = this->ey == 0x0067736d72726502 ? 8 :
 	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
 	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
-	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+	    (int32_t)(this->es == 8 ? this->q >> 32 : (this->q >> 16) & 0xffffffff);
 }
 
 /* F4: the code: an int32 element "code" at this->ep. */
@@ -3097,9 +3198,9 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
-	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
-	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
-	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->p = (uint8_t *)copyin(this->buf + this->off + this->ep, 10);
+	this->ey = *(uint64_t *)this->p;
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 : *(int32_t *)(this->p + 6);
 	this->err = this->ec != 0 ? this->ec : this->err;
 }
 
@@ -3114,11 +3215,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->s = this->tl % SLOTS;
 	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
 	this->o = slot_op[$target, this->fd, this->s];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
 	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();
@@ -3208,10 +3305,13 @@ syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->rto = *(int32_t *)copyin(this->buf + this->off + 8, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_REPLY || this->op == OP_COMPRESSED);
 	/* moreToCome on an OP_MSG reply: an exhaust stream follows */
@@ -3276,13 +3376,14 @@ syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS/
 {
+	/* responseFlags @16, an OP_MSG's first section kind @20: one read */
+	this->q = !this->sp && this->off + 16 >= 0 && this->off + 24 <= this->n ?
+	    *(uint64_t *)copyin(this->buf + this->off + 16, 8) : 0;
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
-	    this->off + 33 <= this->n ?
-	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->off + 33 <= this->n ? (((this->q >> 32) & 0xff) == 0 ? 25 : 0) :
 	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
 	    this->off + 48 <= this->n ? 40 : 0;
-	this->err = this->sp ? this->err : this->e == 40 &&
-	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->err = this->sp ? this->err : this->e == 40 && (this->q & 2) != 0 ? -1 : 0;
 	this->ep = this->sp ? this->ep : 0;
 	this->vs = 0;
 }
@@ -3313,8 +3414,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 {
 	this->v = this->vs == 8 ?
 	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
-	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
-	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	    this->vs == 4 ? this->ey >> 32 : (this->ey >> 32) & 0xff;
 	this->err = this->v == 0 ? -1 : this->err;
 	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
 }
@@ -3328,11 +3428,13 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
-	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->p = (uint8_t *)copyin(this->buf + this->off + this->ep, 12);
+	this->ey = *(uint64_t *)this->p;
+	this->q = *(uint64_t *)(this->p + 4);	/* bytes 4-11: the length @8 or @6 */
 	this->es = this->ey == 0x0067736d72726502 ? 8 :
 	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
 	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
-	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+	    (int32_t)(this->es == 8 ? this->q >> 32 : (this->q >> 16) & 0xffffffff);
 }
 
 /* F4: the code: an int32 element "code" at this->ep. */
@@ -3343,9 +3445,9 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
-	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
-	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
-	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->p = (uint8_t *)copyin(this->buf + this->off + this->ep, 10);
+	this->ey = *(uint64_t *)this->p;
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 : *(int32_t *)(this->p + 6);
 	this->err = this->ec != 0 ? this->ec : this->err;
 }
 
@@ -3360,11 +3462,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->s = this->tl % SLOTS;
 	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
 	this->o = slot_op[$target, this->fd, this->s];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	@by_op[this->opname] = quantize(this->lat);
 	@by_cmd[slot_cmd[$target, this->fd, this->s]] = quantize(this->lat);
 	@replies_cmd[slot_cmd[$target, this->fd, this->s]] = count();

@@ -78,6 +78,7 @@ int rxrid[int, int];
 int64_t rxlen[int, int];
 int rxmtc[int, int];
 string rxcmd[int, int];		/* its command name */
+string opnames[int];		/* [opCode]: its name (BEGIN fills it; see OPNAME) */
 int64_t head[int, int];		/* ring of SLOTS outstanding requests: head - tail */
 int64_t tail[int, int];
 int slot_rid[int, int, int];	/* [pid, fd, n % SLOTS]: requestID, time, ... */
@@ -128,6 +129,8 @@ this int o;
 this int valid;
 this int fin;			/* the message is complete */
 this int want;			/* read the command name from this->b */
+this int rop;			/* ... of a message of this opCode */
+this uint64_t na;		/* user address of the command name (0: none) */
 this uint64_t b;		/* user address of message offset 16 (the body) */
 this uint64_t k0;
 this int kind;
@@ -144,6 +147,13 @@ this uint64_t ts;
 this int64_t lat;
 this int64_t have;
 this uint64_t *w;		/* a reply's first 40 bytes, gathered (alloca) */
+this uint64_t w0;		/* ... as five words */
+this uint64_t w1;
+this uint64_t w2;
+this uint64_t w3;
+this uint64_t w4;
+this uint8_t *p;		/* bytes copied in (alloca): a header, a body's first */
+this uint64_t q;		/* ... and a little-endian word of them */
 this int64_t got;		/* of them, bytes known */
 this int cut;			/* a send ends inside a reply's first 40 bytes */
 this int sp;			/* the reply was gathered: its failure test is done */
@@ -174,6 +184,11 @@ BEGIN
 	@tls_conns = sum(0);
 	@tls_decoded = sum(0); @tls_calls = sum(0); @tls_nofd = sum(0);
 	@tls_bio = sum(0); @tls_tied = sum(0);
+	opnames[OP_MSG] = "OP_MSG"; opnames[OP_QUERY] = "OP_QUERY";
+	opnames[OP_COMPRESSED] = "OP_COMPRESSED"; opnames[OP_INSERT] = "OP_INSERT";
+	opnames[OP_UPDATE] = "OP_UPDATE"; opnames[OP_DELETE] = "OP_DELETE";
+	opnames[OP_GET_MORE] = "OP_GET_MORE"; opnames[OP_KILL_CURSORS] = "OP_KILL_CURSORS";
+	opnames[OP_REPLY] = "OP_REPLY";
 	epoch = timestamp;
 	/* maps DTrace's timestamp to the wall clock (walltimestamp is ns since the epoch) */
 	printf("# clock timestamp_ns=%d walltimestamp_ns=%d\n", timestamp, walltimestamp);
@@ -191,6 +206,10 @@ BEGIN
  * _tls scripts, the returns of OpenSSL's reads (their plaintext). */
 
 
+/* The opCode's name: a lookup (BEGIN fills opnames), not a ternary over nine
+ * string constants, each a copy with fault checks of its own that the verifier
+ * walks at every use. Every opCode that gets here was checked to be a request's
+ * or a reply's. */
 
 
 
@@ -499,36 +518,26 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	this->off = this->rem < this->ret ? this->rem : this->ret;
 	/* mongod's pattern: the header came alone, the body (offset 16) starts here */
 	this->want = rxneed[$target, this->fd] && rxpos[$target, this->fd] == 16 && this->n >= 16;
+	this->rop = rxop[$target, this->fd];
 	this->b = this->buf;
 	this->fin = this->off == this->rem;
 	rxrem[$target, this->fd] = this->rem - this->off;
 	rxpos[$target, this->fd] = this->fin ? 0 : rxpos[$target, this->fd] + this->off;
 }
-/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
- * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
- * document, its first key (the command) @10. */
+/* B1: the command name from the body at this->b (message offset 16): B1-B3
+ * find where it starts (this->na, 0: nowhere), B4 reads it. OP_MSG: flagBits
+ * @0 (bit 1: moreToCome), first section kind @4; kind 0: the body document,
+ * its first key (the command) @10. The first 9 bytes are read at once: each
+ * read of user memory adds fault checks, and the verifier walks DTrace's error
+ * path once per check (docs/probes.md, D, "Cost"). */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
+/this->rx_go && this->want/
 {
-	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
-}
-
-/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
-pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
-syscall::read:return, syscall::read_nocancel:return,
-syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
-syscall::readv:return, syscall::readv_nocancel:return,
-syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
-{
-	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
-	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+	this->na = 0;
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -536,46 +545,69 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && this->rop == OP_MSG/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
+	this->p = (uint8_t *)copyin(this->b, 9);
+	this->q = *(uint64_t *)this->p;
+	this->kind = (this->q >> 32) & 0xff;
+	rxmtc[$target, this->fd] = (this->q & 2) != 0;
+	this->na = this->kind == 0 ? this->b + 10 : 0;
+	/* where a kind-1 section (its int32 size @5) ends: alloca'd bytes last
+	 * only to the end of the clause */
+	this->k0 = this->b + 5 + (int32_t)(*(uint64_t *)(this->p + 1) >> 32);
 }
 
-/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
- * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+/* B2: a kind-1 document sequence first: the body follows it. */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
+/this->rx_go && this->want && this->rop == OP_MSG && this->kind == 1/
+{
+	this->na = *(uint8_t *)copyin(this->k0, 1) == 0 ? this->k0 + 6 : 0;
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" (its last 5 bytes read as
+ * one word) the query's first key, at 4 + nslen + 1 (nul) + 8 (skip, return) +
+ * 4 (size) + 1 (type); else "find". */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/this->rx_go && this->want && this->rop == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
-	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	this->cmdns = this->nslen >= 5 &&
+	    (*(uint64_t *)copyin(this->b + this->nslen - 1, 8) & 0xffffffffff) == 0x646d63242e;
+	this->na = this->cmdns ? this->b + this->nslen + 18 : 0;
 	rxcmd[$target, this->fd] = "find";
 }
 
+/* old drivers wrap the command: {$query: {cmd: ...}}: "$query" and its nul,
+ * then 4 + 1 bytes on */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && this->rop == OP_QUERY && this->cmdns/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	this->na = (*(uint64_t *)copyin(this->na, 8) & 0xffffffffffffff) == 0x797265757124 ?
+	    this->na + 12 : this->na;
 }
 
-/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+/* B4: the name. */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[$target, this->fd] == "$query"/
+/this->rx_go && this->want && this->na != 0/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->na, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -597,11 +629,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->fin/
 {
 	this->o = rxop[$target, this->fd];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
@@ -673,9 +701,12 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	/* the header in two words: messageLength, requestID; responseTo, opCode */
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -710,14 +741,11 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
+	this->rop = this->op;
 	this->b = this->buf + this->off + 16;
 	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
@@ -725,31 +753,20 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
-/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
- * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
- * document, its first key (the command) @10. */
+/* B1: the command name from the body at this->b (message offset 16): B1-B3
+ * find where it starts (this->na, 0: nowhere), B4 reads it. OP_MSG: flagBits
+ * @0 (bit 1: moreToCome), first section kind @4; kind 0: the body document,
+ * its first key (the command) @10. The first 9 bytes are read at once: each
+ * read of user memory adds fault checks, and the verifier walks DTrace's error
+ * path once per check (docs/probes.md, D, "Cost"). */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
+/this->rx_go && this->want/
 {
-	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
-}
-
-/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
-pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
-syscall::read:return, syscall::read_nocancel:return,
-syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
-syscall::readv:return, syscall::readv_nocancel:return,
-syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
-{
-	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
-	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+	this->na = 0;
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -757,46 +774,69 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && this->rop == OP_MSG/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
+	this->p = (uint8_t *)copyin(this->b, 9);
+	this->q = *(uint64_t *)this->p;
+	this->kind = (this->q >> 32) & 0xff;
+	rxmtc[$target, this->fd] = (this->q & 2) != 0;
+	this->na = this->kind == 0 ? this->b + 10 : 0;
+	/* where a kind-1 section (its int32 size @5) ends: alloca'd bytes last
+	 * only to the end of the clause */
+	this->k0 = this->b + 5 + (int32_t)(*(uint64_t *)(this->p + 1) >> 32);
 }
 
-/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
- * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+/* B2: a kind-1 document sequence first: the body follows it. */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
+/this->rx_go && this->want && this->rop == OP_MSG && this->kind == 1/
+{
+	this->na = *(uint8_t *)copyin(this->k0, 1) == 0 ? this->k0 + 6 : 0;
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" (its last 5 bytes read as
+ * one word) the query's first key, at 4 + nslen + 1 (nul) + 8 (skip, return) +
+ * 4 (size) + 1 (type); else "find". */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/this->rx_go && this->want && this->rop == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
-	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	this->cmdns = this->nslen >= 5 &&
+	    (*(uint64_t *)copyin(this->b + this->nslen - 1, 8) & 0xffffffffff) == 0x646d63242e;
+	this->na = this->cmdns ? this->b + this->nslen + 18 : 0;
 	rxcmd[$target, this->fd] = "find";
 }
 
+/* old drivers wrap the command: {$query: {cmd: ...}}: "$query" and its nul,
+ * then 4 + 1 bytes on */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && this->rop == OP_QUERY && this->cmdns/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	this->na = (*(uint64_t *)copyin(this->na, 8) & 0xffffffffffffff) == 0x797265757124 ?
+	    this->na + 12 : this->na;
 }
 
-/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+/* B4: the name. */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[$target, this->fd] == "$query"/
+/this->rx_go && this->want && this->na != 0/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->na, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -818,11 +858,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->fin/
 {
 	this->o = rxop[$target, this->fd];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
@@ -891,9 +927,12 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	/* the header in two words: messageLength, requestID; responseTo, opCode */
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -928,14 +967,11 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
+	this->rop = this->op;
 	this->b = this->buf + this->off + 16;
 	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
@@ -943,31 +979,20 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
-/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
- * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
- * document, its first key (the command) @10. */
+/* B1: the command name from the body at this->b (message offset 16): B1-B3
+ * find where it starts (this->na, 0: nowhere), B4 reads it. OP_MSG: flagBits
+ * @0 (bit 1: moreToCome), first section kind @4; kind 0: the body document,
+ * its first key (the command) @10. The first 9 bytes are read at once: each
+ * read of user memory adds fault checks, and the verifier walks DTrace's error
+ * path once per check (docs/probes.md, D, "Cost"). */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
+/this->rx_go && this->want/
 {
-	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
-}
-
-/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
-pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
-syscall::read:return, syscall::read_nocancel:return,
-syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
-syscall::readv:return, syscall::readv_nocancel:return,
-syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
-{
-	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
-	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+	this->na = 0;
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -975,46 +1000,69 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && this->rop == OP_MSG/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
+	this->p = (uint8_t *)copyin(this->b, 9);
+	this->q = *(uint64_t *)this->p;
+	this->kind = (this->q >> 32) & 0xff;
+	rxmtc[$target, this->fd] = (this->q & 2) != 0;
+	this->na = this->kind == 0 ? this->b + 10 : 0;
+	/* where a kind-1 section (its int32 size @5) ends: alloca'd bytes last
+	 * only to the end of the clause */
+	this->k0 = this->b + 5 + (int32_t)(*(uint64_t *)(this->p + 1) >> 32);
 }
 
-/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
- * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+/* B2: a kind-1 document sequence first: the body follows it. */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
+/this->rx_go && this->want && this->rop == OP_MSG && this->kind == 1/
+{
+	this->na = *(uint8_t *)copyin(this->k0, 1) == 0 ? this->k0 + 6 : 0;
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" (its last 5 bytes read as
+ * one word) the query's first key, at 4 + nslen + 1 (nul) + 8 (skip, return) +
+ * 4 (size) + 1 (type); else "find". */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/this->rx_go && this->want && this->rop == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
-	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	this->cmdns = this->nslen >= 5 &&
+	    (*(uint64_t *)copyin(this->b + this->nslen - 1, 8) & 0xffffffffff) == 0x646d63242e;
+	this->na = this->cmdns ? this->b + this->nslen + 18 : 0;
 	rxcmd[$target, this->fd] = "find";
 }
 
+/* old drivers wrap the command: {$query: {cmd: ...}}: "$query" and its nul,
+ * then 4 + 1 bytes on */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && this->rop == OP_QUERY && this->cmdns/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	this->na = (*(uint64_t *)copyin(this->na, 8) & 0xffffffffffffff) == 0x797265757124 ?
+	    this->na + 12 : this->na;
 }
 
-/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+/* B4: the name. */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[$target, this->fd] == "$query"/
+/this->rx_go && this->want && this->na != 0/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->na, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1036,11 +1084,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->fin/
 {
 	this->o = rxop[$target, this->fd];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
@@ -1109,9 +1153,12 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	/* the header in two words: messageLength, requestID; responseTo, opCode */
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -1146,14 +1193,11 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
+	this->rop = this->op;
 	this->b = this->buf + this->off + 16;
 	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
@@ -1161,31 +1205,20 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
-/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
- * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
- * document, its first key (the command) @10. */
+/* B1: the command name from the body at this->b (message offset 16): B1-B3
+ * find where it starts (this->na, 0: nowhere), B4 reads it. OP_MSG: flagBits
+ * @0 (bit 1: moreToCome), first section kind @4; kind 0: the body document,
+ * its first key (the command) @10. The first 9 bytes are read at once: each
+ * read of user memory adds fault checks, and the verifier walks DTrace's error
+ * path once per check (docs/probes.md, D, "Cost"). */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
+/this->rx_go && this->want/
 {
-	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
-}
-
-/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
-pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
-syscall::read:return, syscall::read_nocancel:return,
-syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
-syscall::readv:return, syscall::readv_nocancel:return,
-syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
-{
-	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
-	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+	this->na = 0;
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1193,46 +1226,69 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && this->rop == OP_MSG/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
+	this->p = (uint8_t *)copyin(this->b, 9);
+	this->q = *(uint64_t *)this->p;
+	this->kind = (this->q >> 32) & 0xff;
+	rxmtc[$target, this->fd] = (this->q & 2) != 0;
+	this->na = this->kind == 0 ? this->b + 10 : 0;
+	/* where a kind-1 section (its int32 size @5) ends: alloca'd bytes last
+	 * only to the end of the clause */
+	this->k0 = this->b + 5 + (int32_t)(*(uint64_t *)(this->p + 1) >> 32);
 }
 
-/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
- * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+/* B2: a kind-1 document sequence first: the body follows it. */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
+/this->rx_go && this->want && this->rop == OP_MSG && this->kind == 1/
+{
+	this->na = *(uint8_t *)copyin(this->k0, 1) == 0 ? this->k0 + 6 : 0;
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" (its last 5 bytes read as
+ * one word) the query's first key, at 4 + nslen + 1 (nul) + 8 (skip, return) +
+ * 4 (size) + 1 (type); else "find". */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/this->rx_go && this->want && this->rop == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
-	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	this->cmdns = this->nslen >= 5 &&
+	    (*(uint64_t *)copyin(this->b + this->nslen - 1, 8) & 0xffffffffff) == 0x646d63242e;
+	this->na = this->cmdns ? this->b + this->nslen + 18 : 0;
 	rxcmd[$target, this->fd] = "find";
 }
 
+/* old drivers wrap the command: {$query: {cmd: ...}}: "$query" and its nul,
+ * then 4 + 1 bytes on */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && this->rop == OP_QUERY && this->cmdns/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	this->na = (*(uint64_t *)copyin(this->na, 8) & 0xffffffffffffff) == 0x797265757124 ?
+	    this->na + 12 : this->na;
 }
 
-/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+/* B4: the name. */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[$target, this->fd] == "$query"/
+/this->rx_go && this->want && this->na != 0/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->na, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1254,11 +1310,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->fin/
 {
 	this->o = rxop[$target, this->fd];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
@@ -1327,9 +1379,12 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	/* the header in two words: messageLength, requestID; responseTo, opCode */
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -1364,14 +1419,11 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
+	this->rop = this->op;
 	this->b = this->buf + this->off + 16;
 	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
@@ -1379,31 +1431,20 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
-/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
- * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
- * document, its first key (the command) @10. */
+/* B1: the command name from the body at this->b (message offset 16): B1-B3
+ * find where it starts (this->na, 0: nowhere), B4 reads it. OP_MSG: flagBits
+ * @0 (bit 1: moreToCome), first section kind @4; kind 0: the body document,
+ * its first key (the command) @10. The first 9 bytes are read at once: each
+ * read of user memory adds fault checks, and the verifier walks DTrace's error
+ * path once per check (docs/probes.md, D, "Cost"). */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
+/this->rx_go && this->want/
 {
-	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
-}
-
-/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
-pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
-syscall::read:return, syscall::read_nocancel:return,
-syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
-syscall::readv:return, syscall::readv_nocancel:return,
-syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
-{
-	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
-	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+	this->na = 0;
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1411,46 +1452,69 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && this->rop == OP_MSG/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
+	this->p = (uint8_t *)copyin(this->b, 9);
+	this->q = *(uint64_t *)this->p;
+	this->kind = (this->q >> 32) & 0xff;
+	rxmtc[$target, this->fd] = (this->q & 2) != 0;
+	this->na = this->kind == 0 ? this->b + 10 : 0;
+	/* where a kind-1 section (its int32 size @5) ends: alloca'd bytes last
+	 * only to the end of the clause */
+	this->k0 = this->b + 5 + (int32_t)(*(uint64_t *)(this->p + 1) >> 32);
 }
 
-/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
- * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+/* B2: a kind-1 document sequence first: the body follows it. */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
+/this->rx_go && this->want && this->rop == OP_MSG && this->kind == 1/
+{
+	this->na = *(uint8_t *)copyin(this->k0, 1) == 0 ? this->k0 + 6 : 0;
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" (its last 5 bytes read as
+ * one word) the query's first key, at 4 + nslen + 1 (nul) + 8 (skip, return) +
+ * 4 (size) + 1 (type); else "find". */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/this->rx_go && this->want && this->rop == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
-	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	this->cmdns = this->nslen >= 5 &&
+	    (*(uint64_t *)copyin(this->b + this->nslen - 1, 8) & 0xffffffffff) == 0x646d63242e;
+	this->na = this->cmdns ? this->b + this->nslen + 18 : 0;
 	rxcmd[$target, this->fd] = "find";
 }
 
+/* old drivers wrap the command: {$query: {cmd: ...}}: "$query" and its nul,
+ * then 4 + 1 bytes on */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && this->rop == OP_QUERY && this->cmdns/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	this->na = (*(uint64_t *)copyin(this->na, 8) & 0xffffffffffffff) == 0x797265757124 ?
+	    this->na + 12 : this->na;
 }
 
-/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+/* B4: the name. */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[$target, this->fd] == "$query"/
+/this->rx_go && this->want && this->na != 0/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->na, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1472,11 +1536,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->fin/
 {
 	this->o = rxop[$target, this->fd];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
@@ -1545,9 +1605,12 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	/* the header in two words: messageLength, requestID; responseTo, opCode */
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -1582,14 +1645,11 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
+	this->rop = this->op;
 	this->b = this->buf + this->off + 16;
 	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
@@ -1597,31 +1657,20 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
-/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
- * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
- * document, its first key (the command) @10. */
+/* B1: the command name from the body at this->b (message offset 16): B1-B3
+ * find where it starts (this->na, 0: nowhere), B4 reads it. OP_MSG: flagBits
+ * @0 (bit 1: moreToCome), first section kind @4; kind 0: the body document,
+ * its first key (the command) @10. The first 9 bytes are read at once: each
+ * read of user memory adds fault checks, and the verifier walks DTrace's error
+ * path once per check (docs/probes.md, D, "Cost"). */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
+/this->rx_go && this->want/
 {
-	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
-}
-
-/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
-pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
-syscall::read:return, syscall::read_nocancel:return,
-syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
-syscall::readv:return, syscall::readv_nocancel:return,
-syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
-{
-	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
-	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+	this->na = 0;
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1629,46 +1678,69 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && this->rop == OP_MSG/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
+	this->p = (uint8_t *)copyin(this->b, 9);
+	this->q = *(uint64_t *)this->p;
+	this->kind = (this->q >> 32) & 0xff;
+	rxmtc[$target, this->fd] = (this->q & 2) != 0;
+	this->na = this->kind == 0 ? this->b + 10 : 0;
+	/* where a kind-1 section (its int32 size @5) ends: alloca'd bytes last
+	 * only to the end of the clause */
+	this->k0 = this->b + 5 + (int32_t)(*(uint64_t *)(this->p + 1) >> 32);
 }
 
-/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
- * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+/* B2: a kind-1 document sequence first: the body follows it. */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
+/this->rx_go && this->want && this->rop == OP_MSG && this->kind == 1/
+{
+	this->na = *(uint8_t *)copyin(this->k0, 1) == 0 ? this->k0 + 6 : 0;
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" (its last 5 bytes read as
+ * one word) the query's first key, at 4 + nslen + 1 (nul) + 8 (skip, return) +
+ * 4 (size) + 1 (type); else "find". */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/this->rx_go && this->want && this->rop == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
-	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	this->cmdns = this->nslen >= 5 &&
+	    (*(uint64_t *)copyin(this->b + this->nslen - 1, 8) & 0xffffffffff) == 0x646d63242e;
+	this->na = this->cmdns ? this->b + this->nslen + 18 : 0;
 	rxcmd[$target, this->fd] = "find";
 }
 
+/* old drivers wrap the command: {$query: {cmd: ...}}: "$query" and its nul,
+ * then 4 + 1 bytes on */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && this->rop == OP_QUERY && this->cmdns/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	this->na = (*(uint64_t *)copyin(this->na, 8) & 0xffffffffffffff) == 0x797265757124 ?
+	    this->na + 12 : this->na;
 }
 
-/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+/* B4: the name. */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[$target, this->fd] == "$query"/
+/this->rx_go && this->want && this->na != 0/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->na, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1690,11 +1762,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->fin/
 {
 	this->o = rxop[$target, this->fd];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
@@ -1763,9 +1831,12 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	/* the header in two words: messageLength, requestID; responseTo, opCode */
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -1800,14 +1871,11 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
+	this->rop = this->op;
 	this->b = this->buf + this->off + 16;
 	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
@@ -1815,31 +1883,20 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
-/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
- * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
- * document, its first key (the command) @10. */
+/* B1: the command name from the body at this->b (message offset 16): B1-B3
+ * find where it starts (this->na, 0: nowhere), B4 reads it. OP_MSG: flagBits
+ * @0 (bit 1: moreToCome), first section kind @4; kind 0: the body document,
+ * its first key (the command) @10. The first 9 bytes are read at once: each
+ * read of user memory adds fault checks, and the verifier walks DTrace's error
+ * path once per check (docs/probes.md, D, "Cost"). */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
+/this->rx_go && this->want/
 {
-	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
-}
-
-/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
-pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
-syscall::read:return, syscall::read_nocancel:return,
-syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
-syscall::readv:return, syscall::readv_nocancel:return,
-syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
-{
-	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
-	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+	this->na = 0;
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1847,46 +1904,69 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && this->rop == OP_MSG/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
+	this->p = (uint8_t *)copyin(this->b, 9);
+	this->q = *(uint64_t *)this->p;
+	this->kind = (this->q >> 32) & 0xff;
+	rxmtc[$target, this->fd] = (this->q & 2) != 0;
+	this->na = this->kind == 0 ? this->b + 10 : 0;
+	/* where a kind-1 section (its int32 size @5) ends: alloca'd bytes last
+	 * only to the end of the clause */
+	this->k0 = this->b + 5 + (int32_t)(*(uint64_t *)(this->p + 1) >> 32);
 }
 
-/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
- * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+/* B2: a kind-1 document sequence first: the body follows it. */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
+/this->rx_go && this->want && this->rop == OP_MSG && this->kind == 1/
+{
+	this->na = *(uint8_t *)copyin(this->k0, 1) == 0 ? this->k0 + 6 : 0;
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" (its last 5 bytes read as
+ * one word) the query's first key, at 4 + nslen + 1 (nul) + 8 (skip, return) +
+ * 4 (size) + 1 (type); else "find". */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/this->rx_go && this->want && this->rop == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
-	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	this->cmdns = this->nslen >= 5 &&
+	    (*(uint64_t *)copyin(this->b + this->nslen - 1, 8) & 0xffffffffff) == 0x646d63242e;
+	this->na = this->cmdns ? this->b + this->nslen + 18 : 0;
 	rxcmd[$target, this->fd] = "find";
 }
 
+/* old drivers wrap the command: {$query: {cmd: ...}}: "$query" and its nul,
+ * then 4 + 1 bytes on */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && this->rop == OP_QUERY && this->cmdns/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	this->na = (*(uint64_t *)copyin(this->na, 8) & 0xffffffffffffff) == 0x797265757124 ?
+	    this->na + 12 : this->na;
 }
 
-/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+/* B4: the name. */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[$target, this->fd] == "$query"/
+/this->rx_go && this->want && this->na != 0/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->na, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -1908,11 +1988,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->fin/
 {
 	this->o = rxop[$target, this->fd];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
@@ -1981,9 +2057,12 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	/* the header in two words: messageLength, requestID; responseTo, opCode */
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -2018,14 +2097,11 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
+	this->rop = this->op;
 	this->b = this->buf + this->off + 16;
 	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
@@ -2033,31 +2109,20 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
-/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
- * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
- * document, its first key (the command) @10. */
+/* B1: the command name from the body at this->b (message offset 16): B1-B3
+ * find where it starts (this->na, 0: nowhere), B4 reads it. OP_MSG: flagBits
+ * @0 (bit 1: moreToCome), first section kind @4; kind 0: the body document,
+ * its first key (the command) @10. The first 9 bytes are read at once: each
+ * read of user memory adds fault checks, and the verifier walks DTrace's error
+ * path once per check (docs/probes.md, D, "Cost"). */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
+/this->rx_go && this->want/
 {
-	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
-}
-
-/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
-pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
-syscall::read:return, syscall::read_nocancel:return,
-syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
-syscall::readv:return, syscall::readv_nocancel:return,
-syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
-{
-	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
-	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+	this->na = 0;
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -2065,46 +2130,69 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && this->rop == OP_MSG/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
+	this->p = (uint8_t *)copyin(this->b, 9);
+	this->q = *(uint64_t *)this->p;
+	this->kind = (this->q >> 32) & 0xff;
+	rxmtc[$target, this->fd] = (this->q & 2) != 0;
+	this->na = this->kind == 0 ? this->b + 10 : 0;
+	/* where a kind-1 section (its int32 size @5) ends: alloca'd bytes last
+	 * only to the end of the clause */
+	this->k0 = this->b + 5 + (int32_t)(*(uint64_t *)(this->p + 1) >> 32);
 }
 
-/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
- * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+/* B2: a kind-1 document sequence first: the body follows it. */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
+/this->rx_go && this->want && this->rop == OP_MSG && this->kind == 1/
+{
+	this->na = *(uint8_t *)copyin(this->k0, 1) == 0 ? this->k0 + 6 : 0;
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" (its last 5 bytes read as
+ * one word) the query's first key, at 4 + nslen + 1 (nul) + 8 (skip, return) +
+ * 4 (size) + 1 (type); else "find". */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/this->rx_go && this->want && this->rop == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
-	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	this->cmdns = this->nslen >= 5 &&
+	    (*(uint64_t *)copyin(this->b + this->nslen - 1, 8) & 0xffffffffff) == 0x646d63242e;
+	this->na = this->cmdns ? this->b + this->nslen + 18 : 0;
 	rxcmd[$target, this->fd] = "find";
 }
 
+/* old drivers wrap the command: {$query: {cmd: ...}}: "$query" and its nul,
+ * then 4 + 1 bytes on */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && this->rop == OP_QUERY && this->cmdns/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	this->na = (*(uint64_t *)copyin(this->na, 8) & 0xffffffffffffff) == 0x797265757124 ?
+	    this->na + 12 : this->na;
 }
 
-/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+/* B4: the name. */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[$target, this->fd] == "$query"/
+/this->rx_go && this->want && this->na != 0/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->na, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -2126,11 +2214,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->fin/
 {
 	this->o = rxop[$target, this->fd];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
@@ -2199,9 +2283,12 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	/* the header in two words: messageLength, requestID; responseTo, opCode */
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -2236,14 +2323,11 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
 	this->o = this->op;
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
+	this->rop = this->op;
 	this->b = this->buf + this->off + 16;
 	rxneed[$target, this->fd] = !this->want;
 	this->fin = this->len <= this->ret - this->off;
@@ -2251,31 +2335,20 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxpos[$target, this->fd] = this->fin ? 0 : this->ret - this->off;
 	this->off = this->fin ? this->off + this->len : this->ret;
 }
-/* B1: the command name from the body at this->b (message offset 16). OP_MSG:
- * flagBits @0 (bit 1: moreToCome), first section kind @4; kind 0: the body
- * document, its first key (the command) @10. */
+/* B1: the command name from the body at this->b (message offset 16): B1-B3
+ * find where it starts (this->na, 0: nowhere), B4 reads it. OP_MSG: flagBits
+ * @0 (bit 1: moreToCome), first section kind @4; kind 0: the body document,
+ * its first key (the command) @10. The first 9 bytes are read at once: each
+ * read of user memory adds fault checks, and the verifier walks DTrace's error
+ * path once per check (docs/probes.md, D, "Cost"). */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG/
+/this->rx_go && this->want/
 {
-	this->kind = *(uint8_t *)copyin(this->b + 4, 1);
-	rxmtc[$target, this->fd] = (*(uint32_t *)copyin(this->b, 4) & 2) != 0;
-	rxcmd[$target, this->fd] = this->kind == 0 ? copyinstr(this->b + 10, 32) : rxcmd[$target, this->fd];
-}
-
-/* B2: a kind-1 document sequence first (int32 size @5): the body follows it. */
-pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
-syscall::read:return, syscall::read_nocancel:return,
-syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
-syscall::readv:return, syscall::readv_nocancel:return,
-syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 1/
-{
-	this->k0 = this->b + 5 + *(int32_t *)copyin(this->b + 5, 4);
-	this->kind = *(uint8_t *)copyin(this->k0, 1) == 0 ? 2 : 3;
+	this->na = 0;
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -2283,46 +2356,69 @@ syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_MSG && this->kind == 2/
+/this->rx_go && this->want && this->rop == OP_MSG/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->k0 + 6, 32);
+	this->p = (uint8_t *)copyin(this->b, 9);
+	this->q = *(uint64_t *)this->p;
+	this->kind = (this->q >> 32) & 0xff;
+	rxmtc[$target, this->fd] = (this->q & 2) != 0;
+	this->na = this->kind == 0 ? this->b + 10 : 0;
+	/* where a kind-1 section (its int32 size @5) ends: alloca'd bytes last
+	 * only to the end of the clause */
+	this->k0 = this->b + 5 + (int32_t)(*(uint64_t *)(this->p + 1) >> 32);
 }
 
-/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" the query's first key, at
- * 4 + nslen + 1 (nul) + 8 (skip, return) + 4 (size) + 1 (type); else "find". */
+/* B2: a kind-1 document sequence first: the body follows it. */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY/
+/this->rx_go && this->want && this->rop == OP_MSG && this->kind == 1/
+{
+	this->na = *(uint8_t *)copyin(this->k0, 1) == 0 ? this->k0 + 6 : 0;
+}
+
+/* B3: OP_QUERY: flags @0, namespace @4; on "db.$cmd" (its last 5 bytes read as
+ * one word) the query's first key, at 4 + nslen + 1 (nul) + 8 (skip, return) +
+ * 4 (size) + 1 (type); else "find". */
+pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
+syscall::read:return, syscall::read_nocancel:return,
+syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
+syscall::readv:return, syscall::readv_nocancel:return,
+syscall::recvmsg:return, syscall::recvmsg_nocancel:return
+/this->rx_go && this->want && this->rop == OP_QUERY/
 {
 	this->ns = copyinstr(this->b + 4, 63);
 	this->nslen = strlen(this->ns);
-	this->cmdns = this->nslen >= 5 && substr(this->ns, this->nslen - 5) == ".$cmd";
+	this->cmdns = this->nslen >= 5 &&
+	    (*(uint64_t *)copyin(this->b + this->nslen - 1, 8) & 0xffffffffff) == 0x646d63242e;
+	this->na = this->cmdns ? this->b + this->nslen + 18 : 0;
 	rxcmd[$target, this->fd] = "find";
 }
 
+/* old drivers wrap the command: {$query: {cmd: ...}}: "$query" and its nul,
+ * then 4 + 1 bytes on */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns/
+/this->rx_go && this->want && this->rop == OP_QUERY && this->cmdns/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 18, 32);
+	this->na = (*(uint64_t *)copyin(this->na, 8) & 0xffffffffffffff) == 0x797265757124 ?
+	    this->na + 12 : this->na;
 }
 
-/* old drivers wrap the command: {$query: {cmd: ...}}: 7 + 4 + 1 bytes on */
+/* B4: the name. */
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
 syscall::read:return, syscall::read_nocancel:return,
 syscall::recv:return, syscall::recvfrom:return, syscall::recvfrom_nocancel:return,
 syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
-/this->rx_go && this->want && rxop[$target, this->fd] == OP_QUERY && this->cmdns &&
-    rxcmd[$target, this->fd] == "$query"/
+/this->rx_go && this->want && this->na != 0/
 {
-	rxcmd[$target, this->fd] = copyinstr(this->b + this->nslen + 30, 32);
+	rxcmd[$target, this->fd] = copyinstr(this->na, 32);
 }
 
 pid$target:$1:SSL_read:return, pid$target:$1:SSL_read_ex:return,
@@ -2344,11 +2440,7 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->fin/
 {
 	this->o = rxop[$target, this->fd];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	this->nr = rxmtc[$target, this->fd] || this->o == OP_INSERT || this->o == OP_UPDATE ||
 	    this->o == OP_DELETE || this->o == OP_KILL_CURSORS;
 	@requests = sum(1);
@@ -2568,10 +2660,14 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->got = this->n < 40 - this->have ? this->n : 40 - this->have;
 	copyinto(this->buf, this->got, (char *)this->w + this->have);
 	this->got = this->have + this->got;
-	this->len = (int32_t)(this->w[0] & 0xffffffff);
-	this->rid = (int32_t)(this->w[0] >> 32);
-	this->rto = (int32_t)(this->w[1] & 0xffffffff);
-	this->op = (int32_t)(this->w[1] >> 32);
+	/* each word read once: every read through the pointer is checked, and
+	 * the verifier walks DTrace's error path once per check */
+	this->w0 = this->w[0]; this->w1 = this->w[1]; this->w2 = this->w[2];
+	this->w3 = this->w[3]; this->w4 = this->w[4];
+	this->len = (int32_t)(this->w0 & 0xffffffff);
+	this->rid = (int32_t)(this->w0 >> 32);
+	this->rto = (int32_t)(this->w1 & 0xffffffff);
+	this->op = (int32_t)(this->w1 >> 32);
 	this->valid = this->got >= 16 && this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_REPLY || this->op == OP_COMPRESSED);
 	/* more to wait for: not yet 40 bytes nor the whole reply, and this send
@@ -2580,33 +2676,33 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	    this->n == this->ret && (this->got < 16 || this->valid);
 	this->stop = this->cut ? 2 : !this->valid;
 	this->valid = this->valid && !this->cut;
-	this->mtc = this->op == OP_MSG && this->got >= 20 && (this->w[2] & 2) != 0;
+	this->mtc = this->op == OP_MSG && this->got >= 20 && (this->w2 & 2) != 0;
 	this->ts = txts[$target, this->fd];
 	this->off = -this->have;
 	/* the failure test on the gathered bytes (F, F1, F2 on a buffer): OP_MSG,
 	 * kind 0 @20, ok @25 ("ok" @26), its value @29; OP_REPLY: QueryFailure
 	 * (responseFlags @16) here, its document @40 by F1 from this buffer */
 	this->sp = 1;
-	this->ey = this->w[3] >> 8 | this->w[4] << 56;
+	this->ey = this->w3 >> 8 | this->w4 << 56;
 	this->et = this->ey & 0xff;
-	this->vs = !(this->op == OP_MSG && this->got >= 30 && ((this->w[2] >> 32) & 0xff) == 0 &&
+	this->vs = !(this->op == OP_MSG && this->got >= 30 && ((this->w2 >> 32) & 0xff) == 0 &&
 	    (this->ey & 0xffffff00) == 0x006b6f00) ? 0 :
 	    (this->et == 1 || this->et == 0x12) && this->got >= 37 ? 8 :
 	    this->et == 0x10 && this->got >= 33 ? 4 : this->et == 8 ? 1 : 0;
 	this->vs = 29 + this->vs <= this->len ? this->vs : 0;
-	this->v = this->w[3] >> 40 | this->w[4] << 24;
+	this->v = this->w3 >> 40 | this->w4 << 24;
 	this->v = this->vs == 8 ? this->v << (this->et == 1 ? 1 : 0) :
 	    this->vs == 4 ? this->v & 0xffffffff : this->v & 0xff;
 	this->ep = this->vs != 0 && this->v == 0 ? 29 + this->vs : 0;
 	this->err = this->ep != 0 || (this->op == OP_REPLY && this->got >= 20 &&
-	    (this->w[2] & 2) != 0) ? -1 : 0;
+	    (this->w2 & 2) != 0) ? -1 : 0;
 	this->e = this->op == OP_REPLY && this->len >= 48 && this->off + 48 <= this->n ? 40 : 0;
 	this->vs = 0;
-	txh0[$target, this->fd] = this->cut ? this->w[0] : 0;
-	txh1[$target, this->fd] = this->cut ? this->w[1] : 0;
-	txh2[$target, this->fd] = this->cut ? this->w[2] : 0;
-	txh3[$target, this->fd] = this->cut ? this->w[3] : 0;
-	txh4[$target, this->fd] = this->cut ? this->w[4] : 0;
+	txh0[$target, this->fd] = this->cut ? this->w0 : 0;
+	txh1[$target, this->fd] = this->cut ? this->w1 : 0;
+	txh2[$target, this->fd] = this->cut ? this->w2 : 0;
+	txh3[$target, this->fd] = this->cut ? this->w3 : 0;
+	txh4[$target, this->fd] = this->cut ? this->w4 : 0;
 	txhave[$target, this->fd] = this->cut ? this->got : 0;
 	txts[$target, this->fd] = this->cut ? this->ts : 0;
 	this->off = this->cut ? this->ret : this->off;
@@ -2664,13 +2760,14 @@ syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS/
 {
+	/* responseFlags @16, an OP_MSG's first section kind @20: one read */
+	this->q = !this->sp && this->off + 16 >= 0 && this->off + 24 <= this->n ?
+	    *(uint64_t *)copyin(this->buf + this->off + 16, 8) : 0;
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
-	    this->off + 33 <= this->n ?
-	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->off + 33 <= this->n ? (((this->q >> 32) & 0xff) == 0 ? 25 : 0) :
 	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
 	    this->off + 48 <= this->n ? 40 : 0;
-	this->err = this->sp ? this->err : this->e == 40 &&
-	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->err = this->sp ? this->err : this->e == 40 && (this->q & 2) != 0 ? -1 : 0;
 	this->ep = this->sp ? this->ep : 0;
 	this->vs = 0;
 }
@@ -2703,8 +2800,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 {
 	this->v = this->vs == 8 ?
 	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
-	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
-	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	    this->vs == 4 ? this->ey >> 32 : (this->ey >> 32) & 0xff;
 	this->err = this->v == 0 ? -1 : this->err;
 	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
 }
@@ -2719,11 +2815,13 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
-	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->p = (uint8_t *)copyin(this->buf + this->off + this->ep, 12);
+	this->ey = *(uint64_t *)this->p;
+	this->q = *(uint64_t *)(this->p + 4);	/* bytes 4-11: the length @8 or @6 */
 	this->es = this->ey == 0x0067736d72726502 ? 8 :
 	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
 	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
-	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+	    (int32_t)(this->es == 8 ? this->q >> 32 : (this->q >> 16) & 0xffffffff);
 }
 
 /* F4: the code: an int32 element "code" at this->ep. */
@@ -2735,9 +2833,9 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
-	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
-	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
-	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->p = (uint8_t *)copyin(this->buf + this->off + this->ep, 10);
+	this->ey = *(uint64_t *)this->p;
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 : *(int32_t *)(this->p + 6);
 	this->err = this->ec != 0 ? this->ec : this->err;
 }
 
@@ -2753,11 +2851,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->s = this->tl % SLOTS;
 	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
 	this->o = slot_op[$target, this->fd, this->s];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	/* a memory-BIO connection: 2^30 + its number (the "# tls tie" lines name its
 	 * socket; snoop shows the socket once tied) */
 	this->cfd = (this->fd & TLS_SSL) == 0 ? this->fd & ~TLS_FD :
@@ -2860,10 +2954,13 @@ syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->rto = *(int32_t *)copyin(this->buf + this->off + 8, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_REPLY || this->op == OP_COMPRESSED);
 	/* moreToCome on an OP_MSG reply: an exhaust stream follows */
@@ -2931,13 +3028,14 @@ syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS/
 {
+	/* responseFlags @16, an OP_MSG's first section kind @20: one read */
+	this->q = !this->sp && this->off + 16 >= 0 && this->off + 24 <= this->n ?
+	    *(uint64_t *)copyin(this->buf + this->off + 16, 8) : 0;
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
-	    this->off + 33 <= this->n ?
-	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->off + 33 <= this->n ? (((this->q >> 32) & 0xff) == 0 ? 25 : 0) :
 	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
 	    this->off + 48 <= this->n ? 40 : 0;
-	this->err = this->sp ? this->err : this->e == 40 &&
-	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->err = this->sp ? this->err : this->e == 40 && (this->q & 2) != 0 ? -1 : 0;
 	this->ep = this->sp ? this->ep : 0;
 	this->vs = 0;
 }
@@ -2970,8 +3068,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 {
 	this->v = this->vs == 8 ?
 	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
-	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
-	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	    this->vs == 4 ? this->ey >> 32 : (this->ey >> 32) & 0xff;
 	this->err = this->v == 0 ? -1 : this->err;
 	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
 }
@@ -2986,11 +3083,13 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
-	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->p = (uint8_t *)copyin(this->buf + this->off + this->ep, 12);
+	this->ey = *(uint64_t *)this->p;
+	this->q = *(uint64_t *)(this->p + 4);	/* bytes 4-11: the length @8 or @6 */
 	this->es = this->ey == 0x0067736d72726502 ? 8 :
 	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
 	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
-	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+	    (int32_t)(this->es == 8 ? this->q >> 32 : (this->q >> 16) & 0xffffffff);
 }
 
 /* F4: the code: an int32 element "code" at this->ep. */
@@ -3002,9 +3101,9 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
-	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
-	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
-	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->p = (uint8_t *)copyin(this->buf + this->off + this->ep, 10);
+	this->ey = *(uint64_t *)this->p;
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 : *(int32_t *)(this->p + 6);
 	this->err = this->ec != 0 ? this->ec : this->err;
 }
 
@@ -3020,11 +3119,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->s = this->tl % SLOTS;
 	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
 	this->o = slot_op[$target, this->fd, this->s];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	/* a memory-BIO connection: 2^30 + its number (the "# tls tie" lines name its
 	 * socket; snoop shows the socket once tied) */
 	this->cfd = (this->fd & TLS_SSL) == 0 ? this->fd & ~TLS_FD :
@@ -3125,10 +3220,13 @@ syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->rto = *(int32_t *)copyin(this->buf + this->off + 8, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_REPLY || this->op == OP_COMPRESSED);
 	/* moreToCome on an OP_MSG reply: an exhaust stream follows */
@@ -3196,13 +3294,14 @@ syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS/
 {
+	/* responseFlags @16, an OP_MSG's first section kind @20: one read */
+	this->q = !this->sp && this->off + 16 >= 0 && this->off + 24 <= this->n ?
+	    *(uint64_t *)copyin(this->buf + this->off + 16, 8) : 0;
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
-	    this->off + 33 <= this->n ?
-	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->off + 33 <= this->n ? (((this->q >> 32) & 0xff) == 0 ? 25 : 0) :
 	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
 	    this->off + 48 <= this->n ? 40 : 0;
-	this->err = this->sp ? this->err : this->e == 40 &&
-	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->err = this->sp ? this->err : this->e == 40 && (this->q & 2) != 0 ? -1 : 0;
 	this->ep = this->sp ? this->ep : 0;
 	this->vs = 0;
 }
@@ -3235,8 +3334,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 {
 	this->v = this->vs == 8 ?
 	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
-	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
-	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	    this->vs == 4 ? this->ey >> 32 : (this->ey >> 32) & 0xff;
 	this->err = this->v == 0 ? -1 : this->err;
 	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
 }
@@ -3251,11 +3349,13 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
-	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->p = (uint8_t *)copyin(this->buf + this->off + this->ep, 12);
+	this->ey = *(uint64_t *)this->p;
+	this->q = *(uint64_t *)(this->p + 4);	/* bytes 4-11: the length @8 or @6 */
 	this->es = this->ey == 0x0067736d72726502 ? 8 :
 	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
 	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
-	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+	    (int32_t)(this->es == 8 ? this->q >> 32 : (this->q >> 16) & 0xffffffff);
 }
 
 /* F4: the code: an int32 element "code" at this->ep. */
@@ -3267,9 +3367,9 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
-	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
-	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
-	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->p = (uint8_t *)copyin(this->buf + this->off + this->ep, 10);
+	this->ey = *(uint64_t *)this->p;
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 : *(int32_t *)(this->p + 6);
 	this->err = this->ec != 0 ? this->ec : this->err;
 }
 
@@ -3285,11 +3385,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->s = this->tl % SLOTS;
 	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
 	this->o = slot_op[$target, this->fd, this->s];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	/* a memory-BIO connection: 2^30 + its number (the "# tls tie" lines name its
 	 * socket; snoop shows the socket once tied) */
 	this->cfd = (this->fd & TLS_SSL) == 0 ? this->fd & ~TLS_FD :
@@ -3390,10 +3486,13 @@ syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->rto = *(int32_t *)copyin(this->buf + this->off + 8, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_REPLY || this->op == OP_COMPRESSED);
 	/* moreToCome on an OP_MSG reply: an exhaust stream follows */
@@ -3461,13 +3560,14 @@ syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS/
 {
+	/* responseFlags @16, an OP_MSG's first section kind @20: one read */
+	this->q = !this->sp && this->off + 16 >= 0 && this->off + 24 <= this->n ?
+	    *(uint64_t *)copyin(this->buf + this->off + 16, 8) : 0;
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
-	    this->off + 33 <= this->n ?
-	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->off + 33 <= this->n ? (((this->q >> 32) & 0xff) == 0 ? 25 : 0) :
 	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
 	    this->off + 48 <= this->n ? 40 : 0;
-	this->err = this->sp ? this->err : this->e == 40 &&
-	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->err = this->sp ? this->err : this->e == 40 && (this->q & 2) != 0 ? -1 : 0;
 	this->ep = this->sp ? this->ep : 0;
 	this->vs = 0;
 }
@@ -3500,8 +3600,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 {
 	this->v = this->vs == 8 ?
 	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
-	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
-	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	    this->vs == 4 ? this->ey >> 32 : (this->ey >> 32) & 0xff;
 	this->err = this->v == 0 ? -1 : this->err;
 	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
 }
@@ -3516,11 +3615,13 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
-	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->p = (uint8_t *)copyin(this->buf + this->off + this->ep, 12);
+	this->ey = *(uint64_t *)this->p;
+	this->q = *(uint64_t *)(this->p + 4);	/* bytes 4-11: the length @8 or @6 */
 	this->es = this->ey == 0x0067736d72726502 ? 8 :
 	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
 	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
-	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+	    (int32_t)(this->es == 8 ? this->q >> 32 : (this->q >> 16) & 0xffffffff);
 }
 
 /* F4: the code: an int32 element "code" at this->ep. */
@@ -3532,9 +3633,9 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
-	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
-	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
-	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->p = (uint8_t *)copyin(this->buf + this->off + this->ep, 10);
+	this->ey = *(uint64_t *)this->p;
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 : *(int32_t *)(this->p + 6);
 	this->err = this->ec != 0 ? this->ec : this->err;
 }
 
@@ -3550,11 +3651,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->s = this->tl % SLOTS;
 	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
 	this->o = slot_op[$target, this->fd, this->s];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	/* a memory-BIO connection: 2^30 + its number (the "# tls tie" lines name its
 	 * socket; snoop shows the socket once tied) */
 	this->cfd = (this->fd & TLS_SSL) == 0 ? this->fd & ~TLS_FD :
@@ -3655,10 +3752,13 @@ syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->it/
 {
-	this->len = *(int32_t *)copyin(this->buf + this->off, 4);
-	this->rid = *(int32_t *)copyin(this->buf + this->off + 4, 4);
-	this->rto = *(int32_t *)copyin(this->buf + this->off + 8, 4);
-	this->op = *(int32_t *)copyin(this->buf + this->off + 12, 4);
+	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
+	this->q = *(uint64_t *)this->p;
+	this->len = (int32_t)(this->q & 0xffffffff);
+	this->rid = (int32_t)(this->q >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_REPLY || this->op == OP_COMPRESSED);
 	/* moreToCome on an OP_MSG reply: an exhaust stream follows */
@@ -3726,13 +3826,14 @@ syscall::writev:return, syscall::writev_nocancel:return,
 syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS/
 {
+	/* responseFlags @16, an OP_MSG's first section kind @20: one read */
+	this->q = !this->sp && this->off + 16 >= 0 && this->off + 24 <= this->n ?
+	    *(uint64_t *)copyin(this->buf + this->off + 16, 8) : 0;
 	this->e = this->sp ? this->e : this->op == OP_MSG && this->len >= 33 && this->off + 20 >= 0 &&
-	    this->off + 33 <= this->n ?
-	    (*(uint8_t *)copyin(this->buf + this->off + 20, 1) == 0 ? 25 : 0) :
+	    this->off + 33 <= this->n ? (((this->q >> 32) & 0xff) == 0 ? 25 : 0) :
 	    this->op == OP_REPLY && this->len >= 48 && this->off + 16 >= 0 &&
 	    this->off + 48 <= this->n ? 40 : 0;
-	this->err = this->sp ? this->err : this->e == 40 &&
-	    (*(uint32_t *)copyin(this->buf + this->off + 16, 4) & 2) != 0 ? -1 : 0;
+	this->err = this->sp ? this->err : this->e == 40 && (this->q & 2) != 0 ? -1 : 0;
 	this->ep = this->sp ? this->ep : 0;
 	this->vs = 0;
 }
@@ -3765,8 +3866,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 {
 	this->v = this->vs == 8 ?
 	    *(uint64_t *)copyin(this->buf + this->off + this->e + 4, 8) << (this->et == 1 ? 1 : 0) :
-	    this->vs == 4 ? *(uint32_t *)copyin(this->buf + this->off + this->e + 4, 4) :
-	    *(uint8_t *)copyin(this->buf + this->off + this->e + 4, 1);
+	    this->vs == 4 ? this->ey >> 32 : (this->ey >> 32) & 0xff;
 	this->err = this->v == 0 ? -1 : this->err;
 	this->ep = this->v == 0 ? this->e + 4 + this->vs : 0;
 }
@@ -3781,11 +3881,13 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS && this->ep != 0 &&
     this->off + this->ep >= 0 && this->ep + 12 <= this->len && this->off + this->ep + 12 <= this->n/
 {
-	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
+	this->p = (uint8_t *)copyin(this->buf + this->off + this->ep, 12);
+	this->ey = *(uint64_t *)this->p;
+	this->q = *(uint64_t *)(this->p + 4);	/* bytes 4-11: the length @8 or @6 */
 	this->es = this->ey == 0x0067736d72726502 ? 8 :
 	    (this->ey & 0xffffffffffff) == 0x007272652402 ? 6 : 0;
 	this->ep = this->es == 0 ? this->ep : this->ep + this->es + 4 +
-	    *(int32_t *)copyin(this->buf + this->off + this->ep + this->es, 4);
+	    (int32_t)(this->es == 8 ? this->q >> 32 : (this->q >> 16) & 0xffffffff);
 }
 
 /* F4: the code: an int32 element "code" at this->ep. */
@@ -3797,9 +3899,9 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 /this->tx_go && this->valid && this->k < SLOTS && this->ep > this->e &&
     this->off + this->ep >= 0 && this->ep + 10 <= this->len && this->off + this->ep + 10 <= this->n/
 {
-	this->ey = *(uint64_t *)copyin(this->buf + this->off + this->ep, 8);
-	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 :
-	    *(int32_t *)copyin(this->buf + this->off + this->ep + 6, 4);
+	this->p = (uint8_t *)copyin(this->buf + this->off + this->ep, 10);
+	this->ey = *(uint64_t *)this->p;
+	this->ec = (this->ey & 0xffffffffffff) != 0x0065646f6310 ? 0 : *(int32_t *)(this->p + 6);
 	this->err = this->ec != 0 ? this->ec : this->err;
 }
 
@@ -3815,11 +3917,7 @@ syscall::sendmsg:return, syscall::sendmsg_nocancel:return
 	this->s = this->tl % SLOTS;
 	this->lat = this->ts - slot_ts[$target, this->fd, this->s];
 	this->o = slot_op[$target, this->fd, this->s];
-	this->opname = this->o == OP_MSG ? "OP_MSG" : this->o == OP_QUERY ? "OP_QUERY" :
-	    this->o == OP_COMPRESSED ? "OP_COMPRESSED" : this->o == OP_INSERT ? "OP_INSERT" :
-	    this->o == OP_UPDATE ? "OP_UPDATE" : this->o == OP_DELETE ? "OP_DELETE" :
-	    this->o == OP_GET_MORE ? "OP_GET_MORE" : this->o == OP_KILL_CURSORS ?
-	    "OP_KILL_CURSORS" : "OP_UNKNOWN";
+	this->opname = opnames[this->o];
 	/* a memory-BIO connection: 2^30 + its number (the "# tls tie" lines name its
 	 * socket; snoop shows the socket once tied) */
 	this->cfd = (this->fd & TLS_SSL) == 0 ? this->fd & ~TLS_FD :

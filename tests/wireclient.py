@@ -91,8 +91,10 @@ class Conn:
         self.next_id += 1
         return self.next_id
 
-    def op_msg(self, body: dict, flags: int = 0) -> tuple[int, bytes]:
-        """An OP_MSG request (body gets "$db": "test"), counted as its first key."""
+    def op_msg(self, body: dict, flags: int = 0, sequences: tuple = (),
+               sequences_first: bool = False) -> tuple[int, bytes]:
+        """An OP_MSG request (body gets "$db": "test"), counted as its first key; its kind-1
+        sequences (identifier, documents) after the body or before it."""
         rid = self.request_id()
         command = next(iter(body))
         self.expected.by_command[command] += 1
@@ -101,7 +103,8 @@ class Conn:
             self.expected.no_reply += 1
         else:
             self.expected.replies_by_command[command] += 1
-        return rid, encode_op_msg(rid, 0, {**body, "$db": "test"}, flags=flags)
+        return rid, encode_op_msg(rid, 0, {**body, "$db": "test"}, flags=flags,
+                                  sequences=sequences, sequences_first=sequences_first)
 
     def op_query(self, namespace: str, query: dict) -> tuple[int, bytes]:
         rid = self.request_id()
@@ -191,9 +194,13 @@ class Conn:
 
 
 def plain(c: Conn) -> None:
-    """Request/reply: find, a small insert, ping, and an insert of ~100 KB."""
+    """Request/reply: find, a small insert, an insert whose documents come in a kind-1
+    sequence before its body (the probes skip it to read the command), ping, and an
+    insert of ~100 KB."""
     c.call(c.op_msg({"find": "coll", "filter": {"x": 1}}))
     c.call(c.op_msg({"insert": "coll", "documents": [{"_id": 1, "x": "small"}]}))
+    c.call(c.op_msg({"insert": "coll"}, sequences=(("documents", [{"_id": 5, "x": "seq"}]),),
+                    sequences_first=True))
     c.call(c.op_msg({"ping": 1}))
     c.call(c.op_msg({"insert": "coll", "documents": [{"_id": 2, "x": "y" * LARGE_INSERT_BYTES}]}))
 

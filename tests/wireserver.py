@@ -289,9 +289,12 @@ class Connection:
         flags = struct.unpack_from("<I", payload)[0]
         if flags & MORE_TO_COME:
             return []
-        if payload[4] != 0:
-            raise ValueError("OP_MSG without a body section first")
-        body = bson.decode(payload[5 : 5 + struct.unpack_from("<i", payload, 5)[0]])
+        at = 4
+        while payload[at] == 1:     # kind-1 sequences may come before the body
+            at += 1 + struct.unpack_from("<i", payload, at + 1)[0]
+        if payload[at] != 0:
+            raise ValueError("OP_MSG without a body section")
+        body = bson.decode(payload[at + 1 : at + 1 + struct.unpack_from("<i", payload, at + 1)[0]])
         self.served(next(iter(body), ""))
         if "failTest" in body:
             return [encode_op_msg(self.reply_id(), request_id, failure(body))]

@@ -26,13 +26,16 @@ def encode_op_msg(
     flags: int = 0,
     sequences: Iterable[tuple[str, Sequence[Mapping[str, Any]]]] = (),
     checksum: bool = False,
+    sequences_first: bool = False,
 ) -> bytes:
-    """OP_MSG with `body` as the kind-0 section, then one kind-1 section per (identifier, docs).
+    """OP_MSG with `body` as the kind-0 section, then one kind-1 section per (identifier, docs)
+    (before the body with `sequences_first`: the specification allows any order).
     `checksum` sets (or clears) checksumPresent in `flags` and appends the CRC-32C."""
-    parts = [b"\x00" + bson.encode(body)]
+    parts = []
     for identifier, docs in sequences:
         payload = identifier.encode() + b"\x00" + b"".join(bson.encode(d) for d in docs)
         parts.append(b"\x01" + _I32.pack(4 + len(payload)) + payload)
+    parts.insert(len(parts) if sequences_first else 0, b"\x00" + bson.encode(body))
     flags = flags | CHECKSUM_PRESENT if checksum else flags & ~CHECKSUM_PRESENT
     trailer = b"\x00" * 4 if checksum else b""  # placeholder, so messageLength covers the checksum
     message = _frame(request_id, response_to, OP_MSG, _U32.pack(flags) + b"".join(parts) + trailer)
