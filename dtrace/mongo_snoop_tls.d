@@ -68,7 +68,7 @@ int rxrid[int, int];
 int64_t rxlen[int, int];
 int rxmtc[int, int];
 string rxcmd[int, int];		/* its command name */
-string opnames[int];		/* [opCode]: its name (BEGIN fills it; see OPNAME) */
+string opnames[int];		/* [opCode]: its name (BEGIN fills it; see OPNAME); [0]: "[compressed]" */
 int64_t head[int, int];		/* ring of SLOTS outstanding requests: head - tail */
 int64_t tail[int, int];
 int slot_rid[int, int, int];	/* [pid, fd, n % SLOTS]: requestID, time, ... */
@@ -178,7 +178,7 @@ BEGIN
 	opnames[OP_COMPRESSED] = "OP_COMPRESSED"; opnames[OP_INSERT] = "OP_INSERT";
 	opnames[OP_UPDATE] = "OP_UPDATE"; opnames[OP_DELETE] = "OP_DELETE";
 	opnames[OP_GET_MORE] = "OP_GET_MORE"; opnames[OP_KILL_CURSORS] = "OP_KILL_CURSORS";
-	opnames[OP_REPLY] = "OP_REPLY";
+	opnames[OP_REPLY] = "OP_REPLY"; opnames[0] = "[compressed]";
 	epoch = timestamp;
 	/* maps DTrace's timestamp to the wall clock (walltimestamp is ns since the epoch) */
 	printf("# clock timestamp_ns=%d walltimestamp_ns=%d\n", timestamp, walltimestamp);
@@ -731,9 +731,8 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxrid[$target, this->fd] = this->rid;
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
-	this->o = this->op;
-	this->opname = opnames[this->o];
-	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* until the body names it: the opCode's name, "[compressed]" for OP_COMPRESSED */
+	rxcmd[$target, this->fd] = opnames[this->op == OP_COMPRESSED ? 0 : this->op];
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->rop = this->op;
@@ -955,9 +954,8 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxrid[$target, this->fd] = this->rid;
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
-	this->o = this->op;
-	this->opname = opnames[this->o];
-	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* until the body names it: the opCode's name, "[compressed]" for OP_COMPRESSED */
+	rxcmd[$target, this->fd] = opnames[this->op == OP_COMPRESSED ? 0 : this->op];
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->rop = this->op;
@@ -1179,9 +1177,8 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxrid[$target, this->fd] = this->rid;
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
-	this->o = this->op;
-	this->opname = opnames[this->o];
-	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* until the body names it: the opCode's name, "[compressed]" for OP_COMPRESSED */
+	rxcmd[$target, this->fd] = opnames[this->op == OP_COMPRESSED ? 0 : this->op];
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->rop = this->op;
@@ -1403,9 +1400,8 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxrid[$target, this->fd] = this->rid;
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
-	this->o = this->op;
-	this->opname = opnames[this->o];
-	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* until the body names it: the opCode's name, "[compressed]" for OP_COMPRESSED */
+	rxcmd[$target, this->fd] = opnames[this->op == OP_COMPRESSED ? 0 : this->op];
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->rop = this->op;
@@ -1627,9 +1623,8 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxrid[$target, this->fd] = this->rid;
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
-	this->o = this->op;
-	this->opname = opnames[this->o];
-	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* until the body names it: the opCode's name, "[compressed]" for OP_COMPRESSED */
+	rxcmd[$target, this->fd] = opnames[this->op == OP_COMPRESSED ? 0 : this->op];
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->rop = this->op;
@@ -1851,9 +1846,8 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxrid[$target, this->fd] = this->rid;
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
-	this->o = this->op;
-	this->opname = opnames[this->o];
-	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* until the body names it: the opCode's name, "[compressed]" for OP_COMPRESSED */
+	rxcmd[$target, this->fd] = opnames[this->op == OP_COMPRESSED ? 0 : this->op];
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->rop = this->op;
@@ -2075,9 +2069,8 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxrid[$target, this->fd] = this->rid;
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
-	this->o = this->op;
-	this->opname = opnames[this->o];
-	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* until the body names it: the opCode's name, "[compressed]" for OP_COMPRESSED */
+	rxcmd[$target, this->fd] = opnames[this->op == OP_COMPRESSED ? 0 : this->op];
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->rop = this->op;
@@ -2299,9 +2292,8 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxrid[$target, this->fd] = this->rid;
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
-	this->o = this->op;
-	this->opname = opnames[this->o];
-	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* until the body names it: the opCode's name, "[compressed]" for OP_COMPRESSED */
+	rxcmd[$target, this->fd] = opnames[this->op == OP_COMPRESSED ? 0 : this->op];
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->rop = this->op;

@@ -78,7 +78,7 @@ int rxrid[int, int];
 int64_t rxlen[int, int];
 int rxmtc[int, int];
 string rxcmd[int, int];		/* its command name */
-string opnames[int];		/* [opCode]: its name (BEGIN fills it; see OPNAME) */
+string opnames[int];		/* [opCode]: its name (BEGIN fills it; see OPNAME); [0]: "[compressed]" */
 int64_t head[int, int];		/* ring of SLOTS outstanding requests: head - tail */
 int64_t tail[int, int];
 int slot_rid[int, int, int];	/* [pid, fd, n % SLOTS]: requestID, time, ... */
@@ -188,7 +188,7 @@ BEGIN
 	opnames[OP_COMPRESSED] = "OP_COMPRESSED"; opnames[OP_INSERT] = "OP_INSERT";
 	opnames[OP_UPDATE] = "OP_UPDATE"; opnames[OP_DELETE] = "OP_DELETE";
 	opnames[OP_GET_MORE] = "OP_GET_MORE"; opnames[OP_KILL_CURSORS] = "OP_KILL_CURSORS";
-	opnames[OP_REPLY] = "OP_REPLY";
+	opnames[OP_REPLY] = "OP_REPLY"; opnames[0] = "[compressed]";
 	epoch = timestamp;
 	/* maps DTrace's timestamp to the wall clock (walltimestamp is ns since the epoch) */
 	printf("# clock timestamp_ns=%d walltimestamp_ns=%d\n", timestamp, walltimestamp);
@@ -740,9 +740,8 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxrid[$target, this->fd] = this->rid;
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
-	this->o = this->op;
-	this->opname = opnames[this->o];
-	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* until the body names it: the opCode's name, "[compressed]" for OP_COMPRESSED */
+	rxcmd[$target, this->fd] = opnames[this->op == OP_COMPRESSED ? 0 : this->op];
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->rop = this->op;
@@ -966,9 +965,8 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxrid[$target, this->fd] = this->rid;
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
-	this->o = this->op;
-	this->opname = opnames[this->o];
-	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* until the body names it: the opCode's name, "[compressed]" for OP_COMPRESSED */
+	rxcmd[$target, this->fd] = opnames[this->op == OP_COMPRESSED ? 0 : this->op];
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->rop = this->op;
@@ -1192,9 +1190,8 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxrid[$target, this->fd] = this->rid;
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
-	this->o = this->op;
-	this->opname = opnames[this->o];
-	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* until the body names it: the opCode's name, "[compressed]" for OP_COMPRESSED */
+	rxcmd[$target, this->fd] = opnames[this->op == OP_COMPRESSED ? 0 : this->op];
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->rop = this->op;
@@ -1418,9 +1415,8 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxrid[$target, this->fd] = this->rid;
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
-	this->o = this->op;
-	this->opname = opnames[this->o];
-	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* until the body names it: the opCode's name, "[compressed]" for OP_COMPRESSED */
+	rxcmd[$target, this->fd] = opnames[this->op == OP_COMPRESSED ? 0 : this->op];
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->rop = this->op;
@@ -1644,9 +1640,8 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxrid[$target, this->fd] = this->rid;
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
-	this->o = this->op;
-	this->opname = opnames[this->o];
-	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* until the body names it: the opCode's name, "[compressed]" for OP_COMPRESSED */
+	rxcmd[$target, this->fd] = opnames[this->op == OP_COMPRESSED ? 0 : this->op];
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->rop = this->op;
@@ -1870,9 +1865,8 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxrid[$target, this->fd] = this->rid;
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
-	this->o = this->op;
-	this->opname = opnames[this->o];
-	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* until the body names it: the opCode's name, "[compressed]" for OP_COMPRESSED */
+	rxcmd[$target, this->fd] = opnames[this->op == OP_COMPRESSED ? 0 : this->op];
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->rop = this->op;
@@ -2096,9 +2090,8 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxrid[$target, this->fd] = this->rid;
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
-	this->o = this->op;
-	this->opname = opnames[this->o];
-	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* until the body names it: the opCode's name, "[compressed]" for OP_COMPRESSED */
+	rxcmd[$target, this->fd] = opnames[this->op == OP_COMPRESSED ? 0 : this->op];
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->rop = this->op;
@@ -2322,9 +2315,8 @@ syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 	rxrid[$target, this->fd] = this->rid;
 	rxlen[$target, this->fd] = this->len;
 	rxmtc[$target, this->fd] = 0;
-	this->o = this->op;
-	this->opname = opnames[this->o];
-	rxcmd[$target, this->fd] = this->op == OP_COMPRESSED ? "[compressed]" : this->opname;
+	/* until the body names it: the opCode's name, "[compressed]" for OP_COMPRESSED */
+	rxcmd[$target, this->fd] = opnames[this->op == OP_COMPRESSED ? 0 : this->op];
 	/* the header alone (mongod reads 16 bytes first): the name comes next */
 	this->want = this->n - this->off > 16;
 	this->rop = this->op;
