@@ -25,7 +25,6 @@ import signal
 import subprocess
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +32,7 @@ import pytest
 
 import golden
 import wireclient
-from helpers.cli import can_render_svg, mp, start_cli, stop_cli
+from helpers.cli import at_once, can_render_svg, mp, start_cli, stop_cli
 from helpers.ferretdb import metrics_delta
 from helpers.flushloop import flushloop, loop  # noqa: F401 (fixtures)
 from helpers.wire import Probe, all_modes_server
@@ -284,21 +283,21 @@ def ferret_run(ferretdb, refused_target, tmp_path_factory) -> FerretRun:
         del argv["bpftrace"]
     requests0 = target.request_counts(ferretdb.metrics_url)
     responses0 = response_counts(refused_target.metrics_url)
-    clis = {}
-    with ThreadPoolExecutor(len(argv)) as pool:
-        starts = {name: pool.submit(start_cli, a[0], "-p", str(info.pid), *a[1:])
-                  for name, (info, a) in argv.items()}
+    starts = at_once(lambda ia: start_cli(ia[1][0], "-p", str(ia[0].pid), *ia[1][1:]), argv)
+    clis = {name: s for name, s in starts.items() if not isinstance(s, BaseException)}
     try:
-        for name, f in starts.items():
-            clis[name] = f.result()
+        for s in starts.values():
+            if isinstance(s, BaseException):
+                raise s
         load = mixedload.run(ferretdb.uri, threads=4, rounds=2)
         refused_workload(refused_target.uri)
         time.sleep(0.5)       # the last replies (endSessions) reach the probes
     finally:
         # stop_cli's SIGINT to each at once: their ENDs and summaries overlap
-        with ThreadPoolExecutor(len(clis) or 1) as pool:
-            ends = {name: pool.submit(stop_cli, proc) for name, proc in clis.items()}
-        outs = {name: f.result() for name, f in ends.items()}
+        outs = at_once(stop_cli, clis)
+    for out in outs.values():
+        if isinstance(out, BaseException):
+            raise out
     return FerretRun(outs, load, (requests0, target.request_counts(ferretdb.metrics_url)),
                      (responses0, response_counts(refused_target.metrics_url)), files)
 

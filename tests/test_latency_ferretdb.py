@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import json
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from helpers.cli import start_cli, stop_cli
+from helpers.cli import at_once, start_cli, stop_cli
 from helpers.ferretdb import (WORKLOAD_COMMANDS, check_failures, failed_responses, metrics_delta,
                               refused_workload, response_counts)
 from mongoprobe.load import mixed_workload as mixedload
@@ -64,17 +63,16 @@ def runs(ferretdb, refused_target, tmp_path_factory) -> Runs:
         r.events[test, engine] = folder / f"{test}-{engine}.jsonl"
     r.requests = (target.request_counts(ferretdb.metrics_url), {})
     r.responses = (response_counts(refused_target.metrics_url), {})
+    starts = at_once(lambda key: start_cli("latency", "-p", str(on[key[0]].pid), "--json",
+                                           "--engine", key[1], "--events", str(r.events[key])),
+                     {key: key for key in wanted})
     clis = {}
-    with ThreadPoolExecutor(len(wanted) or 1) as pool:
-        starts = {key: pool.submit(start_cli, "latency", "-p", str(on[key[0]].pid), "--json",
-                                   "--engine", key[1], "--events", str(r.events[key]))
-                  for key in wanted}
     try:
-        for key, f in starts.items():
-            try:
-                clis[key] = f.result()
-            except BaseException as e:      # pytest.fail's too: that CLI's tests fail
-                r.outs[key] = e
+        for key, started in starts.items():
+            if isinstance(started, BaseException):
+                r.outs[key] = started       # pytest.fail's too: that CLI's tests fail
+            else:
+                clis[key] = started
         if any(test == "latency" for test, _ in clis):
             r.load = mixedload.run(ferretdb.uri, threads=8, rounds=2,
                                    while_open=lambda: r.peers.update(
@@ -84,13 +82,7 @@ def runs(ferretdb, refused_target, tmp_path_factory) -> Runs:
         time.sleep(0.5)      # let the last replies (endSessions) reach the probes
     finally:
         # stop_cli's SIGINT to each at once: their ENDs and summaries overlap
-        with ThreadPoolExecutor(len(clis) or 1) as pool:
-            ends = {key: pool.submit(stop_cli, proc) for key, proc in clis.items()}
-        for key, f in ends.items():
-            try:
-                r.outs[key] = f.result()
-            except BaseException as e:
-                r.outs[key] = e
+        r.outs.update(at_once(stop_cli, clis))
     r.requests = (r.requests[0], target.request_counts(ferretdb.metrics_url))
     r.responses = (r.responses[0], response_counts(refused_target.metrics_url))
     return r

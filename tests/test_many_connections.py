@@ -49,7 +49,7 @@ from pathlib import Path
 import pytest
 
 import manyconns
-from helpers.cli import start_cli
+from helpers.cli import at_once, start_cli
 from helpers.ferretdb import metrics_delta
 from mongoprobe.run import target, tracer as probes
 
@@ -133,13 +133,11 @@ class Tracers:
         def one(argv: list[str]) -> subprocess.Popen:
             return start_cli("latency", "-p", str(pid), "--json", *argv)
 
-        with ThreadPoolExecutor(len(wanted) or 1) as pool:
-            futures = {name: pool.submit(one, argv) for name, argv in wanted.items()}
-        for name, f in futures.items():
-            try:
-                self.clis[name] = f.result()
-            except BaseException as e:      # pytest.fail's too: that tracer's tests fail
-                self.done[name] = e
+        for name, started in at_once(one, wanted).items():
+            if isinstance(started, BaseException):
+                self.done[name] = started   # pytest.fail's too: that tracer's tests fail
+            else:
+                self.clis[name] = started
 
     def stop(self, names: list[str] | None = None) -> None:
         """SIGINT (a user's Ctrl-C) to ``names`` (None: every one running), at once;
@@ -157,9 +155,7 @@ class Tracers:
                 err += "\n(killed: not ended within 300 s of SIGINT)"
             return out, err, cli.returncode
 
-        with ThreadPoolExecutor(len(names) or 1) as pool:
-            ends = {name: pool.submit(wait, self.clis.pop(name)) for name in names}
-        self.done.update({name: f.result() for name, f in ends.items()})
+        self.done.update(at_once(wait, {name: self.clis.pop(name) for name in names}))
 
     def result(self, name: str) -> tuple[dict, str]:
         """``name``'s last JSON line and its stderr; fails as its start or end did."""

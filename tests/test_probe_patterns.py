@@ -31,7 +31,6 @@ import json
 import signal
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +38,7 @@ from pathlib import Path
 import pytest
 
 import wireclient
+from helpers.cli import at_once
 from helpers.versions import version_rows
 from helpers.wire import (BCC_TOOL, BPFTRACE_TOOL, CONNECTIONS, DTRACE_TOOL, UNAVAILABLE, Observed, Probe,
                           all_modes_server, bcc_report, from_bcc, from_bpftrace, from_dtrace,
@@ -109,14 +109,12 @@ def trace_all(rows: list[tuple[str, str | None, str | None]], tmp: Path) -> dict
             time.sleep(0.3)  # a send's exit tracepoint may run after the client has the bytes
         finally:
             # every probe stopped at once (a DTrace END, a bcc detach, take seconds each)
-            with ThreadPoolExecutor(len(probes) or 1) as pool:
-                stops = {key: pool.submit(probe.stop) for key, (_, _, probe) in probes.items()}
             lines = {}
-            for key, f in stops.items():
-                try:
-                    lines[key] = f.result()
-                except pytest.fail.Exception as e:
-                    out.setdefault(key, e)
+            for key, got in at_once(lambda p: p[2].stop(), probes).items():
+                if isinstance(got, BaseException):
+                    out.setdefault(key, got)    # that (engine, version)'s tests fail
+                else:
+                    lines[key] = got
     for key, (engine, workdir, probe) in probes.items():
         if key in out:
             continue

@@ -24,12 +24,11 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers.cli import can_render_svg, mp, start_cli
+from helpers.cli import at_once, can_render_svg, mp, start_cli
 from helpers.flushloop import flushloop, loop  # noqa: F401 (fixtures)
 from helpers.versions import dry_run_flag
 
@@ -222,19 +221,19 @@ def ferret_profiles(ferretdb, tmp_path_factory) -> dict[str, Profiled]:
         except Exception as e:      # noqa: BLE001 - raised below
             load_errors.append(e)
 
-    def one(name: str) -> None:
+    def one(name: str):
         t0 = time.monotonic()
         try:
-            runs[name].outs = finish_cli(start_cli(*argv[name]))
-        except BaseException as e:  # pytest.fail's too: that profiler's test fails
-            runs[name].outs = e
-        runs[name].seconds = time.monotonic() - t0
+            return finish_cli(start_cli(*argv[name]))
+        finally:
+            runs[name].seconds = time.monotonic() - t0
 
     loader = threading.Thread(target=keep_loading)
     loader.start()
     try:
-        with ThreadPoolExecutor(len(argv) or 1) as pool:
-            list(pool.map(one, argv))
+        # what a run raised (pytest.fail's too) fails that profiler's test
+        for name, outs in at_once(one, {name: name for name in argv}).items():
+            runs[name].outs = outs
     finally:
         stop.set()
         loader.join()

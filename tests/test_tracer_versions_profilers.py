@@ -25,13 +25,12 @@ import signal
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from conftest import build_c
 
-from helpers.cli import mp
+from helpers.cli import at_once, mp
 from helpers.versions import dry_run_flag
 
 from mongoprobe.run import collectors, tracer as probes
@@ -223,14 +222,9 @@ def flush_runs(flushloop, tmp_path_factory) -> dict[str, tuple[str, str, int] | 
 
     folders = {tracer: tmp_path_factory.mktemp("flush") for tracer in tracers}
 
-    def one(tracer: str):
-        try:
-            return flush_once(tracer, flushloop, folders[tracer])
-        except BaseException as e:      # pytest.fail's too: that version's test fails
-            return e
-
-    with ThreadPoolExecutor(len(tracers) or 1) as pool:
-        return dict(zip(tracers, pool.map(one, tracers)))
+    # what a version's run raised (pytest.fail's too) fails that version's test
+    return at_once(lambda tracer: flush_once(tracer, flushloop, folders[tracer]),
+                   {tracer: tracer for tracer in tracers})
 
 
 def test_flush_counts_and_stacks(tracer, flush_runs):

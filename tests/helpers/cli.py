@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,22 @@ def in_process(*args: str, cwd: str | Path | None = None) -> subprocess.Complete
         os.chdir(here)
     return subprocess.CompletedProcess([sys.executable, "-m", "mongoprobe", *args], rc,
                                        out.getvalue(), err.getvalue())
+
+
+def at_once(call, items: dict) -> dict:
+    """``call(value)`` for every (key, value) of ``items``, each from a thread of its own:
+    tracers started so compile side by side, stopped so their ENDs and detaches overlap
+    (a bcc or bpftrace stop, a DTrace END take about 2 s each). {key: what it returned,
+    or what it raised (pytest.fail's and skip's too)}, in the items' order."""
+    with ThreadPoolExecutor(len(items) or 1) as pool:
+        futures = {key: pool.submit(call, value) for key, value in items.items()}
+    done: dict = {}
+    for key, f in futures.items():
+        try:
+            done[key] = f.result()
+        except BaseException as e:      # pytest.fail's Failed is a BaseException
+            done[key] = e
+    return done
 
 
 def start_cli(*args: str, env: dict | None = None) -> subprocess.Popen:

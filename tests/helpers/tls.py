@@ -14,7 +14,6 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import wireclient
-from helpers.cli import READY, watch_stderr
+from helpers.cli import READY, at_once, watch_stderr
 from helpers.wire import ATTACH_TIMEOUT, CONNECTIONS, TESTS, _ready_line, _stop_server
 
 
@@ -307,18 +306,9 @@ def traced_jobs(workdir: Path, cert_key: tuple[Path, Path],
 
 
 def _stopped(tracers: dict) -> dict:
-    """Every tracer stopped at once (a bcc or bpftrace detach, a DTrace END, take about
-    2 s each: five one after another idled a worker 10 s): {key: its stdout lines, or
-    what its stop raised}, in the tracers' order."""
-    with ThreadPoolExecutor(len(tracers) or 1) as pool:
-        stops = {key: pool.submit(tracer.stop) for key, tracer in tracers.items()}
-    got: dict = {}
-    for key, f in stops.items():
-        try:
-            got[key] = f.result()
-        except (Exception, pytest.fail.Exception) as exc:
-            got[key] = exc
-    return got
+    """Every tracer stopped at once (five one after another idled a worker 10 s):
+    {key: its stdout lines, or what its stop raised}, in the tracers' order."""
+    return at_once(lambda tracer: tracer.stop(), tracers)
 
 
 def _split(got: dict) -> tuple[dict[str, list[str]], list[BaseException]]:
