@@ -79,11 +79,11 @@ from collections import Counter
 import bson
 
 from mongoprobe.wire.decode import (
-    EXHAUST_ALLOWED,
     MORE_TO_COME,
     OP_COMPRESSED,
     OP_MSG,
     OP_QUERY,
+    decode_message,
 )
 from mongoprobe.wire.decode import COMPRESSORS, _decompress
 from mongoprobe.wire.encode import encode_op_compressed, encode_op_msg, encode_op_reply
@@ -247,7 +247,7 @@ class Connection:
         _, request_id, _, opcode = HEADER.unpack_from(message)
         self.current_opcode = {OP_MSG: "OP_MSG", OP_QUERY: "OP_QUERY"}.get(opcode)
         if opcode == OP_MSG:
-            return self._op_msg_replies(request_id, message[16:])
+            return self._op_msg_replies(request_id, message)
         if opcode == OP_QUERY:
             return [self._op_reply(request_id, message[16:])]
         if opcode == OP_COMPRESSED:
@@ -285,22 +285,18 @@ class Connection:
             return encode_op_reply(self.reply_id(), request_id, [err], flags=QUERY_FAILURE)
         return encode_op_reply(self.reply_id(), request_id, [{**err, "ok": 0.0}])
 
-    def _op_msg_replies(self, request_id: int, payload: bytes) -> list[bytes]:
-        flags = struct.unpack_from("<I", payload)[0]
-        if flags & MORE_TO_COME:
+    def _op_msg_replies(self, request_id: int, message: bytes) -> list[bytes]:
+        # the analyzer's decoder: the body wherever it is among the sections
+        msg = decode_message(message)
+        if msg.more_to_come:
             return []
-        at = 4
-        while payload[at] == 1:     # kind-1 sequences may come before the body
-            at += 1 + struct.unpack_from("<i", payload, at + 1)[0]
-        if payload[at] != 0:
-            raise ValueError("OP_MSG without a body section")
-        body = bson.decode(payload[at + 1 : at + 1 + struct.unpack_from("<i", payload, at + 1)[0]])
+        body = msg.body()
         self.served(next(iter(body), ""))
         if "failTest" in body:
             return [encode_op_msg(self.reply_id(), request_id, failure(body))]
         if next(iter(body), "") in DRIVER_REPLIES:
             return [encode_op_msg(self.reply_id(), request_id, self.driver_reply(body))]
-        count = body.get("exhaustTest") if flags & EXHAUST_ALLOWED else None
+        count = body.get("exhaustTest") if msg.exhaust_allowed else None
         if not isinstance(count, int) or count < 1:
             return [encode_op_msg(self.reply_id(), request_id, {"ok": 1})]
         replies, response_to = [], request_id
