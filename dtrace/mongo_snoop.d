@@ -176,6 +176,9 @@ BEGIN
  * walks at every use. Every opCode that gets here was checked to be a request's
  * or a reply's. */
 
+/* A MsgHeader at this->off, read as two words (messageLength, requestID;
+ * responseTo, opCode): one copy in, two reads of it, each checked (see B1). */
+
 
 
 
@@ -466,12 +469,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -674,12 +678,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -882,12 +887,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -1090,12 +1096,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -1298,12 +1305,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -1506,12 +1514,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -1714,12 +1723,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -1922,12 +1932,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||

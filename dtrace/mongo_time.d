@@ -182,6 +182,9 @@ BEGIN
  * walks at every use. Every opCode that gets here was checked to be a request's
  * or a reply's. */
 
+/* A MsgHeader at this->off, read as two words (messageLength, requestID;
+ * responseTo, opCode): one copy in, two reads of it, each checked (see B1). */
+
 
 
 
@@ -474,12 +477,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -684,12 +688,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -894,12 +899,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -1104,12 +1110,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -1314,12 +1321,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -1524,12 +1532,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -1734,12 +1743,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -1944,12 +1954,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||

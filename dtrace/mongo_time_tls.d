@@ -211,6 +211,9 @@ BEGIN
  * walks at every use. Every opCode that gets here was checked to be a request's
  * or a reply's. */
 
+/* A MsgHeader at this->off, read as two words (messageLength, requestID;
+ * responseTo, opCode): one copy in, two reads of it, each checked (see B1). */
+
 
 
 
@@ -701,12 +704,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -926,12 +930,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -1151,12 +1156,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -1376,12 +1382,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -1601,12 +1608,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -1826,12 +1834,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -2051,12 +2060,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
@@ -2276,12 +2286,13 @@ syscall::readv:return, syscall::readv_nocancel:return,
 syscall::recvmsg:return, syscall::recvmsg_nocancel:return
 /this->rx_go && this->it/
 {
-	/* the header in two words: messageLength, requestID; responseTo, opCode */
 	this->p = (uint8_t *)copyin(this->buf + this->off, 16);
 	this->q = *(uint64_t *)this->p;
 	this->len = (int32_t)(this->q & 0xffffffff);
 	this->rid = (int32_t)(this->q >> 32);
-	this->op = (int32_t)(*(uint64_t *)(this->p + 8) >> 32);
+	this->q = *(uint64_t *)(this->p + 8);
+	this->rto = (int32_t)(this->q & 0xffffffff);
+	this->op = (int32_t)(this->q >> 32);
 	this->valid = this->len >= 16 && this->len <= MAX_MESSAGE &&
 	    (this->op == OP_MSG || this->op == OP_QUERY || this->op == OP_COMPRESSED ||
 	    this->op == OP_INSERT || this->op == OP_UPDATE || this->op == OP_DELETE ||
