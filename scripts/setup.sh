@@ -115,6 +115,26 @@ if [ ! -x "$fbin" ]; then
     rm -rf "$dl"
 fi
 
+# --- a Node.js client: the MongoDB Node.js driver from npm ------------------------
+# tests/nodeclient/load.js runs on it under record (the driver's moreToCome
+# endSessions). Pinned by tests/nodeclient/package-lock.json, installed with `npm ci`
+# into a folder named by the lock file's hash (tests/helpers/nodeclient.py computes it).
+command -v npm >/dev/null || {
+    say "apt-get install nodejs npm"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+}
+nhash=$(cat "$top/tests/nodeclient/package.json" "$top/tests/nodeclient/package-lock.json" \
+        | sha256sum | cut -c1-16)
+ndir=$tools/nodeclient-$nhash
+if [ ! -d "$ndir/node_modules/mongodb" ]; then
+    say "npm ci (the MongoDB Node.js driver) into $ndir"
+    rm -rf "$ndir.tmp"; mkdir -p "$ndir.tmp"
+    cp "$top/tests/nodeclient/package.json" "$top/tests/nodeclient/package-lock.json" "$ndir.tmp/"
+    (cd "$ndir.tmp" && npm ci --silent --no-audit --no-fund >/dev/null)
+    rm -rf "$ndir"; mv "$ndir.tmp" "$ndir"
+fi
+
 # --- DTrace: Oracle's dtrace-utils built from the project's shared folder -----
 # Only where the shared folder carries the kit (../shared/dtrace-linux beside the
 # repository, or $MONGOPROBE_SHARED/dtrace-linux). Pinned to the tarball's commit;

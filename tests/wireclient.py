@@ -55,6 +55,8 @@ class Expected:
     error_codes: Counter[tuple[str, int]] = field(default_factory=Counter)
     # the commands inside OP_COMPRESSED requests
     compressed_commands: Counter[str] = field(default_factory=Counter)
+    # replies the server sent anyway to requests that asked for none (moreToCome)
+    answered_no_reply: Counter[str] = field(default_factory=Counter)
 
     @property
     def requests(self) -> int:
@@ -70,7 +72,8 @@ class Expected:
                         self.stream_replies + other.stream_replies, self.no_reply + other.no_reply,
                         self.errors_by_command + other.errors_by_command,
                         self.error_codes + other.error_codes,
-                        self.compressed_commands + other.compressed_commands)  # fmt: skip
+                        self.compressed_commands + other.compressed_commands,
+                        self.answered_no_reply + other.answered_no_reply)  # fmt: skip
 
 
 class Conn:
@@ -221,6 +224,17 @@ def fire_and_forget(c: Conn) -> None:
     c.call(c.op_msg({"ping": 1}))
 
 
+def answered_no_reply(c: Conn) -> None:
+    """An endSessions with moreToCome, as the Node.js driver ends its sessions, which the
+    server answers anyway (as FerretDB does): the reply is read and checked, then a find
+    whose reply must answer the find."""
+    rid, data = c.op_msg({"endSessions": [{"id": bytes(16)}]}, flags=MORE_TO_COME)
+    c.sock.sendall(data)
+    c.reply(rid)
+    c.expected.answered_no_reply["endSessions"] += 1
+    c.call(c.op_msg({"find": "coll", "filter": {}}))
+
+
 def op_query(c: Conn) -> None:
     """Legacy OP_QUERY on admin.$cmd, answered with OP_REPLY (drivers' old handshake),
     plain and wrapped in $query with a read preference (as mongos-era drivers sent)."""
@@ -289,6 +303,7 @@ def many_commands(c: Conn) -> None:
 
 SCENARIOS: dict[str, Callable[[Conn], None]] = {
     "plain": plain, "pipelined": pipelined, "fire_and_forget": fire_and_forget,
+    "answered_no_reply": answered_no_reply,
     "op_query": op_query, "compressed": compressed, "exhaust": exhaust,
     "failures": failures, "legacy_failures": legacy_failures, "many_commands": many_commands,
 }  # fmt: skip

@@ -46,7 +46,9 @@ on "db.$cmd" gets that document in an OP_REPLY (mongod's legacy command reply). 
 {"failTest": CODE} on any other namespace (a legacy query) fails as mongod fails it:
 OP_REPLY with the QueryFailure flag and `{"$err": ..., "code": CODE}`; with
 `"queryFailure": false` as FerretDB does: no flag, `{"$err", "code", "ok": 0}`.
-An OP_MSG with moreToCome gets no reply. An OP_MSG
+An OP_MSG with moreToCome gets no reply, but for an `endSessions`, which is answered
+`{"ok": 1}` anyway, as FerretDB v1.24 answers the one the Node.js driver sends with
+moreToCome when it closes (a reply to a request that asked for none). An OP_MSG
 with exhaustAllowed whose body is `{"exhaustTest": N, ...}` gets N replies, all but the
 last with moreToCome, each answering the previous reply's requestID (the first answers
 the request). OP_QUERY gets OP_REPLY; OP_COMPRESSED (zlib) gets a zlib OP_COMPRESSED
@@ -288,9 +290,11 @@ class Connection:
     def _op_msg_replies(self, request_id: int, message: bytes) -> list[bytes]:
         # the analyzer's decoder: the body wherever it is among the sections
         msg = decode_message(message)
-        if msg.more_to_come:
-            return []
         body = msg.body()
+        if msg.more_to_come:
+            if next(iter(body), "") == "endSessions":
+                return [encode_op_msg(self.reply_id(), request_id, {"ok": 1})]
+            return []
         self.served(next(iter(body), ""))
         if "failTest" in body:
             return [encode_op_msg(self.reply_id(), request_id, failure(body))]

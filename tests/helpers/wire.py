@@ -264,19 +264,23 @@ class Observed:
     # replies with ok: 0 per command, and per (command, code); None: not read by the tool
     errors_by_command: dict[str, int] | None = None
     error_codes: dict[tuple[str, int], int] | None = None
+    # replies the server sent to requests that asked for none (moreToCome), per command
+    answered_no_reply: dict[str, int] | None = None
 
 
-COUNTS = ("requests", "replies", "stream_replies", "no_reply")
+COUNTS = ("requests", "replies", "stream_replies", "no_reply", "answered_no_reply")
 BCC_LOSSES = ("unmatched_replies", "requests_without_reply", "malformed", "dropped")
 
 
 def from_bpftrace(lines: list[str]) -> Observed:
     """mongo_latency.bt's per-second slices, read by the analyzer's own parser."""
-    from mongoprobe.formats.bpftrace_latency import read_bpftrace_latency
+    from mongoprobe.formats.bpftrace_latency import BpftraceLatency
     from mongoprobe.model.latencies import Latencies
 
-    slices, _events, counts, lost, _clock = read_bpftrace_latency(lines)
-    lat = Latencies.from_slices(slices, 0, counts=counts, lost=lost)
+    reader = BpftraceLatency("mongo_latency.bt")
+    slices = [s for line in lines for s in reader.feed(line)] + reader.close()
+    lat = Latencies.from_slices(slices, 0, counts=reader.counts, lost=reader.lost,
+                                answered_no_reply=reader.answered_no_reply)
     tot, hist = lat.totals, lat.hist
     by = {"command": tot.groupby("command"), "opcode": tot.groupby("opcode")}
     requests = {k: (g["count"] + g["noreply"]).groupby(g[k]).sum() for k, g in
@@ -290,12 +294,13 @@ def from_bpftrace(lines: list[str]) -> Observed:
         requests_by_op={k: int(v) for k, v in requests["opcode"].items() if v},
         timed_by_command={k: int(v) for k, v in hist.groupby("command")["count"].sum().items() if v},
         stats_count_by_command={k: int(v) for k, v in by["command"]["count"].sum().items() if v},
-        counts=counts,
-        lost=lost,
+        counts={name: lat.counts.get(name) for name in COUNTS},
+        lost=lat.lost,
         bucket_lows=lows,
         errors_by_command={k: int(v) for k, v in by["command"]["errors"].sum().items() if v},
         error_codes={(c, int(code)): int(n) for (c, code), n in
                      lat.errors.groupby(["command", "code"])["count"].sum().items() if n},
+        answered_no_reply=dict(lat.answered_no_reply),
     )
 
 
@@ -321,6 +326,7 @@ def from_bcc(lines: list[str]) -> Observed:
         errors_by_command={cmd: v["errors"] for cmd, v in r["by_command"].items() if v["errors"]},
         error_codes={(cmd, int(code)): n for cmd, v in r["by_command"].items()
                      for code, n in v["error_codes"].items()},
+        answered_no_reply=r.get("answered_no_reply_by_command"),
     )
 
 
@@ -361,4 +367,5 @@ def from_dtrace(lines: list[str], stderr: Path) -> Observed:
         errors_by_command={k: int(v) for k, v in by_cmd.groupby("key")["count"].sum().items()},
         error_codes={(k, int(c)): int(n) for k, c, n in
                      zip(by_cmd["key"], by_cmd["code"], by_cmd["count"])},
+        answered_no_reply=stat("answered_no_reply", "command"),
     )

@@ -358,7 +358,8 @@ def cmd_snoop(args: argparse.Namespace) -> int:
                       flush=True)
         shown = len(wp.reader.events)
     lat = _finished(wp)
-    print(latency.footer(lat.counts, lat.lost), file=sys.stderr if args.json else sys.stdout)
+    print(latency.footer(lat.counts, lat.lost, lat.answered_no_reply),
+          file=sys.stderr if args.json else sys.stdout)
     if latency.tls_line(lat.tls):       # what the TLS hooks decoded, as mongosnoop.py says
         print(latency.tls_line(lat.tls), file=sys.stderr if args.json else sys.stdout)
     if latency.untraced_line(lat.untraced):

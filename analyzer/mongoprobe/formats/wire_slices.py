@@ -93,12 +93,15 @@ class BccSlices:
         except json.JSONDecodeError as e:
             raise FormatError(self.source, self.lineno, "a JSON slice line", line) from None
         if d.get("end"):
-            self.final = {"counts": d["counts"], "lost": d["lost"],
-                          "untraced": d.get("untraced", {}), "tls": d.get("tls")}
+            self.final = {"counts": {**dict.fromkeys(COUNT_KEYS, 0), **d["counts"]},
+                          "lost": d["lost"], "untraced": d.get("untraced", {}),
+                          "tls": d.get("tls"),
+                          "answered_no_reply": d.get("answered_no_reply_by_command", {})}
             self.full = {k: int(v) for k, v in d.get("full", {}).items()}
             return None
         s = Slice(int(d["start_ns"]), int(d["length_ns"]),
-                  counts={k: int(d["counts"][k]) for k in COUNT_KEYS},
+                  # (an older probe's line has no answered_no_reply)
+                  counts={k: int(d["counts"].get(k, 0)) for k in COUNT_KEYS},
                   lost={k: int(d["lost"][k]) for k in LOST_KEYS})
         for cmd, op, *rest in d["rows"]:
             s.rows[(str(cmd), str(op))] = Agg.from_row(rest)

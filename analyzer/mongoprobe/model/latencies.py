@@ -101,6 +101,9 @@ class Latencies:
     # what TLS hooks decoded (bcc): {"hooked": [library...], "connections", "calls"};
     # None when no TLS hook ran
     tls: dict | None = None
+    # {command: replies} the server sent anyway to requests that asked for none
+    # (moreToCome), over the whole source: not losses (``counts["answered_no_reply"]``)
+    answered_no_reply: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if isinstance(self.source, pd.DataFrame):
@@ -117,10 +120,12 @@ class Latencies:
     def from_slices(cls, slices, clock: Clock | int,
                     events: pd.DataFrame | event_store.EventSource | None = None,
                     counts: dict | None = None, lost: dict | None = None,
-                    events_complete: bool = True) -> "Latencies":
+                    events_complete: bool = True,
+                    answered_no_reply: dict | None = None) -> "Latencies":
         """The probes' slices (``formats.wire_slices.Slice``, CLOCK_MONOTONIC) on the wall
         clock (``clock``: a ``model.clock.Clock`` or its offset_ns); ``events`` a
-        wire_events table or an ``event_store.EventSource``."""
+        wire_events table or an ``event_store.EventSource``; ``answered_no_reply`` the
+        probe's final {command: replies to requests that asked for none}."""
         clock = Clock.of(clock)
         tot, hists, ctot, chists, ctr, err = [], [], [], [], [], []
         # (in time order: a probe may give a second late, see bpftrace_latency)
@@ -134,15 +139,18 @@ class Latencies:
             for fd, a in s.conn_rows.items():
                 ctot.append((t, length, fd, a.count, a.sum_ns, a.max_ns, a.noreply))
                 chists.append(a.hist)
-            ctr.append((t + length, *(s.counts[k] for k in COUNT_KEYS),
+            # (a counter an older probe did not have is 0)
+            ctr.append((t + length, *(s.counts.get(k, 0) for k in COUNT_KEYS),
                         *(s.lost[k] for k in LOST_KEYS)))
         last = slices[-1] if slices else None
+        counts = {**dict.fromkeys(COUNT_KEYS, 0),
+                  **(counts or (last.counts if last else {}))}
         return cls(_hist_rows(tot, hists, HIST_COLUMNS), _rows(tot, TOTAL_COLUMNS), events,
                    _hist_rows(ctot, chists, CONN_HIST_COLUMNS), _rows(ctot, CONN_TOTAL_COLUMNS),
-                   _rows(ctr, COUNTER_COLUMNS),
-                   dict(counts or (last.counts if last else dict.fromkeys(COUNT_KEYS, 0))),
+                   _rows(ctr, COUNTER_COLUMNS), counts,
                    dict(lost or (last.lost if last else dict.fromkeys(LOST_KEYS, 0))),
-                   events_complete, _rows(err, ERROR_COLUMNS))
+                   events_complete, _rows(err, ERROR_COLUMNS),
+                   answered_no_reply=dict(answered_no_reply or {}))
 
     @classmethod
     def from_events(cls, events: pd.DataFrame, interval_s: float = 1.0) -> "Latencies":

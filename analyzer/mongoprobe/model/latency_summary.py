@@ -105,6 +105,8 @@ class LatencySummary:
     pid: int | None = None
     untraced: dict[str, int] = field(default_factory=dict)
     tls: dict | None = None     # what the TLS hooks decoded (Latencies.tls)
+    # {command: replies the server sent to requests that asked for none} (cumulative)
+    answered_no_reply: dict[str, int] = field(default_factory=dict)
 
     def merge(self, other: "LatencySummary") -> "LatencySummary":
         """Combine two intervals: histograms add; counters are cumulative, so take other's."""
@@ -116,7 +118,8 @@ class LatencySummary:
         return LatencySummary(mg(self.by_command, other.by_command), mg(self.by_op, other.by_op),
                               mg(self.by_conn, other.by_conn), dict(other.requests_by_command),
                               dict(other.counts), dict(other.lost), other.engine or self.engine,
-                              other.pid or self.pid)
+                              other.pid or self.pid,
+                              answered_no_reply=dict(other.answered_no_reply))
 
     def to_json(self) -> dict:
         codes = {c for g in self.by_command.values() for c in (g.codes or {})}
@@ -130,6 +133,8 @@ class LatencySummary:
             "requests_by_command": dict(sorted(self.requests_by_command.items())),
             "counts": {k: int(v) for k, v in self.counts.items()},
             "lost": {k: int(v) for k, v in self.lost.items()},
+            # replies to requests that asked for none, per command (counts' total)
+            "answered_no_reply_by_command": dict(sorted(self.answered_no_reply.items())),
             # syscalls that carry messages the probe cannot decode (when it says)
             **({"untraced": {k: int(v) for k, v in self.untraced.items()}}
                if self.untraced else {}),
@@ -149,7 +154,8 @@ class LatencySummary:
 
     def loss_lines(self) -> str:
         """The counts and loss lines :meth:`render` ends with."""
-        return wirefacts.loss_lines(self.counts, self.lost, self.tls, self.untraced)
+        return wirefacts.loss_lines(self.counts, self.lost, self.tls, self.untraced,
+                                    self.answered_no_reply)
 
     def render(self, by: str = "command", unit: str = "ns", labels: dict | None = None) -> str:
         """Quantize histograms for one grouping, then the counts and loss lines.
@@ -330,6 +336,7 @@ def from_latencies(lat, engine: str = "", pid: int | None = None,
     s.requests_by_command = {str(k): int(v) for k, v in req.items() if v}
     if whole:
         s.counts, s.lost = dict(lat.counts), dict(lat.lost)
+        s.answered_no_reply = dict(lat.answered_no_reply)
         s.untraced = dict(getattr(lat, "untraced", {}) or {})
         s.tls = getattr(lat, "tls", None)
     else:
@@ -337,9 +344,11 @@ def from_latencies(lat, engine: str = "", pid: int | None = None,
         # probe prints its counters with each second it hands over, so the losses of
         # a window are their growth between its seconds (stream replies too)
         answered, noreply = int(tot["count"].sum()), int(tot["noreply"].sum())
-        grown = lat.losses(start, end, keys=("stream_replies", *LOST_KEYS))
+        grown = lat.losses(start, end, keys=("stream_replies", "answered_no_reply",
+                                             *LOST_KEYS))
         s.counts = {"requests": answered + noreply, "replies": answered,
-                    "stream_replies": grown.get("stream_replies", 0), "no_reply": noreply}
+                    "stream_replies": grown.get("stream_replies", 0), "no_reply": noreply,
+                    "answered_no_reply": grown.get("answered_no_reply", 0)}
         s.lost = {k: grown.get(k, 0) for k in LOST_KEYS}
     return s
 
@@ -405,6 +414,7 @@ def from_dtrace_quantize(hists: pd.DataFrame, totals: pd.DataFrame, dropped: int
     s = LatencySummary(engine="dtrace", pid=pid)
     s.by_command, s.by_op, s.by_conn = groups("command"), groups("op"), groups("conn")
     s.requests_by_command = stat("requests", "command")
+    s.answered_no_reply = stat("answered_no_reply", "command")
     foot = dict(zip(totals.loc[totals["by"] == "", "stat"],
                     totals.loc[totals["by"] == "", "value"].astype(int)))
     s.counts = {k: int(foot.get(k, 0)) for k in COUNT_KEYS}

@@ -106,19 +106,35 @@ def error_summary(codes):
 
 # --- the footer --------------------------------------------------------------------------
 
-COUNT_KEYS = ("requests", "replies", "stream_replies", "no_reply")
+# answered_no_reply: replies the server sent anyway to requests that asked for none
+# (OP_MSG moreToCome: the Node.js driver's endSessions, which FerretDB answers). Not a
+# loss: the probe saw the request and its reply. Before it was counted, such a reply
+# was an unmatched one.
+COUNT_KEYS = ("requests", "replies", "stream_replies", "no_reply", "answered_no_reply")
 LOST_KEYS = ("unmatched_replies", "requests_without_reply", "malformed", "dropped")
 
 
-def footer(counts, lost):
+def footer(counts, lost, answered=None):
     """The two count and loss lines every mongoprobe latency tool prints
-    (probes/README.md)."""
-    return ("requests: %d  replies: %d  stream replies: %d  no-reply (moreToCome): %d\n"
-            "lost: unmatched replies %d, requests without reply %d, malformed headers %d, "
-            "dropped events %d" % (
-                counts["requests"], counts["replies"], counts["stream_replies"],
-                counts["no_reply"], lost["unmatched_replies"],
-                lost["requests_without_reply"], lost["malformed"], lost["dropped"]))
+    (probes/README.md), and between them, when the server answered requests that asked
+    for no reply, a line naming them (``answered``: {command: replies})."""
+    out = ("requests: %d  replies: %d  stream replies: %d  no-reply (moreToCome): %d\n" % (
+        counts["requests"], counts["replies"], counts["stream_replies"], counts["no_reply"]))
+    if counts.get("answered_no_reply"):
+        out += answered_line(counts["answered_no_reply"], answered) + "\n"
+    return out + ("lost: unmatched replies %d, requests without reply %d, malformed "
+                  "headers %d, dropped events %d" % (
+                      lost["unmatched_replies"], lost["requests_without_reply"],
+                      lost["malformed"], lost["dropped"]))
+
+
+def answered_line(n, answered=None):
+    """"answered though sent with moreToCome: 1 (endSessions 1)": the server replied to
+    requests that asked for no reply. Not a probe's loss: a server's habit (FerretDB
+    answers the Node.js driver's closing endSessions), shown so it is not read as one."""
+    by = ", ".join("%s %d" % (c, k) for c, k in
+                   sorted((answered or {}).items(), key=lambda kv: (-kv[1], kv[0])))
+    return "answered though sent with moreToCome: %d%s" % (n, " (%s)" % by if by else "")
 
 
 def tls_line(tls):
@@ -158,10 +174,10 @@ def untraced_line(u):
     return "not traced: " + "; ".join(parts) if parts else ""
 
 
-def loss_lines(counts, lost, tls=None, untraced=None):
+def loss_lines(counts, lost, tls=None, untraced=None, answered=None):
     """The footer, then the TLS and "not traced" lines when there is something to say."""
-    return "\n".join(x for x in (footer(counts, lost), tls_line(tls), untraced_line(untraced))
-                     if x)
+    return "\n".join(x for x in (footer(counts, lost, answered), tls_line(tls),
+                                 untraced_line(untraced)) if x)
 
 
 # --- log-linear buckets ------------------------------------------------------------------
