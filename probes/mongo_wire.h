@@ -136,7 +136,9 @@
 #define C_FULL_LAT   12         /* of C_DROPPED: lat and the spill full (a request
                                    counted, its latency not aggregated) */
 #define C_SPILLED    13         /* latencies through spill_rb (aggregated in user space) */
-#define C_MAX        14
+#define C_ANSWERED   14         /* replies to a request that asked for none (moreToCome):
+                                   not unmatched, counted per command in "answered" */
+#define C_MAX        15
 
 union mw_name {
     char c[MW_NAME];
@@ -174,10 +176,11 @@ struct mw_conn {
     u32 stream_id;              /* requestID of the last reply with moreToCome */
     u32 tx_ahead;               /* bytes framed at a send's entry that its exit
                                    found unsent: the next sends repeat them */
-    u32 pad2;
+    u32 nr_id;                  /* requestID of the last request due no reply */
     u64 tx_ts;                  /* entry of the send that began the split header */
     char tx_hdr[48];            /* its bytes (MW_RHDR: 40; 48: verifier bound) */
     union mw_name rx_name;
+    union mw_name nr_name;      /* its command; zero once answered (or none yet) */
     struct mw_slot slots[MW_SLOTS];
     char pfx[2 * MW_PFX];       /* slow path: first MW_PFX bytes (2x: verifier bound) */
 };
@@ -319,6 +322,8 @@ BPF_F_TABLE("percpu_hash", struct mw_key, struct mw_val, lat_spill, MW_SPILL, 0)
 BPF_HASH(tls_fds, u32, u8, MW_CONNS);
 /* failed replies per code (rare: a plain hash, preallocated) */
 BPF_HASH(errs, struct mw_ekey, u64, 4096);
+/* replies to requests that asked for none, per command (cumulative; a rare path) */
+BPF_HASH(answered, union mw_name, u64, 1024);
 
 #if defined(MW_EVENTS) && defined(MW_RINGBUF)
 #define MW_CPFX
@@ -933,9 +938,12 @@ static __always_inline void mw_complete(struct mw_conn *c, u32 fd, u64 now)
         c->rx_op == OP_INSERT || c->rx_op == OP_UPDATE ||
         c->rx_op == OP_DELETE || c->rx_op == OP_KILL_CURSORS) {
         /* no reply due: moreToCome, or a legacy write/killCursors opcode
-         * (the protocol defines no reply for those) */
+         * (the protocol defines no reply for those); kept, in case the server
+         * answers it anyway (FerretDB answers the Node.js driver's endSessions) */
         mw_count(C_NOREPLY, 1);
         mw_account(&c->rx_name, c->rx_op, fd, now, 0, 0, 0);
+        c->nr_id = c->rx_id;
+        c->nr_name = c->rx_name;
         return;
     }
     if (c->nslots >= MW_SLOTS) {
@@ -1126,6 +1134,18 @@ static __always_inline void mw_reply(void *ctx, struct mw_conn *c, u32 fd,
             k = j;
     }
     if (k < 0) {
+        if (c->nr_name.w[0] && h->resp_to == c->nr_id) {
+            /* the answer to a request that asked for none: the server's doing */
+            u64 zero = 0;
+            u64 *n = answered.lookup_or_try_init(&c->nr_name, &zero);
+            if (n)
+                __sync_fetch_and_add(n, 1);
+            else
+                mw_count(C_DROPPED, 1);
+            mw_count(C_ANSWERED, 1);
+            c->nr_name.w[0] = 0;
+            return;
+        }
         mw_count(C_UNMATCHED, 1);
         return;
     }

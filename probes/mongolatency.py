@@ -214,8 +214,8 @@ GRACE_NS = 50000000             # a slice is read this long after it ends
 # indexes of the "counts" array (mongo_wire.h C_*)
 C_REQUESTS, C_REPLIES, C_STREAM, C_NOREPLY, C_UNMATCHED, C_NOREPLY_LOST, \
     C_MALFORMED, C_DROPPED, C_MMSG, C_URING, C_TLS, C_FULL_CONNS, C_FULL_LAT, \
-    C_SPILLED = range(14)
-C_MAX = 14
+    C_SPILLED, C_ANSWERED = range(15)
+C_MAX = 15
 # mongo_tls.h's "tls_counts", after C_MAX in raw_counts: TLS connections whose
 # plaintext was decoded, calls with plaintext and no connection to key them by,
 # calls with bytes; of the decoded connections, those keyed by their SSL *
@@ -765,7 +765,8 @@ def read_counts(v, extra_dropped=0, pending=0, pid=None, fresh=False):
                 "connections": v[T_DECODED], "calls": v[T_CALLS],
                 "memory_bio": v[T_BIO], "memory_bio_tied": v[T_TIED]},
         "counts": {"requests": v[C_REQUESTS], "replies": v[C_REPLIES],
-                   "stream_replies": v[C_STREAM], "no_reply": v[C_NOREPLY]},
+                   "stream_replies": v[C_STREAM], "no_reply": v[C_NOREPLY],
+                   "answered_no_reply": v[C_ANSWERED]},
         "lost": {"unmatched_replies": v[C_UNMATCHED],
                  "requests_without_reply": v[C_NOREPLY_LOST] + pending,
                  "malformed": v[C_MALFORMED],
@@ -777,10 +778,21 @@ def read_counts(v, extra_dropped=0, pending=0, pid=None, fresh=False):
     }
 
 
+def answered_by_command(b):
+    """{command: replies the server sent to requests that asked for none}, since the
+    start (the "answered" map: cumulative, a rare path)."""
+    out = {}
+    for k, n in b["answered"].items():
+        name = bytes(k.c).split(b"\0", 1)[0].decode("utf-8", "replace")
+        out[name] = out.get(name, 0) + int(n.value)
+    return out
+
+
 def footer(totals, out=sys.stdout):
     """The footer, then the TLS and "not traced" lines (wirefacts.loss_lines)."""
     print(wf.loss_lines(totals["counts"], totals["lost"], totals.get("tls"),
-                        totals.get("untraced")), file=out)
+                        totals.get("untraced"),
+                        totals.get("answered_no_reply_by_command")), file=out)
 
 
 untraced_line = wf.untraced_line
@@ -1269,7 +1281,7 @@ def main(argv=None):
     exiting = False
     gone = False
     last_check = start
-    state = {"rep": Report(), "prev": None, "lost_events": 0}
+    state = {"rep": Report(), "prev": None, "lost_events": 0, "answered": {}}
 
     def poll_slices(final):
         """Read the slices that are over into the current report."""
@@ -1296,13 +1308,20 @@ def main(argv=None):
                 print(json.dumps({"end": True, "counts": tot["counts"],
                                   "lost": tot["lost"], "untraced": tot["untraced"],
                                   "full": tot["full"], "tls": tot["tls"],
-                                  "spilled": tot["spilled"]}))
+                                  "spilled": tot["spilled"],
+                                  "answered_no_reply_by_command": answered_by_command(b)}))
                 sys.stdout.flush()
             return read_counts(cur, lost_ev)
         prev = state["prev"]
         diff = cur if prev is None else [a - p for a, p in zip(cur, prev)]
         totals = read_counts(diff, lost_ev - state["lost_events"],
                              outstanding(b) if final else 0, args.pid, fresh=final)
+        # the interval's replies to requests that asked for none, per command
+        answered = answered_by_command(b)
+        totals["answered_no_reply_by_command"] = {c: n - state["answered"].get(c, 0)
+                                       for c, n in answered.items()
+                                       if n > state["answered"].get(c, 0)}
+        state["answered"] = answered
         if args.json:
             print(json.dumps(json_report(state["rep"], args.pid, totals, lat_by)))
         else:

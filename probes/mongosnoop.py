@@ -186,6 +186,7 @@ def main(argv=None):
         print("%s: PID %d exited" % (tool, args.pid), file=sys.stderr)
     totals = mw.read_counts(mw.raw_counts(b), events.lost, mw.outstanding(b), args.pid,
                             fresh=True)
+    totals["answered_no_reply_by_command"] = mw.answered_by_command(b)
     if args.json:
         mw.footer(totals, sys.stderr)
     else:

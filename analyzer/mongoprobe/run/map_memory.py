@@ -103,7 +103,7 @@ def bpftrace_dominant(script: str, keys: int, cpus: int) -> list[tuple[str, int]
 def bcc_bytes(conns: int, cpus: int, events: bool = False) -> int:
     """``events``: the ring buffer of per-request events (mongosnoop.py always,
     mongolatency.py --events), 4 MiB."""
-    maps = [(ARRAY, 4, 584, 2 * conns),             # conns
+    maps = [(ARRAY, 4, 608, 2 * conns),             # conns
             (HASH, 4, 4, conns),                    # conn_ix
             (QUEUE, 0, 4, conns),                   # conn_free
             (HASH, 4, 1, conns),                    # tls_fds
@@ -111,8 +111,9 @@ def bcc_bytes(conns: int, cpus: int, events: bool = False) -> int:
             (LRU_HASH, 8, 48, 65536),               # tls_calls
             (PERCPU_ARRAY, 4, 4176, 64),            # lat_cache
             (HASH, 40, 8, 4096),                    # errs
+            (HASH, 24, 8, 1024),                    # answered
             (PERCPU_ARRAY, 4, 4136, 1),             # zero_val
-            (PERCPU_ARRAY, 4, 8, 14), (PERCPU_ARRAY, 4, 8, 5)]    # counts, tls_counts
+            (PERCPU_ARRAY, 4, 8, 15), (PERCPU_ARRAY, 4, 8, 5)]    # counts, tls_counts
     total = sum(map_bytes(k, ks, vs, n, cpus) for k, ks, vs, n in maps)
     # lat (per-CPU, 4096 aggregates, allocated as used: its base here), the jump
     # tables, tls_live, the inflight task storage

@@ -221,7 +221,8 @@ class Run:
         lost = r.lost_given(len(ev) if ev is not None else 0)
         return Latencies.from_slices(slices, self.clock, ev, r.counts, lost,
                                      events_complete=every == 1 and ev is not None
-                                     and len(ev) == r.counts["replies"])
+                                     and len(ev) == r.counts["replies"],
+                                     answered_no_reply=r.answered_no_reply)
 
     def _bcc_latencies(self, p: Path):
         """record --engine bcc: mongolatency.py --slices' lines, its final counters
@@ -246,7 +247,8 @@ class Run:
         every = int(self.manifest.get("latency_events_every") or 0)
         return Latencies.from_slices(slices, self.clock, ev, counts, lost,
                                      events_complete=every == 1 and ev is not None
-                                     and len(ev) == counts["replies"])
+                                     and len(ev) == counts["replies"],
+                                     answered_no_reply=final.get("answered_no_reply"))
 
     @property
     def events(self) -> pd.DataFrame | None:

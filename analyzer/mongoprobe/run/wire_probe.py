@@ -144,16 +144,18 @@ class WireProbe:
         if self.engine == "bpftrace":
             self.slices_seen.extend(self.reader.close())
             counts, lost = self.reader.counts, self.reader.lost
+            answered = self.reader.answered_no_reply
         else:
             final = self.reader.final or {}
             counts, lost = final.get("counts"), final.get("lost")
+            answered = final.get("answered_no_reply")
         ev = self.events_mono()
         events = None if ev is None else wire_events.from_mono(ev, self.clock, self.pid)
         # events stand for every request only when none was lost
         complete = (self.events_every == 1 and ev is not None
                     and len(ev) == (counts or {}).get("replies"))
         lat = Latencies.from_slices(self.slices_seen, self.clock, events, counts, lost,
-                                    events_complete=complete)
+                                    events_complete=complete, answered_no_reply=answered)
         untraced = (self.reader.untraced if self.engine == "bpftrace"
                     else (self.reader.final or {}).get("untraced", {}))
         if self.engine == "bpftrace":
