@@ -433,7 +433,8 @@ def figures(run, table) -> list[Figures]:
     for r in table.itertuples():
         ph = Phase.of(r)
         f = Figures(ph.name, ph.seconds, ncpu, r.ops_avg)
-        work = {c: d for c, d in r.latency_us.items() if c not in _admin()}
+        # (a command whose requests asked for no reply has no time to add)
+        work = {c: d for c, d in r.latency_us.items() if c not in _admin() and d["count"]}
         n = sum(d["count"] for d in work.values())
         if n and r.server_s and r.server_s > 0:
             busy = sum(d["count"] * d["avg"] for d in work.values()) / 1e6

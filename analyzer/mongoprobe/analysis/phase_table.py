@@ -31,7 +31,10 @@ Server (pidstat of the target; the last sample of the phase):
     db_mb                     database size at phase end (the built-in load's dbStats)
 Latency, server side (the probe's requests answered in the phase: ``mongoprobe.model.latencies``;
 nearest-rank percentiles, exact from events), in µs:
-    latency_us                {command: {"count", "avg", "p50", "p95", "p99", "max"}}
+    latency_us                {command: {"count", "avg", "p50", "p95", "p99", "max"}}:
+                              count the answered requests; "no_reply" too where some
+                              were sent asking for none (moreToCome); the latency
+                              figures None where none of the command was answered
     server_rates              {command: requests/s}
     server_s                  the seconds of the phase those figures cover: all of it
                               when the run kept every request (``record --events``),
@@ -209,7 +212,10 @@ def _server(lat: latencies.Latencies | None, start: float, end: float
     [start, end)."""
     if lat is None:
         return {}, {}
-    us = {cmd: {k: (int(v) if k == "count" else v / 1e3) for k, v in st.items()}
+    # (a command whose requests all asked for no reply has no latency: None stays;
+    # no_reply is given where there are such requests)
+    us = {cmd: {k: (int(v) if k in ("count", "no_reply") else None if v is None else v / 1e3)
+                for k, v in st.items() if k != "no_reply" or v}
           for cmd, st in lat.stats(start, end).items()}
     return us, lat.rates(start, end)
 
@@ -273,7 +279,7 @@ def _versus(client: dict, server: dict, exact: bool = True) -> dict:
         s = server[cmd]
         out[op] = {"command": cmd, "client": c, "server": s,
                    "diff": {k: c[k] - s[k] for k in STATS if c.get(k) is not None
-                            and (exact or k != "count")}}
+                            and s.get(k) is not None and (exact or k != "count")}}
     return out
 
 
@@ -560,11 +566,18 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
                             "keeps every request, for exact counts)"))
     lines.append(f"{'phase':{w}s} {'command':20s} "
                  f"{'count':>7s} {'p50':>7s} {'p95':>7s} {'p99':>7s} {'max':>9s}")
+    unanswered = []
     for r in t.itertuples():
         for cmd, d in sorted(r.latency_us.items(), key=lambda kv: -kv[1]["count"]):
             lines.append(f"{r.name[:w]:{w}s} {cmd[:20]:20s} {_num(d['count'], 'd', 7)} "
                          + " ".join(_num(d[k], ".0f", 7) for k in ("p50", "p95", "p99"))
                          + f" {_num(d['max'], '.0f', 9)}")
+            if d.get("no_reply"):
+                unanswered.append(f"{cmd} {d['no_reply']}"
+                                  + ("" if len(t) == 1 else f" in {r.name}"))
+    if unanswered:
+        lines.append(_prose("  (sent with moreToCome, asking for no reply, so not timed: "
+                            + ", ".join(unanswered) + ")"))
     if any("[compressed]" in r.latency_us for r in t.itertuples()):
         lines.append("  ([compressed]: OP_COMPRESSED requests; the probe's per-second "
                      "histograms cannot name the command inside: record --events does)")
@@ -597,8 +610,9 @@ def render(t: pd.DataFrame, tool: dict | None = None, lost: dict | None = None) 
                 first = False
                 # a histogram's percentile is the bound of its bucket: at most this
                 bound = "<=" if how == "bucket bound" and k in ("p50", "p95", "p99") else ""
+                srv = d["server"].get(k)
                 lines.append(f"{head} {k:5s} {(bound + format(c, '.0f')).rjust(10)} "
-                             f"{_num(float(d['server'][k]), '.0f', 10)} "
+                             f"{_num(None if srv is None else float(srv), '.0f', 10)} "
                              f"{_num(float(d['diff'].get(k, math.nan)), '.0f', 10)}")
         if negative_percentile_diff(t):
             lines.append(_prose(f"  (a negative diff: {RANK_NOTE})"))

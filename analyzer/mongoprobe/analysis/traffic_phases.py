@@ -10,17 +10,22 @@ its second active although it completes in another.
        monitoring -- ``ADMIN_COMMANDS`` -- are not work). An idle gap of at least
        ``gap_s`` seconds separates phases.
     2. Each active second has a mix: the commands in flight for at least ``share`` of
-       the second, or completing at least ``share`` of its requests. Runs of seconds
-       with one mix are candidate phases; a run shorter than ``min_s`` seconds (the
-       second in which one phase hands over to the next holds both mixes) joins the
-       run before it, or the run after it when it is the first (a tool's setup).
+       the second, or completing at least ``share`` of its requests. The second in
+       which one phase hands over to the next holds both mixes (``handover_second``):
+       it makes no run of its own. Runs of seconds with one mix are candidate phases;
+       a run shorter than ``min_s`` seconds of commands the run before it had (a
+       straggler) joins that run, or the run after it when it is the first (a tool's
+       setup); one of commands of its own is a phase, however short (one second of
+       aggregations between inserts and a delete).
     3. Each boundary between two runs is then placed on a request: the first receive
        of a command the new phase brings, else the last reply of a command the old
        phase had; across a gap, a phase ends at its last reply and the next starts at
-       its first receive. Runs with fewer than ``min_requests`` work requests are not
-       phases (a tool's setup: drop, createIndexes).
-    4. A phase is named by the commands of its mix, busiest first (``insert+find``,
-       ``find``); a repeated name is numbered.
+       its first receive. Runs with fewer than ``min_requests`` work requests, which
+       kept the server busy less than a second, are not phases (a tool's setup: drop,
+       createIndexes).
+    4. A phase is named by the requests inside it (``phase_name``): the commands that
+       made ``share`` of them or of their server time, the most requests first
+       (``insert+find``, ``find``); a repeated name is numbered.
 
 From the probe's per-second histograms alone (the default recording), the same rules
 run on each interval's completed requests and busy time (their summed latency: the
@@ -128,6 +133,17 @@ def _in_flight_through(longest: pd.DataFrame) -> list[set]:
     return out
 
 
+def phase_name(requests: pd.Series, busy: pd.Series, share: float) -> str:
+    """A phase's name, from the requests inside it (not the mixes of its seconds): the
+    commands that made at least ``share`` of its work requests or took ``share`` of
+    their server time (``busy``, seconds; a few slow queries beside many inserts), the
+    most requests first (``insert+find``)."""
+    counts = requests[requests > 0].sort_values(ascending=False, kind="stable")
+    n, b = float(counts.sum()), float(busy.sum())
+    return "+".join(str(c) for c, k in counts.items()
+                    if k >= share * n or (b > 0 and busy.get(c, 0.0) >= share * b))
+
+
 def _table(rows: list) -> pd.DataFrame:
     """The phases' table of (name, start, end) rows, repeated names numbered."""
     from mongoprobe.loadtools import number_repeats
@@ -163,14 +179,31 @@ def infer(lat, gap_s: float = 2.0, share: float = 0.1, min_s: int = 2,
     return _place(w, s0, _runs(mixes, gap_s, min_s), share, min_requests)
 
 
+def handover_second(before: frozenset, mix: frozenset, after: frozenset) -> bool:
+    """A second whose mix is made of its neighbours' and holds a command of each that
+    the other lacks: the one in which a phase hands over to the next. It belongs to
+    both, so it makes no run of its own: the boundary is placed inside it (rule 3),
+    and a phase as short as one second between two others keeps its own mix. (The
+    second after a hand-over second is not one: ``_runs``.)"""
+    return (bool(before) and bool(after) and mix <= before | after
+            and bool(mix & before - after) and bool(mix & after - before))
+
+
 def _runs(mixes: list[frozenset], gap_s: float, min_s: int) -> list[list]:
     """[first second, last second, mix, preceded by a gap] of runs of one mix."""
     runs: list[list] = []
     idle = math.inf
+    handed = False          # the second before was a hand-over second
     for k, mix in enumerate(mixes):
         if not mix:
             idle += 1
+            handed = False
             continue
+        if (0 < k < len(mixes) - 1 and not handed
+                and handover_second(mixes[k - 1], mix, mixes[k + 1])):
+            idle, handed = 0, True
+            continue
+        handed = False
         if runs and idle < gap_s and mix == runs[-1][2]:
             runs[-1][1] = k
         else:
@@ -178,9 +211,11 @@ def _runs(mixes: list[frozenset], gap_s: float, min_s: int) -> list[list]:
         idle = 0
     merged: list[list] = []
     for r in runs:
-        short = r[1] - r[0] + 1 < min_s
+        # a short run of the commands the run before had (its tail, a straggler) joins
+        # it; a short run of commands of its own is a short phase
+        short = r[1] - r[0] + 1 < min_s and bool(merged) and r[2] <= merged[-1][2]
         if merged and not r[3] and (short or r[2] == merged[-1][2]):
-            merged[-1][1] = r[1]          # a hand-over second joins the run before it
+            merged[-1][1] = r[1]
         else:
             merged.append(r)
     # a short run with nothing before it (a tool's setup just before its first phase)
@@ -226,16 +261,18 @@ def _place(w: pd.DataFrame, s0: int, runs: list[list], share: float,
         lo = cuts[i] if not math.isnan(cuts[i]) else s0 + r[0]
         hi = cuts[i + 1] if not math.isnan(cuts[i + 1]) else s0 + r[1] + 1
         mine = w[(w["end"] > lo if i else w["end"] >= lo) & (w["end"] <= hi)]
-        if len(mine) < min_requests:
+        # few requests are a phase when they kept the server busy a second (slow
+        # aggregations), else a tool's setup
+        if len(mine) < min_requests and (mine["end"] - mine["start"]).sum() < 1.0:
             continue
         start = float(mine["start"].min()) if math.isnan(cuts[i]) else lo
         # phases are half-open, [start, end): one that ends on its own last reply ends
         # just after it, so that reply is inside
         end = (float(np.nextafter(mine["end"].max(), np.inf)) if math.isnan(cuts[i + 1])
                else hi)
-        counts = mine["command"].value_counts()
-        name = "+".join(c for c in counts.index if c in r[2])
-        rows.append([name, start, end])
+        took = (mine["end"] - mine["start"]).groupby(mine["command"]).sum()
+        rows.append([phase_name(mine["command"].value_counts(sort=False), took, share),
+                     start, end])
     return _table(rows)
 
 
@@ -315,11 +352,18 @@ def _infer_seconds(ps: pd.DataFrame, gap_s: float, share: float, min_s: int,
     for i, (r, start, end) in enumerate(rows):
         if end is None:
             end = rows[i + 1][1]
-        counted = int(req.iloc[r[0]:r[1] + 1][[c for c in req.columns]].to_numpy().sum())
-        if counted < min_requests:
-            continue
+        # its own seconds, and of the hand-over seconds on its edges the requests of
+        # its own commands (a second's requests cannot be told apart by time)
+        lo, hi = max(int(math.floor(start - grid_s - s0)), 0), int(math.ceil(end - grid_s - s0))
         sums = req.iloc[r[0]:r[1] + 1].sum()
-        name = "+".join(c for c in sums.sort_values(ascending=False, kind="stable").index
-                        if c in r[2])
-        out.append([name, start, end])
+        edges = [k for k in range(lo, hi) if not r[0] <= k <= r[1]]
+        own = [c for c in req.columns if c in r[2]]
+
+        def inside(table: pd.DataFrame) -> pd.Series:
+            return (table.iloc[r[0]:r[1] + 1].sum()
+                    + table.iloc[edges][own].sum().reindex(table.columns, fill_value=0))
+        mine, took = inside(req), inside(busy)
+        if int(mine.sum()) < min_requests and float(took.sum()) < 1.0:
+            continue
+        out.append([phase_name(mine, took, share), start, end])
     return _table(out)

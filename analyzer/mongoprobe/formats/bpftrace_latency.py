@@ -22,6 +22,9 @@ What the probe prints, one JSON object per line (bpftrace's JSON mode)::
     {"type": "map",   "data": {"@events1": {"TS,TID": [LAT, FD, REQID, OP, W0, W1, W2, IN,
                                  OUT, MTC, ERR]}}}     the second's events (EVENTS_EVERY)
     {"type": "map",   "data": {"@no_reply": N}}  ... the counters, cumulative
+    {"type": "map",   "data": {"@answered_no_reply": {"W0,W1,W2": N}}}  replies the
+                      server sent anyway to requests that asked for none (moreToCome),
+                      per command, cumulative (not unmatched replies)
     {"type": "map",   "data": {"@full_slots": N}}, @full_conns   what full maps refused
     {"type": "map",   "data": {"@conn": {"FD": [REM, POS, HEAD, TAIL, TXR, FLAGS]}}}
                                       at the end: the connections still open
@@ -166,6 +169,8 @@ class BpftraceLatency:
         self._names: dict[str, tuple[str, str]] = {}   # "W0,W1,W2,OP" -> (command, op)
         self._zbody: dict[str, bytes] = {}   # "TS,TID" -> a compressed request's bytes
         self.ties: dict[int, int] = {}       # memory-BIO key -> its socket's fd
+        # {command: replies} to requests that asked for none, cumulative (its last print)
+        self.answered_no_reply: dict[str, int] = {}
         self._handlers = {"printf": self._printf, "map": self._map, "stats": self._map,
                           "lost_events": self._lost_events,
                           "helper_error": self._helper_error}
@@ -235,6 +240,17 @@ class BpftraceLatency:
         if name in COUNTERS:
             self.raw[COUNTERS[name]] = int(value)
             self.old_counter |= name == "@requests"
+            return
+        if name == "@answered_no_reply":
+            # (W0,W1,W2) -> replies, cumulative: printed whole each second, so a
+            # command's count is its largest print (one at exit may come after END's
+            # clear)
+            answered: dict[str, int] = {}
+            for key, v in value.items():
+                cmd = name_of_words(*_ints(key))
+                answered[cmd] = answered.get(cmd, 0) + int(v)
+            for cmd, n in answered.items():
+                self.answered_no_reply[cmd] = max(self.answered_no_reply.get(cmd, 0), n)
             return
         if name == "@conn":
             for v in value.values():
@@ -414,7 +430,8 @@ class BpftraceLatency:
     def counts(self) -> dict[str, int]:
         r = self.raw
         return {"requests": self._requests(), "replies": self.replies,
-                "stream_replies": r["stream_replies"], "no_reply": r["no_reply"]}
+                "stream_replies": r["stream_replies"], "no_reply": r["no_reply"],
+                "answered_no_reply": sum(self.answered_no_reply.values())}
 
     @property
     def untraced(self) -> dict[str, int]:

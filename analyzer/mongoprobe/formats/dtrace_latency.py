@@ -18,7 +18,16 @@ lines, each block after a title line (``samples/dtrace/mongo_time-*.txt``)::
       4127,9                               1234
     ...
     requests: 60  replies: 56  stream replies: 16  no-reply (moreToCome): 4
+    answered though sent with moreToCome: 1
     lost: unmatched replies 0, requests without reply 0, malformed headers 0, dropped events 0
+
+    answered_no_reply_by_command:
+      endSessions                          1       <- printa "  %-32s  %@d"
+
+The ``answered`` line and its block (replies the server sent anyway to requests that
+expected none, OP_MSG moreToCome or a legacy write: FerretDB answers the Node.js driver's
+endSessions; not unmatched replies) are absent from the output of scripts older than
+them (``samples/dtrace/``, recorded before): no row then (the model reads 0).
 
 The histograms are DTrace ``quantize()``: power-of-two buckets ``[V, 2V)`` in ns, so a
 percentile read from them is only known to lie in a bucket. Sums and maxima are exact
@@ -42,10 +51,11 @@ percentile read from them is only known to lie in a bucket. Sums and maxima are 
 
 ``parse_dtrace_latency_totals`` columns (one row per printed number):
 
-    stat    str    "requests", "replies" (timed), "total_ns", "max_ns"; for the footer
-                   its counter name:
-                   requests, replies, stream_replies, no_reply, unmatched_replies,
-                   requests_without_reply, malformed, dropped
+    stat    str    "requests", "replies" (timed), "total_ns", "max_ns",
+                   "answered_no_reply" (by "command" only); for the footer its counter
+                   name: requests, replies, stream_replies, no_reply, answered_no_reply
+                   (its "answered though sent with moreToCome: N" line),
+                   unmatched_replies, requests_without_reply, malformed, dropped
     by      str    "op", "command", "conn" ("" for the footer)
     key     str    as above ("" for the footer)
     value   int64
@@ -74,10 +84,15 @@ from .source import read_input
 HIST_COLUMNS = ["by", "key", "lo", "hi", "count"]
 FAILED_COLUMNS = ["by", "key", "code", "count"]
 TOTAL_COLUMNS = ["stat", "by", "key", "value"]
-_TITLE = re.compile(r"^(latency_ns|requests|replies|total_ns|max_ns)_by_(op|command|conn)$")
+_TITLE = re.compile(
+    r"^(latency_ns|requests|replies|total_ns|max_ns|answered_no_reply)_by_(op|command|conn)$")
 _CLOCK = re.compile(r"^# clock timestamp_ns=(\d+) walltimestamp_ns=(\d+)")
-FOOTER = ("requests", "replies", "stream_replies", "no_reply", "unmatched_replies",
-          "requests_without_reply", "malformed", "dropped")
+FOOTER = ("requests", "replies", "stream_replies", "no_reply", "answered_no_reply",
+          "unmatched_replies", "requests_without_reply", "malformed", "dropped")
+# the footer's line between its two (mongo_wire.d.in's END; the words of the line
+# wire.facts.answered_line prints, which may add "(COMMAND N, ...)")
+_ANSWERED = re.compile(r"^\s*answered though sent with moreToCome: (\d+)(?: \(.*\))?\s*$",
+                       re.M)
 
 
 def is_dtrace_latency(text: str) -> bool:
@@ -85,6 +100,12 @@ def is_dtrace_latency(text: str) -> bool:
     head = text[:65536]
     return "\nlatency_ns_by_command:" in head and (
         "\nrequests: " in text[-4096:] or "\nrequests: " in head)
+
+
+def footer_answered(text: str) -> list[int]:
+    """The counts of the footer's "answered though sent with moreToCome: N" lines, in
+    order ([] for output of a script older than the line)."""
+    return [int(m[1]) for m in _ANSWERED.finditer(text)]
 
 
 def _conn_key(by: str, key: str) -> str:
@@ -125,6 +146,9 @@ def parse_dtrace_latency_totals(text_or_path: str | os.PathLike[str] | IO[str],
         elif m := _TITLE.match(r.name):
             if m[1] != "latency_ns":
                 rows.append((m[1], m[2], _conn_key(m[2], r.key), r.value))
+    if not any(r[0] == "answered_no_reply" and r[1] == "" for r in rows):
+        # not a line of the footer parse_scalars reads: read here
+        rows += [("answered_no_reply", "", "", n) for n in footer_answered(text)]
     if not any(r[0] == "replies" and r[1] == "" for r in rows):
         raise FormatError(src, max(len(text.splitlines()), 1),
                           "mongo_time.d's footer 'requests: N  replies: N ...' (printed at END)")

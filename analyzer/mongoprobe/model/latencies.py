@@ -48,6 +48,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -71,6 +72,20 @@ CONN_TOTAL_COLUMNS = {"time": "float64", "length_s": "float64", "fd": "int64",
                       "noreply": "int64"}
 COUNTER_COLUMNS = {"time": "float64", **{k: "int64" for k in (*COUNT_KEYS, *LOST_KEYS)}}
 STATS = ("count", "avg", "p50", "p95", "p99", "max")
+
+
+class CommandStats(TypedDict):
+    """One command's figures over a window (:meth:`Latencies.stats`), in nanoseconds.
+    ``count`` is the requests answered (timed); ``no_reply`` those that asked for no
+    reply (moreToCome, legacy writes), counted but never timed. A command with no
+    answered request has None for every latency figure: there is none to give."""
+    count: int
+    no_reply: int
+    avg: float | None
+    p50: float | None
+    p95: float | None
+    p99: float | None
+    max: float | None
 
 
 def nearest_rank(sorted_values: np.ndarray, q: float) -> float:
@@ -246,18 +261,29 @@ class Latencies:
         lo, hi = self._grid(start, end)
         return hi - lo
 
-    def stats(self, start: float, end: float) -> dict[str, dict[str, float]]:
-        """{command: {"count", "avg", "p50", "p95", "p99", "max"}} in nanoseconds, of the
-        requests answered in [start, end)."""
-        out: dict[str, dict[str, float]] = {}
-        if self.exact:
-            return self.source.window(start, end).stats()
+    def stats(self, start: float, end: float) -> dict[str, CommandStats]:
+        """{command: CommandStats} of the requests of [start, end): those answered in
+        it, and those that asked for no reply (from the whole intervals inside the
+        window: events are of answered requests only). A command may have no_reply
+        requests and no answered one: its latency figures are None."""
+        out: dict[str, CommandStats] = {}
         tot = self._inside(self.totals, start, end)
-        for cmd, t in tot.groupby("command", sort=True):
-            # wirefacts.stats: bucket middles, capped by the exact max
-            d = wirefacts.stats(wirefacts.hist_buckets(self.histogram(str(cmd), start, end)),
-                                int(t["sum_ns"].sum()), int(t["max_ns"].max()))
-            out[str(cmd)] = {"count": d["count"], **{k: d[f"{k}_ns"] for k in STATS[1:]}}
+        if self.exact:
+            out = {c: {**d, "no_reply": 0}
+                   for c, d in self.source.window(start, end).stats().items()}
+        else:
+            for cmd, t in tot[tot["count"] > 0].groupby("command", sort=True):
+                # wirefacts.stats: bucket middles, capped by the exact max
+                d = wirefacts.stats(
+                    wirefacts.hist_buckets(self.histogram(str(cmd), start, end)),
+                    int(t["sum_ns"].sum()), int(t["max_ns"].max()))
+                out[str(cmd)] = {"count": d["count"], "no_reply": 0,
+                                 **{k: d[f"{k}_ns"] for k in STATS[1:]}}
+        for cmd, n in tot.groupby("command", sort=True)["noreply"].sum().items():
+            if n:
+                d = out.setdefault(str(cmd), {"count": 0, "no_reply": 0,
+                                              **dict.fromkeys(STATS[1:], None)})
+                d["no_reply"] = int(n)
         return out
 
     def failures(self, start: float | None = None, end: float | None = None

@@ -313,13 +313,18 @@ class SnoopTies:
 
 
 def snoop_footer(lines: list[str]):
-    """The counters of mongo_snoop.d's footer -> (counts, lost) dicts."""
+    """The counters of mongo_snoop.d's footer -> (counts, lost) dicts (answered_no_reply:
+    its "answered though sent with moreToCome: N" line, 0 without one)."""
     import io
 
     from mongoprobe.model import latency_summary as latency
+    from mongoprobe.formats.dtrace_latency import footer_answered
     from mongoprobe.formats.quantize import parse_scalars
 
-    s = parse_scalars(io.StringIO("".join(lines)), "mongo_snoop.d")
+    text = "".join(lines)
+    s = parse_scalars(io.StringIO(text), "mongo_snoop.d")
     foot = {r.name: int(r.value) for r in s.itertuples(index=False) if r.key == ""}
+    if "answered_no_reply" not in foot and (answered := footer_answered(text)):
+        foot["answered_no_reply"] = answered[-1]
     return ({k: foot.get(k, 0) for k in latency.COUNT_KEYS},
             {k: foot.get(k, 0) for k in latency.LOST_KEYS})

@@ -73,6 +73,7 @@ from pathlib import Path
 from mongoprobe import progress
 from mongoprobe.model.clock import Clock
 from mongoprobe.model.phase import phases_from
+from mongoprobe.wire.facts import answered_line
 
 # pandas is imported where a table is built: ``import mongoprobe`` (every CLI call)
 # imports this module for load_run.
@@ -354,8 +355,13 @@ class Run:
     def lost(self) -> dict:
         """What the run lost: ``probe`` (the latency probe's counters, None without
         one) and ``collectors`` that died, failed or were skipped (name, status,
-        died_at in seconds from the start, why)."""
+        died_at in seconds from the start, why); and, not a loss but said beside them,
+        ``answered_no_reply``: {command: replies} the server sent to requests that
+        asked for none."""
         probe = dict(self.latencies.lost) if self.file("latency") is not None else None
+        # not lost: the server's replies to requests that asked for none, per command
+        answered = (dict(self.latencies.answered_no_reply)
+                    if self.file("latency") is not None else {})
         t0 = self.manifest.get("start") or 0.0
         bad = []
         for name, c in (self.manifest.get("collectors") or {}).items():
@@ -364,7 +370,8 @@ class Run:
                 bad.append({"name": name, "status": "cut" if c.get("cut") else c["status"],
                             "died_at": None if died is None else died - t0,
                             "why": c.get("error") or c.get("note") or ""})
-        return {"probe": probe, "collectors": bad, "stacks": self._stack_losses()}
+        return {"probe": probe, "collectors": bad, "stacks": self._stack_losses(),
+                "answered_no_reply": answered}
 
     def _stack_losses(self) -> dict:
         """{profile|offcpu: {samples, folded, empty, lookup_failed, unit[, unreadable]}} for each
@@ -489,6 +496,11 @@ def lost_line(lost: dict) -> str:
         out.append(f"lost: unmatched replies {probe['unmatched_replies']}, requests without "
                    f"reply {probe['requests_without_reply']}, malformed headers "
                    f"{probe['malformed']}, dropped events {probe['dropped']}")
+        answered = lost.get("answered_no_reply") or {}
+        if answered:
+            # said beside the losses so that it is not read as one (wire.facts)
+            out.append(answered_line(sum(answered.values()), answered)
+                       + ": the server's replies, not a loss")
     for which, st in (lost.get("stacks") or {}).items():
         if st.get("unreadable"):
             out.append(f"lost: {which} stacks unreadable, none used: {st['unreadable']}")
