@@ -21,8 +21,8 @@ its second active although it completes in another.
        of a command the new phase brings, else the last reply of a command the old
        phase had; across a gap, a phase ends at its last reply and the next starts at
        its first receive. Runs with fewer than ``min_requests`` work requests, which
-       kept the server busy less than a second, are not phases (a tool's setup: drop,
-       createIndexes).
+       kept the server busy less than ``MIN_BUSY_S``, are not phases (a tool's setup:
+       drop, createIndexes).
     4. A phase is named by the requests inside it (``phase_name``): the commands that
        made ``share`` of them or of their server time, the most requests first
        (``insert+find``, ``find``); a repeated name is numbered.
@@ -70,6 +70,11 @@ ADMIN_COMMANDS = frozenset({
     "collStats", "listDatabases", "connectionStatus", "getFreeMonitoringStatus",
     "atlasVersion", "[compressed]",
 })
+
+
+# Few requests make a phase when they kept the server busy this long (seconds of server
+# time: three slow aggregations in a second), else they are a tool's setup.
+MIN_BUSY_S = 0.5
 
 
 def work(events: pd.DataFrame) -> pd.DataFrame:
@@ -261,9 +266,7 @@ def _place(w: pd.DataFrame, s0: int, runs: list[list], share: float,
         lo = cuts[i] if not math.isnan(cuts[i]) else s0 + r[0]
         hi = cuts[i + 1] if not math.isnan(cuts[i + 1]) else s0 + r[1] + 1
         mine = w[(w["end"] > lo if i else w["end"] >= lo) & (w["end"] <= hi)]
-        # few requests are a phase when they kept the server busy a second (slow
-        # aggregations), else a tool's setup
-        if len(mine) < min_requests and (mine["end"] - mine["start"]).sum() < 1.0:
+        if len(mine) < min_requests and (mine["end"] - mine["start"]).sum() < MIN_BUSY_S:
             continue
         start = float(mine["start"].min()) if math.isnan(cuts[i]) else lo
         # phases are half-open, [start, end): one that ends on its own last reply ends
@@ -363,7 +366,7 @@ def _infer_seconds(ps: pd.DataFrame, gap_s: float, share: float, min_s: int,
             return (table.iloc[r[0]:r[1] + 1].sum()
                     + table.iloc[edges][own].sum().reindex(table.columns, fill_value=0))
         mine, took = inside(req), inside(busy)
-        if int(mine.sum()) < min_requests and float(took.sum()) < 1.0:
+        if int(mine.sum()) < min_requests and float(took.sum()) < MIN_BUSY_S:
             continue
         out.append([phase_name(mine, took, share), start, end])
     return _table(out)

@@ -10,6 +10,7 @@ subjects are imported when a command runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -179,6 +180,26 @@ def _run(path: str):
         raise CommandError(f"{path}: not a readable run directory ({e})") from None
 
 
+@contextlib.contextmanager
+def reading(path: str, mistakes: tuple = ()):
+    """What goes wrong while a run is read reaches the user as one line naming the run
+    and what was wrong (a damaged file names itself), with exit 1: the analyzer's
+    errors (a FormatError, a table without its column) and its bugs alike, which
+    MONGOPROBE_DEBUG=1 shows with their traceback instead. ``mistakes``: the errors
+    of a mistaken request, which the caller says in its own words."""
+    try:
+        yield
+    except (CommandError, *mistakes):
+        raise
+    except Exception as e:
+        if os.environ.get("MONGOPROBE_DEBUG"):
+            raise
+        what = str(e) or type(e).__name__
+        where = "" if str(path) in what else f"{path}: "
+        raise CommandError(f"{where}{what} ({type(e).__name__}; MONGOPROBE_DEBUG=1 "
+                           "shows where)") from None
+
+
 def _phases(run, args: argparse.Namespace):
     """The --phases override as a (name, start, end) table, or None."""
     from mongoprobe.analysis import phase_table as phases
@@ -194,11 +215,12 @@ def cmd_phases(args: argparse.Namespace) -> int:
         override = _phases(run, args)
     except phases.PhaseError as e:
         raise CommandError(str(e)) from None
-    if args.json:
-        print(json.dumps(phases.phase_json(run, override)))
-    else:
-        print(phases.render(phases.phase_table(run, override), phases.tool_json(run),
-                            run.lost), end="")
+    with reading(args.run):
+        # made whole before printing: an error leaves no half table behind it
+        text = (json.dumps(phases.phase_json(run, override)) + "\n" if args.json else
+                phases.render(phases.phase_table(run, override), phases.tool_json(run),
+                              run.lost))
+    print(text, end="")
     return 0
 
 
@@ -210,8 +232,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         override = _phases(run, args)
         # the report belongs with its run, wherever the command runs from
         output = args.output or Path(args.run) / "report.html"
-        out = report.write(run, output, tuple(args.diff) if args.diff else None,
-                           override)
+        with reading(args.run, (phases.PhaseError,)):
+            out = report.write(run, output, tuple(args.diff) if args.diff else None,
+                               override)
     except phases.PhaseError as e:
         raise CommandError(str(e)) from None
     print(out)

@@ -135,6 +135,11 @@ class Run:
         except ValueError as e:
             raise ValueError(f"{mpath}: not JSON: {e}")
         self._stack_tables: dict = {}
+        # where the recording was found cut, one line each (said with the losses)
+        self.cut: list[str] = []
+        if "end" not in self.manifest:
+            self.cut.append(f"{mpath.name}: no end (record did not finish: killed, or "
+                            "still running): read up to the last line of each file")
 
     def __repr__(self) -> str:
         return f"Run({str(self.path)!r}, status={self.manifest.get('status')!r})"
@@ -211,6 +216,9 @@ class Run:
                     line.update(raw.tell())     # of the file's bytes (compressed or not)
         line.close()
         slices.extend(r.close())
+        if not r.ended:
+            self.cut.append(f"{p.name}: no @end after its last second (the file is cut): "
+                            "its counters are as they stood then")
         every = int(self.manifest.get("latency_events_every") or 0)
         ev = None
         if self.file("latency_events") is not None:
@@ -239,6 +247,9 @@ class Run:
                 if s is not None:
                     slices.append(s)
         final = r.final or {}
+        if r.final is None:
+            self.cut.append(f"{p.name}: no end line after its last slice (the file is cut):"
+                            " its counters are the last slice's")
         last = slices[-1] if slices else None
         counts = final.get("counts") or (dict(last.counts) if last else
                                          dict.fromkeys(COUNT_KEYS, 0))
@@ -355,7 +366,9 @@ class Run:
     def lost(self) -> dict:
         """What the run lost: ``probe`` (the latency probe's counters, None without
         one) and ``collectors`` that died, failed or were skipped (name, status,
-        died_at in seconds from the start, why); and, not a loss but said beside them,
+        died_at in seconds from the start, why); ``cut``: where the recording was
+        found cut (the manifest without an end, a probe's file without its last line);
+        and, not a loss but said beside them,
         ``answered_no_reply``: {command: replies} the server sent to requests that
         asked for none."""
         probe = dict(self.latencies.lost) if self.file("latency") is not None else None
@@ -371,7 +384,7 @@ class Run:
                             "died_at": None if died is None else died - t0,
                             "why": c.get("error") or c.get("note") or ""})
         return {"probe": probe, "collectors": bad, "stacks": self._stack_losses(),
-                "answered_no_reply": answered}
+                "answered_no_reply": answered, "cut": list(self.cut)}
 
     def _stack_losses(self) -> dict:
         """{profile|offcpu: {samples, folded, empty, lookup_failed, unit[, unreadable]}} for each
@@ -509,6 +522,7 @@ def lost_line(lost: dict) -> str:
         of = f" of {st['samples']}{unit} counted" if st.get("samples") is not None else ""
         out.append(f"lost: {which} stacks folded {st['folded']}{unit}{of}, empty {st['empty']}, "
                    f"lookup failed {st['lookup_failed']}")
+    out += [f"cut: {why}" for why in lost.get("cut") or ()]
     for c in lost.get("collectors", []):
         out.append(f"lost: collector {c['name']} {c['status']}"
                    + (f" at {c['died_at']:.1f} s" if c.get("died_at") is not None else "")
