@@ -372,11 +372,12 @@ FILE_SECONDS = {
     "test_many_connections.py": 62, "test_probe_patterns.py": 41,
     "test_tracer_versions_profilers.py": 40, "test_ycsb_record.py": 35,
     "test_pcapfile.py": 31, "test_profile_probes.py": 30, "test_engine_select.py": 28,
-    "test_wheel.py": 26, "test_latency_ferretdb.py": 22,
+    "test_wheel.py": 26, "test_latency_ferretdb.py": 22, "test_nodejs_record.py": 20,
     "test_compression.py": 20, "test_tls_detect.py": 20, "test_end_to_end.py": 16,
     "test_load.py": 15, "test_longrun.py": 13, "test_untraced.py": 11,
     "test_teaching_probes.py": 11,
-    "test_report.py": 11, "test_tracer_versions.py": 11, "test_one_statistic.py": 10,
+    "test_report.py": 11, "test_tracer_versions.py": 11, "test_no_reply_runs.py": 11,
+    "test_one_statistic.py": 10,
 }
 # The files of the serial tests at a session's start, in the order they run (_room):
 # the shortest first, so that its worker is soon free for the quiet files.
