@@ -443,6 +443,31 @@ def test_compressed_live(need_capture, tmp_path):
     assert counts(s.to_json()["by_op"]) == {"OP_COMPRESSED": 12, "OP_MSG": 3}
 
 
+def test_a_reply_to_a_no_reply_request_is_answered_not_unmatched(need_capture, tmp_path):
+    """An endSessions sent with moreToCome, answered anyway (wireserver answers it as
+    FerretDB does), beside moreToCome inserts it does not answer: the capture counts the
+    answer per command as answered_no_reply, and nothing as unmatched."""
+    import wireclient
+
+    srv = subprocess.Popen([sys.executable, str(TOP / "tests" / "wireserver.py"), "--port",
+                            "0", "--mode", "readwrite"], stdout=subprocess.PIPE, text=True)
+    out = tmp_path / "answered.pcapng"
+    try:
+        port = int(srv.stdout.readline().split()[1])
+        with capture.Capture(out, port):
+            exp = wireclient.run(port, ["answered_no_reply", "fire_and_forget"], connections=3)
+    finally:
+        srv.terminate()
+        srv.wait()
+    s = pcap.summarize(str(out), port).summary
+    assert s.lost == NO_LOSS
+    assert s.counts["no_reply"] == exp.no_reply == 6
+    assert s.counts["answered_no_reply"] == 3
+    assert s.answered_no_reply == dict(exp.answered_no_reply) == {"endSessions": 3}
+    assert s.to_json()["answered_no_reply_by_command"] == {"endSessions": 3}
+    assert "answered though sent with moreToCome: 3 (endSessions 3)" in s.loss_lines()
+
+
 def test_capture_cli_and_ring_buffer(need_capture, tmp_path):
     """``mongoprobe capture`` (-d, then a ring buffer of 2 files of 1 MB)."""
     listener, port = record.start_compressed_server()

@@ -8,7 +8,10 @@ server-side one the probes recorded.
 
 Pairing, within each TCP stream (one connection), in capture order:
 
-* a request with ``moreToCome`` expects no reply (counted in ``no_reply``);
+* a request with ``moreToCome`` expects no reply (counted in ``no_reply``); a reply
+  the server sends it anyway (FerretDB answers the Node.js driver's endSessions) is
+  ``answered_no_reply``, per command, not unmatched (the last ``NO_REPLY_KEPT`` such
+  requests of each stream are kept for it);
 * a reply whose previous reply on the stream had ``moreToCome`` and whose
   ``responseTo`` is that reply's ``requestID`` continues an exhaust stream
   (``stream_replies``; not timed again), as the probes count it;
@@ -38,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from mongoprobe.wire import decode as wire
+from mongoprobe.wire import decode as wire, facts as wirefacts
 from mongoprobe.model.latency_summary import LatencySummary, from_latencies, unchecked
 from . import tshark_fields
 from .tshark_fields import Decode
@@ -69,6 +72,7 @@ PAIR_COLUMNS = ["stream", "client_port", "request_id", "opcode", "command", "dat
     note            object   why the request has no name yet (fallback pending)
 """
 
+NO_REPLY_KEPT = 64      # no-reply requests kept per stream, for a reply sent anyway
 _REQ = ["rseq", "stream", "client_port", "request_id", "opcode", "command", "database",
         "collection", "frame", "msg_in_frame", "first_time_ns", "length", "note"]
 
@@ -108,8 +112,12 @@ class Pairer:
     def __init__(self) -> None:
         self.open = pd.DataFrame({c: [] for c in _REQ})
         self.last: dict[int, tuple[bool, int]] = {}   # stream -> last reply (moreToCome, id)
-        self.counts = {"requests": 0, "replies": 0, "stream_replies": 0, "no_reply": 0}
+        self.counts = {"requests": 0, "replies": 0, "stream_replies": 0, "no_reply": 0,
+                       "answered_no_reply": 0}
         self.unmatched_replies = 0
+        # stream -> {requestID: command} of its latest requests that asked for no reply
+        self.no_reply_ids: dict[int, dict[int, str]] = {}
+        self.answered_no_reply: Counter = Counter()
         self.requests_by_command: Counter = Counter()
         self.pending_requests: list[pd.DataFrame] = []   # requests awaiting wire.py's name
         self.req_upto = -1              # frame up to which every request has been fed
@@ -134,6 +142,12 @@ class Pairer:
                                                           "more_to_come"]])
         no_reply = req["more_to_come"].to_numpy(bool)
         self.counts["no_reply"] += int(no_reply.sum())
+        for st, rid, cmd in zip(req["stream"][no_reply], req["request_id"][no_reply],
+                                req["command"][no_reply]):
+            kept = self.no_reply_ids.setdefault(int(st), {})
+            kept[int(rid)] = cmd if isinstance(cmd, str) else UNKNOWN
+            if len(kept) > NO_REPLY_KEPT:
+                del kept[next(iter(kept))]
         req = req[~no_reply].assign(opcode=[wire.opcode_name(int(o)) for o in req["opcode"][~no_reply]])
         cands = pd.concat([self.open, req[_REQ]], ignore_index=True) if len(self.open) \
             else req[_REQ].reset_index(drop=True)
@@ -194,7 +208,15 @@ class Pairer:
         wait = ~hit & (m["reply_frame"] > self.req_upto)
         if wait.any():
             self.deferred = m.loc[wait, list(left.columns)].reset_index(drop=True)
-        self.unmatched_replies += int((~ok & ~wait).sum())
+        unmatched = m[~ok & ~wait]
+        answered = 0
+        for st, rid in zip(unmatched["stream"], unmatched["request_id"]):
+            cmd = self.no_reply_ids.get(int(st), {}).pop(int(rid), None)
+            if cmd is not None:     # the server's answer to a request that asked for none
+                self.answered_no_reply[cmd] += 1
+                answered += 1
+        self.counts["answered_no_reply"] += answered
+        self.unmatched_replies += len(unmatched) - answered
         self.counts["replies"] += int(ok.sum())
         used = set(m.loc[ok, "qseq"].astype("int64").tolist())
         self.open = cands[~cands["rseq"].astype("int64").isin(used)].reset_index(drop=True)
@@ -290,9 +312,11 @@ class CaptureSummary(LatencySummary):
 
     def loss_lines(self) -> str:
         c, lost = self.counts, self.lost
+        answered = (wirefacts.answered_line(c["answered_no_reply"], self.answered_no_reply)
+                    + "\n" if c.get("answered_no_reply") else "")
         return (f"requests: {c['requests']}  replies: {c['replies']}  "
                 f"stream replies: {c['stream_replies']}  "
-                f"no-reply (moreToCome): {c['no_reply']}\n"
+                f"no-reply (moreToCome): {c['no_reply']}\n{answered}"
                 f"lost: unmatched replies {lost['unmatched_replies']}, requests without "
                 f"reply {lost['requests_without_reply']}, malformed {lost['malformed']}, "
                 f"dropped {lost['dropped']}")
@@ -377,6 +401,7 @@ class _Summary:
         s = self.events.into(CaptureSummary())
         s.requests_by_command = dict(sorted(pairer.requests_by_command.items()))
         s.counts = dict(pairer.counts)
+        s.answered_no_reply = dict(pairer.answered_no_reply)
         s.lost = _lost(dec, pairer, len(outstanding))
         return PcapResult(s, dec, outstanding)
 
