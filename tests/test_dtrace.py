@@ -66,7 +66,8 @@ def test_latency_summary_from_the_ferretdb_sample():
     assert j["requests_by_command"] == {
         "aggregate": 20, "count": 20, "delete": 20, "drop": 4, "endSessions": 4, "find": 120,
         "getMore": 180, "hello": 3, "insert": 200, "ismaster": 8, "update": 20}
-    assert j["counts"] == {"requests": 599, "replies": 599, "stream_replies": 0, "no_reply": 0}
+    assert j["counts"] == {"requests": 599, "replies": 599, "stream_replies": 0, "no_reply": 0,
+                           "answered_no_reply": 0}
     for name, g in j["by_command"].items():
         assert g["count"] == j["requests_by_command"][name]
         assert g["percentiles"] == "log2 bucket middle"
@@ -238,7 +239,8 @@ def test_snoop_on_the_mongod_pattern_server(mode, need_dtrace, snoop_run):
     total = sum(run.expected.values(), wireclient.Expected())
     counts, lost = dtrace_engine.snoop_footer(run.lines)
     assert counts == {"requests": total.requests, "replies": total.replies,
-                      "stream_replies": total.stream_replies, "no_reply": total.no_reply}
+                      "stream_replies": total.stream_replies, "no_reply": total.no_reply,
+                      "answered_no_reply": total.answered_no_reply.total()}
     lost["dropped"] = dtrace_drops.lost_events(
         dtrace_drops.parse_dtrace_drops(run.probe.stderr.read_text().splitlines()))
     assert lost == dict.fromkeys(lost, 0)

@@ -163,7 +163,8 @@ def test_openssl_wireserver_exact(mode, bio, d_runs, need_dtrace):
             o.stats_count_by_command) == (
         dict(e.by_command), dict(e.by_op),
         {"requests": e.requests, "replies": e.replies, "stream_replies": e.stream_replies,
-         "no_reply": e.no_reply}, dict(e.replies_by_command), dict(e.replies_by_command))
+         "no_reply": e.no_reply, "answered_no_reply": e.answered_no_reply.total()},
+        dict(e.replies_by_command), dict(e.replies_by_command))
     assert o.lost == dict.fromkeys(o.lost, 0), stderr.read_text()
     untraced, tls = dtrace_engine.tls_report("".join(lines), choice.hooked)
     n, on_bio = run.connections, run.on_memory_bio()
@@ -190,7 +191,8 @@ def test_memory_bio_without_ssl_free_is_counted(d_runs, need_dtrace):
     e, lines, stderr, choice = _direct(d_runs, "nofree")
     assert choice.args == ("libssl.so.3", "0")
     o = from_dtrace(lines, stderr)
-    assert o.counts == {"requests": 0, "replies": 0, "stream_replies": 0, "no_reply": 0}
+    assert o.counts == {"requests": 0, "replies": 0, "stream_replies": 0, "no_reply": 0,
+                        "answered_no_reply": 0}
     assert o.lost == dict.fromkeys(o.lost, 0), stderr.read_text()
     untraced, tls = dtrace_engine.tls_report("".join(lines), choice.hooked)
     assert (tls["connections"], tls["memory_bio"], tls["memory_bio_tied"]) == (0, 0, 0)
@@ -206,7 +208,8 @@ def test_tls_off_counts_tls_connections(d_runs, need_dtrace):
     e, lines, stderr, choice = _direct(d_runs, "off")
     assert choice.hooked is None and choice.args == ()
     o = from_dtrace(lines, stderr)
-    assert o.counts == {"requests": 0, "replies": 0, "stream_replies": 0, "no_reply": 0}
+    assert o.counts == {"requests": 0, "replies": 0, "stream_replies": 0, "no_reply": 0,
+                        "answered_no_reply": 0}
     assert o.lost == dict.fromkeys(o.lost, 0)
     untraced, tls = dtrace_engine.tls_report("".join(lines), choice.hooked)
     assert tls is None

@@ -345,7 +345,8 @@ def assert_exact_counts(r: dict, run: "PatternsRun") -> None:
     assert r["requests_by_command"]["ping"] == \
         sum(p.by_command["ping"] for p in run.by_pattern.values()) + run.short
     assert r["counts"] == {"requests": e.requests, "replies": e.replies,
-                           "stream_replies": e.stream_replies, "no_reply": e.no_reply}
+                           "stream_replies": e.stream_replies, "no_reply": e.no_reply,
+                           "answered_no_reply": e.answered_no_reply.total()}
     assert r["lost"] == dict.fromkeys(r["lost"], 0)
 
 

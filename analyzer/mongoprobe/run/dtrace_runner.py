@@ -35,10 +35,12 @@ WIRE_OPTIONS = {"mongo_time.d": ("dynvarsize=16m",),
                 "mongo_snoop.d": ("dynvarsize=16m", "bufsize=8m")}
 
 # What one connection may take: its dynamic variables (about 20 scalars and a name,
-# plus 4 request slots of 5 with a name each; 16m held 3,000 connections with every
-# slot used) and, in mongo_time.d, its aggregations (a quantize, a sum and a max, each
-# entry as large as the largest, a quantize kept twice: about 2 KB; 3,000 connections
-# overflowed the default aggsize, 10,000 lost 18,434 of 30,000 updates at 2 KB each).
+# plus 4 request slots of 5 with a name each, and, once it sent a request that
+# expected no reply, its requestID and a second name; 16m held 3,000 connections with
+# every slot used, measured before that pair) and, in mongo_time.d, its aggregations
+# (a quantize, a sum and a max, each entry as large as the largest, a quantize kept
+# twice: about 2 KB; 3,000 connections overflowed the default aggsize, 10,000 lost
+# 18,434 of 30,000 updates at 2 KB each).
 DYNVAR_PER_CONN = 4096
 AGG_PER_CONN = 8192
 
