@@ -144,18 +144,23 @@ class Inputs:
     events: pd.DataFrame | None          # loaded only for a capture to join them with
     latency: latencies.Latencies | None
     vmstat: pd.DataFrame | None
-    iostat: pd.DataFrame | None
+    iostat: pd.DataFrame | None         # summed over the devices (iostat_totals)
     pidstat: pd.DataFrame | None
     ncpu: int | None
 
 
 def inputs(run, phases: pd.DataFrame | None = None) -> Inputs:
+    from mongoprobe.formats.iostat import iostat_totals
+
     tool = run.tool_output
     if phases is not None:
         tool = tool.with_phases(phases)
     lat = server_latency(run)
+    io = optional_table(lambda: run.iostat)
+    # summed once here, not again for each phase (system_means takes the totals)
+    io = io if io is None or "devices" in io.columns else iostat_totals(io)
     return Inputs(tool, _capture_events(run, lat), lat, optional_table(lambda: run.vmstat),
-                  optional_table(lambda: run.iostat), optional_table(lambda: run.pidstat),
+                  io, optional_table(lambda: run.pidstat),
                   (run.manifest.get("host") or {}).get("cpus"))
 
 

@@ -7,6 +7,7 @@ command family.
     stacks.py    fold, flamegraph, heatmap,        stack profiles: folded lines, SVG,
                  categories, top                   heat maps, shares
     run.py       load, record, phases, report      the built-in load and recorded runs
+    compare.py   compare, series                   runs side by side, recorded series
     pcap.py      capture, pcap                     packet captures
     parse.py     parse, quantize                   any foreign format
 
@@ -23,12 +24,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import latency, parse, pcap, profile, run, stacks, target
+from . import compare, latency, parse, pcap, profile, run, stacks, target
 from .common import CommandError
 
 __all__ = ["CommandError", "build_parser", "main"]
 
-FAMILIES = (target, latency, profile, stacks, run, pcap, parse)
+FAMILIES = (target, latency, profile, stacks, run, compare, pcap, parse)
 
 EXAMPLES = """examples:
   mongoprobe target start                 # start the embedded FerretDB, print pid/uri

@@ -85,6 +85,14 @@ RECORD_EXAMPLES = """examples:
 """
 
 
+def label(text: str) -> tuple[str, str]:
+    """KEY=VALUE of --label: a key of letters, digits, '_', '-' or '.'."""
+    key, eq, value = text.partition("=")
+    if not eq or not key or not all(c.isalnum() or c in "_-." for c in key):
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
+
+
 def _record_arguments(p: argparse.ArgumentParser) -> None:
     from mongoprobe.run import collectors
 
@@ -128,6 +136,9 @@ def _record_arguments(p: argparse.ArgumentParser) -> None:
                                             "(default: the pid's first listening port)")
     p.add_argument("--grace", type=float, default=15.0,
                    help="seconds the command gets to end after SIGINT (15)")
+    p.add_argument("--label", action="append", type=label, default=[], metavar="KEY=VALUE",
+                   help="what this run varies, kept in the manifest's labels (repeatable): "
+                        "compare groups and lays out runs by them")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...",
                    help="the load command")
 

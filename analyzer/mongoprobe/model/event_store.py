@@ -193,6 +193,11 @@ class EventSource:
             out[i] = c
         return out
 
+    def code_of(self, name: str) -> int | None:
+        """The code :meth:`batches` gives command ``name`` (None while no batch read so
+        far held it)."""
+        return self._code.get(name)
+
     # --- figures ------------------------------------------------------------------------
 
     def window(self, start: float, end: float, exact: bool = True) -> Window:

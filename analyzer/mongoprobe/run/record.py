@@ -358,6 +358,8 @@ class Recorder:
             "tools": tool_versions(t.get("exe"), t.get("version")),
             "target": t,
             "probes_requested": a.probes,
+            # what the run varies (record --label KEY=VALUE): compare's groups and columns
+            "labels": dict(getattr(a, "label", None) or []),
             "collectors": {},
             "metrics": {"url": t.get("metrics_url"), "before": None, "after": None},
         })

@@ -52,6 +52,7 @@ manifest.json keys::
     target               {kind: embedded | pid, pid, exe, cmdline, uri, metrics_url,
                           port, version, exited_at}
     probes_requested     the --probes list
+    labels               {KEY: VALUE} of record --label (what the run varies)
     collectors           {NAME: {kind, output, format, status (running | stopped |
                           skipped | failed | died), argv, pid, stderr, started, ready,
                           stopped, died_at, returncode, error, note}}
@@ -210,7 +211,7 @@ class Run:
         line = progress.Line(f"{p.name}: reading", size, "B",
                              active=None if size > PROGRESS_BYTES else False)
         with open(p, "rb") as raw:
-            for n, text in enumerate(_complete_lines(text_of(raw, p))):
+            for n, text in enumerate(_complete_lines(text_of(raw, p), p)):
                 slices.extend(r.feed(text))
                 if n % 4096 == 0:
                     line.update(raw.tell())     # of the file's bytes (compressed or not)
@@ -242,7 +243,7 @@ class Run:
 
         r, slices = BccSlices(p.name), []
         with open(p, "rb") as raw:
-            for text in _complete_lines(text_of(raw, p)):
+            for text in _complete_lines(text_of(raw, p), p):
                 s = r.feed(text)
                 if s is not None:
                     slices.append(s)
@@ -486,11 +487,19 @@ def text_of(raw, path: Path):
     return io.TextIOWrapper(raw, encoding="utf-8")
 
 
-def _complete_lines(fh):
-    """Lines of a file a killed writer may have cut mid-line: the cut line is dropped."""
-    for line in fh:
-        if line.endswith("\n"):
-            yield line
+def _complete_lines(fh, path: Path):
+    """Lines of a file a killed writer may have cut mid-line: the cut line is dropped.
+    A file that does not decompress or decode is a ValueError naming it."""
+    try:
+        for line in fh:
+            if line.endswith("\n"):
+                yield line
+    except (UnicodeDecodeError, OSError) as e:
+        raise ValueError(f"{path}: unreadable ({e})") from None
+    except Exception as e:
+        if type(e).__module__.startswith("zstandard"):
+            raise ValueError(f"{path}: not a zstd stream ({e})") from None
+        raise
 
 
 def load_run(path: str | os.PathLike) -> Run:

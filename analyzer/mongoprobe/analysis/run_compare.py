@@ -1,0 +1,389 @@
+"""Runs side by side (``mongoprobe compare``): each phase of each configuration against
+the baseline's, with a real difference told from noise.
+
+A **group** is one configuration: a name and its runs (repeated runs of it). Its
+value of a metric in a phase is the median over its runs of each run's phase figure
+(``phase_table``: every metric has its one definition there).
+
+**Phases** are matched by name across every run (the load tool's names: ``4i.1q``,
+YCSB's ``load``, ``workloada``), in the baseline's order; when the runs share no name
+at all, by order, with a warning. A phase some run lacks is listed in ``unmatched``,
+never dropped silently.
+
+**Samples**, for the test of each cell (:mod:`mongoprobe.analysis.significance`):
+
+* when every group has two runs or more, the runs are the samples: the per-run
+  figures, Mann-Whitney U as benchstat does, with its warning below 4 a side;
+* else the blocks of each run are (``block_s`` seconds of the phase each, figured
+  as a phase of their own): the difference is then against *within-run noise only*,
+  which the output says, and a side whose blocks drift (|Spearman's rho| with time
+  of ``DRIFT`` or more) or depend on each other (lag-1 autocorrelation of ``SERIAL``
+  or more) is warned of, as its blocks are then not independent samples. Requests are
+  never the samples: they are not independent either.
+
+Every test of the table is corrected together (Holm); a cell is significant when its
+corrected p is under ``ALPHA``. ``min_change`` (percent) marks a significant change
+smaller than it as ``small``.
+
+:func:`compare` returns the comparison as the JSON of ``compare --json`` (README.md
+documents its keys); ``views.comparison`` renders it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from mongoprobe.analysis import phase_table as phases, significance
+from mongoprobe.analysis.traffic_phases import ADMIN_COMMANDS
+from mongoprobe.model import phase
+
+ALPHA = 0.05
+DRIFT = 0.6
+SERIAL = 0.5
+MIN_SAMPLES = 4         # below this a side, benchstat's warning: too few to tell
+# phase figures compared (``phases --json`` keys), in the table's order
+THROUGHPUT = ("ops_avg", "ips_avg", "qps_avg")
+COST = ("r_per_op", "rkb_per_op", "wkb_per_op", "cs_per_op", "cpu_us_per_op")
+SIZE = ("db_mb", "rss_mb")
+LATENCY_STATS = ("p50", "p99", "max")
+CLIENT_STATS = ("avg", "p99")
+# the insert benchmark's response-time buckets (upper bounds, µs; the last is "gt")
+IB_BUCKETS_US = (256, 1_000, 4_000, 16_000, 64_000, 256_000, 1_000_000, 4_000_000,
+                 16_000_000)
+IB_LABELS = ("256us", "1ms", "4ms", "16ms", "64ms", "256ms", "1s", "4s", "16s", "gt")
+
+
+@dataclass
+class Group:
+    """One configuration: its name and the runs recorded with it."""
+    name: str
+    runs: list = field(default_factory=list)      # mongoprobe.load_run(...) Runs
+    paths: list[str] = field(default_factory=list)
+
+
+def label_value(group: Group, key: str) -> str | None:
+    """The value of label (or manifest fact) ``key`` its runs share; None when they
+    have none or disagree."""
+    vals = {fact(r, key) for r in group.runs}
+    return vals.pop() if len(vals) == 1 else None
+
+
+def fact(run, key: str) -> str | None:
+    """A run's label ``key`` (record --label), else one of its manifest's facts: the
+    target, its version, the latency engine, the host, the load command."""
+    m = run.manifest
+    labels = m.get("labels") or {}
+    if key in labels:
+        return str(labels[key])
+    target = m.get("target") or {}
+    facts = {"target": target.get("kind"), "version": target.get("version"),
+             "engine": (m.get("latency_engine") or {}).get("engine"),
+             "host": (m.get("host") or {}).get("hostname"),
+             "command": " ".join((m.get("command") or {}).get("argv") or [])}
+    v = facts.get(key)
+    return None if v is None else str(v)
+
+
+def by_label(runs: list, paths: list[str], key: str) -> list[Group]:
+    """Runs grouped by their value of ``key``, in numeric order where every value is a
+    number, else in the order first seen (ValueError when a run has none)."""
+    out: dict[str, Group] = {}
+    for r, p in zip(runs, paths):
+        v = fact(r, key)
+        if v is None:
+            raise ValueError(f"{p}: no label {key!r} (record --label {key}=VALUE)")
+        g = out.setdefault(v, Group(f"{key}={v}"))
+        g.runs.append(r)
+        g.paths.append(p)
+    keys = list(out)
+    try:
+        keys.sort(key=float)
+    except ValueError:
+        pass
+    return [out[k] for k in keys]
+
+
+# --- phases and their figures ----------------------------------------------------------
+
+
+def match_phases(groups: list[Group], tables: dict[int, pd.DataFrame]
+                 ) -> tuple[list[str], dict[int, dict[str, str]], list[dict], list[str]]:
+    """(matched names in the baseline's order, {run id: {matched name: its own name}},
+    unmatched [{"group", "run", "phase"}], warnings)."""
+    runs = [(g, r, p) for g in groups for r, p in zip(g.runs, g.paths)]
+    names = {id(r): list(tables[id(r)]["name"]) for _, r, _ in runs}
+    base = names[id(groups[0].runs[0])]
+    common = [n for n in base if all(n in v for v in names.values())]
+    warnings: list[str] = []
+    if common:
+        mapping = {id(r): {n: n for n in common} for _, r, _ in runs}
+    else:
+        k = min(len(v) for v in names.values())
+        common = base[:k]
+        mapping = {id(r): dict(zip(common, names[id(r)][:k])) for _, r, _ in runs}
+        warnings.append("the runs share no phase name: phases matched by their order "
+                        "(" + "; ".join(f"{p}: {', '.join(names[id(r)][:k])}"
+                                        for _, r, p in runs) + ")")
+    unmatched = [{"group": g.name, "run": p, "phase": n} for g, r, p in runs
+                 for n in names[id(r)] if n not in mapping[id(r)].values()]
+    return common, mapping, unmatched, warnings
+
+
+def metric_names(rows: list) -> list[str]:
+    """The metrics of one matched phase: its figures, then the latency of each work
+    command and the client latency of each operation the rows hold."""
+    out = [*THROUGHPUT, *COST, *SIZE]
+    cmds = sorted({c for r in rows for c, d in (r.latency_us or {}).items()
+                   if c not in ADMIN_COMMANDS and d.get("count")})
+    out += [f"latency_us.{c}.{s}" for c in cmds for s in LATENCY_STATS]
+    ops = sorted({op for r in rows for op in (r.client_latency_us or {})})
+    out += [f"client_latency_us.{op}.{s}" for op in ops for s in CLIENT_STATS]
+    return out
+
+
+def value(row, metric: str) -> float:
+    """A phase row's figure (NaN where it has none)."""
+    if "." in metric:
+        table, name, stat = metric.split(".")
+        v = ((getattr(row, table) or {}).get(name) or {}).get(stat)
+    else:
+        v = getattr(row, metric)
+    return math.nan if v is None else float(v)
+
+
+def blocks(table: pd.DataFrame, names: list[str], block_s: float) -> pd.DataFrame:
+    """Phases ``NAME#k`` of ``block_s`` seconds each, inside each named phase (a
+    remainder shorter than a block is left out)."""
+    rows = []
+    for r in table.itertuples():
+        if r.name not in names or not r.end > r.start:
+            continue
+        n = int((r.end - r.start) // block_s)
+        rows += [phase.Phase(f"{r.name}#{k}", r.start + k * block_s,
+                             r.start + (k + 1) * block_s) for k in range(n)]
+    return phase.frame(rows)
+
+
+def block_rows(run, table: pd.DataFrame, names: list[str], block_s: float
+               ) -> dict[str, list]:
+    """{phase: its blocks' rows}: each block figured as a phase (``phase_table.compute``)."""
+    b = blocks(table, names, block_s)
+    if not len(b):
+        return {}
+    t = phases.compute(phases.inputs(run, b))
+    out: dict[str, list] = {}
+    for r in t.itertuples():
+        out.setdefault(r.name.rpartition("#")[0], []).append(r)
+    return out
+
+
+# --- the latency histograms -----------------------------------------------------------
+
+
+def ib_histogram(lat, command: str, start: float, end: float) -> tuple[list[int], bool]:
+    """(counts per IB bucket of ``command``'s requests answered in [start, end), exact):
+    from the events when the run kept every request, else from the log-linear buckets
+    (each counted where its middle falls: within 1.6%)."""
+    edges = np.array(IB_BUCKETS_US, dtype=float) * 1e3
+    if lat.exact:
+        counts = np.zeros(len(IB_LABELS), dtype=np.int64)
+        for _, c, ns in lat.source.batches(start, end, latency=True, what="histograms"):
+            code = lat.source.code_of(command)     # (known once a batch held it)
+            if code is None:
+                continue
+            counts += np.bincount(np.searchsorted(edges, ns[c == code], side="left"),
+                                  minlength=len(IB_LABELS))
+        return counts.tolist(), True
+    from mongoprobe.model import loglinear_buckets as loglinear
+
+    counts = [0] * len(IB_LABELS)
+    for b, n in lat.histogram(command, start, end).items():
+        counts[int(np.searchsorted(edges, loglinear.midpoint(b), side="left"))] += n
+    return counts, False
+
+
+# --- the comparison ---------------------------------------------------------------------
+
+
+def _median(xs: list[float]) -> float:
+    a = np.array([x for x in xs if not math.isnan(x)], dtype=float)
+    return float(np.median(a)) if len(a) else math.nan
+
+
+def compare(groups: list[Group], baseline: str | None = None, block_s: float = 1.0,
+            min_change: float | None = None) -> dict:
+    """The comparison of ``groups`` (the first is the baseline unless ``baseline``
+    names another) as ``compare --json``'s dict."""
+    if len(groups) < 2:
+        raise ValueError("compare needs two groups or more (runs, or NAME=RUN[,RUN...])")
+    names = [g.name for g in groups]
+    if len(set(names)) < len(names):
+        raise ValueError(f"group names repeat: {', '.join(names)}")
+    if baseline is not None:
+        if baseline not in names:
+            raise ValueError(f"--baseline {baseline}: no such group ({', '.join(names)})")
+        groups = sorted(groups, key=lambda g: g.name != baseline)
+    base = groups[0]
+    tables = {id(r): phases.phase_table(r) for g in groups for r in g.runs}
+    matched, mapping, unmatched, warnings = match_phases(groups, tables)
+    by_runs = all(len(g.runs) >= 2 for g in groups)
+    if by_runs:
+        samples_how = "runs"
+        small = [g.name for g in groups if len(g.runs) < MIN_SAMPLES]
+        if small:
+            warnings.append(
+                f"{', '.join(small)}: fewer than {MIN_SAMPLES} runs (at least "
+                f"{significance.min_p(*sorted(len(g.runs) for g in groups)[:2]):.2g} "
+                "for any p): a difference may not be told from noise")
+    else:
+        samples_how = "blocks"
+        warnings.append(f"within-run noise only: one run on a side, so its blocks of "
+                        f"{block_s:g} s are the samples (repeat the runs for the noise "
+                        "between runs)")
+    rows_of = {}        # (run id, matched name) -> its phase row
+    verdicts = {}
+    for g in groups:
+        for r in g.runs:
+            t = tables[id(r)]
+            own = {row.name: (row, v) for row, v in zip(t.itertuples(), t.attrs["verdicts"])}
+            for m in matched:
+                rows_of[id(r), m], verdicts[id(r), m] = own[mapping[id(r)][m]]
+    blocks_of: dict = {}
+    if not by_runs:
+        for g in groups:
+            for r in g.runs:
+                own = block_rows(r, tables[id(r)], list(mapping[id(r)].values()), block_s)
+                for m in matched:
+                    blocks_of[id(r), m] = own.get(mapping[id(r)][m], [])
+
+    tests = []          # (phase index, metric, group name, p)
+    dependent: dict[tuple[str, str, str], list[str]] = {}   # (phase, group, why) -> metrics
+    out_phases = []
+    for pi, m in enumerate(matched):
+        all_rows = [rows_of[id(r), m] for g in groups for r in g.runs]
+        metrics = {}
+        for metric in metric_names(all_rows):
+            vals = {g.name: _median([value(rows_of[id(r), m], metric) for r in g.runs])
+                    for g in groups}
+            if math.isnan(vals[base.name]) and all(math.isnan(v) for v in vals.values()):
+                continue
+            cell = {"values": {k: _num(v) for k, v in vals.items()}, "delta_pct": {},
+                    "significant": {}, "p": {}}
+            b = vals[base.name]
+            for g in groups[1:]:
+                v = vals[g.name]
+                cell["delta_pct"][g.name] = (_num((v - b) / b * 100) if b and not
+                                             math.isnan(b) and not math.isnan(v) else None)
+                pa = _samples(base, m, metric, by_runs, rows_of, blocks_of)
+                pb = _samples(g, m, metric, by_runs, rows_of, blocks_of)
+                if len(pa) and len(pb):
+                    tests.append((pi, metric, g.name, significance.mann_whitney(pa, pb)))
+                    if not by_runs:
+                        for side, x in ((base.name, pa), (g.name, pb)):
+                            why = _not_independent(x)
+                            if why:
+                                dependent.setdefault((m, side, why), []).append(metric)
+            metrics[metric] = cell
+        limiter = {}
+        for g in groups:
+            res = Counter(verdicts[id(r), m].limiter.resource for r in g.runs)
+            limiter[g.name] = res.most_common(1)[0][0]
+        changed = {g.name: limiter[g.name] != limiter[base.name] for g in groups[1:]}
+        share = {g.name: _num(_median([verdicts[id(r), m].limiter.share for r in g.runs]))
+                 for g in groups}
+        hists, exact = {}, True
+        for cmd in sorted({c for row in all_rows for c, d in (row.latency_us or {}).items()
+                           if c not in ADMIN_COMMANDS and d.get("count")}):
+            hists[cmd] = {}
+            for g in groups:
+                for r, p in zip(g.runs, g.paths):
+                    row = rows_of[id(r), m]
+                    lat = phases.server_latency(r)
+                    if lat is None:
+                        continue
+                    counts, ex = ib_histogram(lat, cmd, row.start, row.end)
+                    exact = exact and ex
+                    hists[cmd][p] = counts
+        out_phases.append({"name": m, "own_names": {p: mapping[id(r)][m] for g in groups
+                                                    for r, p in zip(g.runs, g.paths)},
+                           "metrics": metrics, "limiter": limiter, "limiter_share": share,
+                           "limiter_changed": changed,
+                           "histograms": {"buckets": list(IB_LABELS), "exact": exact,
+                                          "by_command": hists}})
+    for (m, side, why), ms in dependent.items():
+        ms = list(dict.fromkeys(ms))
+        warnings.append(f"{m}: {side}'s blocks {why} in {', '.join(ms[:4])}"
+                        + (f" and {len(ms) - 4} more" if len(ms) > 4 else "")
+                        + ": they are not independent samples, so a difference there may "
+                          "be the drift's")
+    if not by_runs:
+        for m in matched:
+            few = [f"{g.name} {n}" for g in groups
+                   for n in [sum(len(blocks_of.get((id(r), m), [])) for r in g.runs)]
+                   if n < MIN_SAMPLES]
+            if few:
+                warnings.append(f"{m}: fewer than {MIN_SAMPLES} blocks of {block_s:g} s "
+                                f"({', '.join(few)}): too few to tell a difference")
+    adjusted = significance.holm([t[3] for t in tests])
+    for (pi, metric, gname, p), q in zip(tests, adjusted):
+        cell = out_phases[pi]["metrics"][metric]
+        cell["p"][gname] = _num(q)
+        sig = q < ALPHA
+        cell["significant"][gname] = bool(sig)
+        d = cell["delta_pct"].get(gname)
+        if sig and min_change is not None and d is not None and abs(d) < min_change:
+            cell.setdefault("small", {})[gname] = True
+    for ph in out_phases:
+        for cell in ph["metrics"].values():
+            for g in groups[1:]:
+                cell["significant"].setdefault(g.name, False)
+    return {"baseline": base.name,
+            "groups": {g.name: list(g.paths) for g in groups},
+            "samples": samples_how, "block_s": block_s if not by_runs else None,
+            "alpha": ALPHA, "min_change": min_change,
+            "labels": {g.name: _labels(g) for g in groups},
+            "phases": out_phases, "unmatched": unmatched,
+            "warnings": list(dict.fromkeys(warnings))}
+
+
+def _labels(g: Group) -> dict[str, str]:
+    """The labels every run of the group shares."""
+    shared = None
+    for r in g.runs:
+        lab = {k: str(v) for k, v in (r.manifest.get("labels") or {}).items()}
+        shared = lab if shared is None else {k: v for k, v in shared.items()
+                                             if lab.get(k) == v}
+    return shared or {}
+
+
+def _samples(g: Group, m: str, metric: str, by_runs: bool, rows_of: dict,
+             blocks_of: dict) -> np.ndarray:
+    if by_runs:
+        xs = [value(rows_of[id(r), m], metric) for r in g.runs]
+    else:
+        xs = [value(b, metric) for r in g.runs for b in blocks_of.get((id(r), m), [])]
+    a = np.array(xs, dtype=float)
+    return a[~np.isnan(a)]
+
+
+def _not_independent(x: np.ndarray) -> str | None:
+    """Why a side's blocks are not independent samples ("drift", "are autocorrelated"),
+    None when they look independent (or are too few, under 6, to say)."""
+    if len(x) < 6:
+        return None
+    rho, ac = significance.trend(x), significance.lag1(x)
+    if not math.isnan(rho) and abs(rho) >= DRIFT:
+        return f"drift (|rho| >= {DRIFT} with time)"
+    if not math.isnan(ac) and ac >= SERIAL:
+        return f"are autocorrelated (lag-1 >= {SERIAL})"
+    return None
+
+
+def _num(v: float) -> float | None:
+    return None if v is None or (isinstance(v, float) and (math.isnan(v) or
+                                                           math.isinf(v))) else float(v)
