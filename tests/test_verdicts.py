@@ -69,7 +69,7 @@ def record(run: Path, command: list[str], *where: str) -> dict:
                         "--probes", PROBES, "--events", "--", *command],
                        capture_output=True, text=True, env=_env(), timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    return {p["name"]: p for p in phases.phase_json(load_run(run))["phases"]}
+    return {p["name"]: {**p, "_run": run} for p in phases.phase_json(load_run(run))["phases"]}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -242,6 +242,39 @@ def slow_flush(tmp_path_factory):
                       "--uri", info.uri, "--metrics-url", info.metrics_url)
     finally:
         target.stop(d / "target")
+
+
+@pytest.fixture(scope="module")
+def flushes(tmp_path_factory, slow_flush):
+    """(the same load's run without the delay, slow_flush's run): for compare."""
+    d = tmp_path_factory.mktemp("verdict-flush-fast")
+    info = target.start(d / "target")
+    try:
+        record(d / "run", _load("--phases", f"4i.0q:{SQLITE_PHASE}"), "-p", str(info.pid),
+               "--uri", info.uri, "--metrics-url", info.metrics_url)
+    finally:
+        target.stop(d / "target")
+    return d / "run", slow_flush["4i.0q"]["_run"]
+
+
+def test_compare_tells_the_slow_flush_from_noise(flushes):
+    """The same load, with and without every fsync delayed 30 ms: the inserts' latency
+    rose, told from noise in 0.5-s blocks of each run (every request kept: exact), and
+    the verdict's change to server-disk is flagged."""
+    fast, slow = flushes
+    r = mp("compare", f"fast={fast}", f"slow={slow}", "--block", "0.5", "--json")
+    assert r.returncode == 0, r.stderr
+    (p,) = json.loads(r.stdout)["phases"]
+    cell = p["metrics"]["latency_us.insert.p50"]
+    assert cell["delta_pct"]["slow"] > 100, cell
+    assert cell["significant"]["slow"] is True, cell
+    # a block's p99 is its few slowest inserts: most blocks of the slow run held one
+    # 30-ms flush each, a few the multi-second stalls, so the phase's p99 rose without
+    # the blocks' telling it from noise
+    assert p["metrics"]["latency_us.insert.p99"]["delta_pct"]["slow"] > 100
+    assert p["limiter"]["slow"] == "server-disk" != p["limiter"]["fast"]
+    assert p["limiter_changed"] == {"slow": True}
+    assert "CHANGED" in mp("compare", f"fast={fast}", f"slow={slow}", "--block", "0.5").stdout
 
 
 def test_a_slow_flush_is_the_disk(slow_flush):

@@ -157,15 +157,18 @@ def value(row, metric: str) -> float:
 
 
 def blocks(table: pd.DataFrame, names: list[str], block_s: float) -> pd.DataFrame:
-    """Phases ``NAME#k`` of ``block_s`` seconds each, inside each named phase (a
-    remainder shorter than a block is left out)."""
+    """Phases ``NAME#k`` of ``block_s`` seconds each, inside each named phase, from
+    half a block after its start: a tool's interval ends just after each whole second
+    of its phase, so each block holds one end (a remainder shorter than a block is
+    left out)."""
     rows = []
     for r in table.itertuples():
         if r.name not in names or not r.end > r.start:
             continue
-        n = int((r.end - r.start) // block_s)
-        rows += [phase.Phase(f"{r.name}#{k}", r.start + k * block_s,
-                             r.start + (k + 1) * block_s) for k in range(n)]
+        first = r.start + block_s / 2
+        n = int((r.end - first) // block_s)
+        rows += [phase.Phase(f"{r.name}#{k}", first + k * block_s,
+                             first + (k + 1) * block_s) for k in range(n)]
     return phase.frame(rows)
 
 
@@ -366,7 +369,12 @@ def _samples(g: Group, m: str, metric: str, by_runs: bool, rows_of: dict,
     if by_runs:
         xs = [value(rows_of[id(r), m], metric) for r in g.runs]
     else:
-        xs = [value(b, metric) for r in g.runs for b in blocks_of.get((id(r), m), [])]
+        # a block's throughput (and so its cost per operation) is a sample only from
+        # the source its phase's comes from: a block that holds no interval of the
+        # tool's would count the server's requests instead
+        per_op = metric in THROUGHPUT or metric in COST
+        xs = [value(b, metric) for r in g.runs for b in blocks_of.get((id(r), m), [])
+              if not per_op or b.ops_source == rows_of[id(r), m].ops_source]
     a = np.array(xs, dtype=float)
     return a[~np.isnan(a)]
 

@@ -57,7 +57,12 @@ def _num(v) -> str:
 
 
 def _delta(d) -> str:
-    return "" if d is None else f"{d:+.1f}%"
+    """+21.9%, +244%, x140 (a change of 1,000% or more as a factor)."""
+    if d is None:
+        return ""
+    if d >= 1000:
+        return f"x{1 + d / 100:.0f}"
+    return f"{d:+.0f}%" if abs(d) >= 100 else f"{d:+.1f}%"
 
 
 def render(c: dict, width: int = 79) -> str:
@@ -72,37 +77,43 @@ def render(c: dict, width: int = 79) -> str:
         labels = c["labels"].get(name) or {}
         lab = " ".join(f"{k}={v}" for k, v in labels.items())
         out.append(f"  {name}: {len(c['groups'][name])} run(s) {lab}".rstrip())
-    # columns: metric (18), then per group a value (8), and for the others delta+mark
+    # columns: metric (18), the baseline's value (11), then per other group its value
+    # (7), change (7) and mark (1)
     others = groups[1:]
-    per = max(7, min(10, (width - 20 - 8) // max(len(others), 1) - 8))
+    bw, gw = 11, 16
     for ph in c["phases"]:
         out += ["", f"phase {ph['name']}"]
-        head = f"{'':18s} {base[:8]:>8s}"
+        head = f"{'':18s} {base[:bw]:>{bw}s}"
         for g in others:
-            head += f" {g[:per + 7]:>{per + 7}s}"
+            head += f" {g[:gw]:>{gw}s}"
         out.append(head)
         for metric, cell in ph["metrics"].items():
-            line = f"{metric_label(metric)[:18]:18s} {_num(cell['values'][base]):>8s}"
+            line = f"{metric_label(metric)[:18]:18s} {_num(cell['values'][base]):>{bw}s}"
             for g in others:
                 d = _delta(cell["delta_pct"].get(g))
-                line += f" {_num(cell['values'][g]):>7s}{d:>{per - 1}s}{mark(cell, g)}"
+                line += f" {_num(cell['values'][g]):>7s}{d:>8s}{mark(cell, g)}"
             out.append(line)
         v = ph["limiter"]
-        line = f"{'limited by':18s} {v[base][:8]:>8s}"
+        line = f"{'limited by':18s} {v[base][:bw]:>{bw}s}"
         for g in others:
-            flag = " CHANGED" if ph["limiter_changed"].get(g) else ""
-            line += f" {(v[g] + flag)[:per + 7]:>{per + 7}s}"
+            line += f" {v[g][:gw]:>{gw}s}"
         out.append(line)
+        for g in others:
+            if ph["limiter_changed"].get(g):
+                out.append(_wrap(f"  CHANGED: {g} is limited by {v[g]} "
+                                 f"({ph['limiter_share'][g] or 0:.2f}), {base} by {v[base]} "
+                                 f"({ph['limiter_share'][base] or 0:.2f})", width))
         h = ph["histograms"]
         if h["by_command"]:
             out.append(f"  response time, requests per bucket"
                        f"{'' if h['exact'] else ' (from the histograms: within 1.6%)'}:")
             out.append("  " + f"{'run':14s}" + "".join(f"{b:>6s}" for b in h["buckets"]))
+            names = run_names(c)
             for cmd, runs in h["by_command"].items():
                 out.append(f"  {cmd}")
                 for run, counts in runs.items():
-                    out.append(f"  {_short(run, 14):14s}" + "".join(f"{_count(n):>6s}"
-                                                                  for n in counts))
+                    out.append(f"  {names.get(run, _short(run, 14))[:14]:14s}"
+                               + "".join(f"{_count(n):>6s}" for n in counts))
     if c["unmatched"]:
         out += ["", "phases without a match (not compared):"]
         out += [f"  {u['group']}: {_short(u['run'], 30)}: {u['phase']}" for u in c["unmatched"]]
@@ -110,6 +121,13 @@ def render(c: dict, width: int = 79) -> str:
         out += ["", "warnings:"]
         out += [_wrap("  " + w, width) for w in c["warnings"]]
     return "\n".join(out) + "\n"
+
+
+def run_names(c: dict) -> dict[str, str]:
+    """{run path: how the tables name it}: its group, and its number in the group when
+    the group has several."""
+    return {p: g if len(paths) == 1 else f"{g}.{i}" for g, paths in c["groups"].items()
+            for i, p in enumerate(paths, 1)}
 
 
 def _samples_words(c: dict) -> str:
@@ -246,7 +264,7 @@ def html_report(c: dict, flamegraphs: dict[str, str] | None = None) -> str:
         h = ph["histograms"]
         for cmd, runs in h["by_command"].items():
             hb = "".join(f"<th>{e(b)}</th>" for b in h["buckets"])
-            rb = "".join(f"<tr><td class='l'>{e(run)}</td>"
+            rb = "".join(f"<tr><td class='l'>{e(run_names(c).get(run, run))}</td>"
                          + "".join(f"<td>{n}</td>" for n in counts) + "</tr>"
                          for run, counts in runs.items())
             parts.append(f"<p>{e(cmd)}: requests per response-time bucket"
