@@ -28,8 +28,8 @@ ATTACH_TIMEOUT = 300.0  # a DTrace start compiles thousands of lines of D; a gua
 # signal handler): mp() runs them in this process through cli.main, as test_examples
 # does, which saves a cold interpreter start and the pandas import, about 0.5 s of CPU
 # a call. The tracing commands, record, target and load keep their own process.
-IN_PROCESS = {"phases", "report", "flamegraph", "heatmap", "parse", "fold", "top",
-              "categories"}
+IN_PROCESS = {"phases", "report", "compare", "flamegraph", "heatmap", "parse", "fold",
+              "top", "categories"}
 
 
 def mp(*args: str, env: dict | None = None, timeout: float = 300, stdin=None,

@@ -133,6 +133,18 @@ EXPECT = {
     "mongoprobe phases RUN": ("stdout", r"^phases from the load tool's output: mongoprobe-load"),
     "mongoprobe phases RUN --json": (JSON, "phases"),
     "mongoprobe phases RUN --phases warm=0..4,steady=4..12": ("stdout", r"\nsteady +"),
+    # compare (scratch: runs/a, runs/b, a1, a2, b1, b2 and the series runs/threads are
+    # copies of the sample run, labelled threads=4 (a) and threads=2 (b))
+    "mongoprobe compare runs/a runs/b": ("stdout", r"^baseline a; samples: blocks"),
+    "mongoprobe compare A=runs/a1,runs/a2 B=runs/b1,runs/b2":
+        ("stdout", r"^baseline A; samples: the runs[\s\S]*fewer than 4 runs"),
+    "mongoprobe compare runs/threads": ("stdout", r"threads=1 +threads=2"),
+    "mongoprobe compare runs/a runs/b --col threads": ("stdout", r"^baseline threads=2;"),
+    "mongoprobe compare runs/a runs/b --json": (JSON, "phases"),
+    "mongoprobe compare runs/a runs/b --report cmp.html": ("cmp.html", r"<h2>Differences"),
+    "mongoprobe series -o runs/threads --repeat 4 --vary threads=1,2 --target embedded "
+    "-- mongoprobe load --phases '{threads}i.0q:30s'":
+        ("runs/threads/series.json", r'"threads=1\.1",\s+"threads=2\.1"'),
     "mongoprobe report RUN -o report.html": ("report.html", r"</html>"),
     "mongoprobe report RUN": ("RUN/report.html", r"</html>"),
     "mongoprobe report RUN --diff 2i.1q 0i.2q": ("RUN/report.html", r"</html>"),
@@ -233,6 +245,9 @@ def adapt(example: str, target) -> str:
     cmd = re.sub(r"(^| )-i \d+\b", r"\1-i 1", cmd)
     cmd = re.sub(r"(\d+i(?:@\d+)?\.\d+q):\d+[smh]\b", r"\1:2s", cmd)
     cmd = re.sub(r"(\d+i(?:@\d+)?\.\d+q):\d+i\b", r"\1:300i", cmd)
+    # a series: once each value, a phase of 2 s
+    cmd = re.sub(r"--repeat \d+", "--repeat 1", cmd)
+    cmd = re.sub(r"(\{\w+\}i\.\d+q):\d+[smh]\b", r"\1:2s", cmd)
     return cmd.replace("RUN", "run-sample")
 
 
@@ -244,16 +259,16 @@ def needs_of(example: str) -> list[str]:
     needs = []
     if cmd in TRACING or cmd in ("load", "capture") or (cmd == "record" and "-p" in words):
         needs.append("target")
-    if cmd in TRACING or cmd == "record":
+    if cmd in TRACING or cmd in ("record", "series"):
         # latency, snoop and record choose their engine (auto); the others run bpftrace
-        default = "auto" if cmd in ("latency", "snoop", "record") else "bpftrace"
+        default = "auto" if cmd in ("latency", "snoop", "record", "series") else "bpftrace"
         engine = words[words.index("--engine") + 1] if "--engine" in words else default
         if any(w.endswith(".perf.txt") for w in words):
             engine = "perf"
         needs.append(engine)
     if cmd == "capture" or "all" in words:
         needs.append("capture")
-    if cmd == "record" and "embedded" in words or cmd == "target":
+    if cmd in ("record", "series") and "embedded" in words or cmd == "target":
         needs.append("ferretdb")
     if "postgresql" in words:
         needs.append("postgresql")
@@ -308,11 +323,31 @@ def scratch(tmp: Path, example: str) -> None:
     shutil.copytree(SAMPLE_RUN, tmp / "run-sample")
     if "runs/r1" in example and "-o runs/r1" not in example:
         shutil.copytree(SAMPLE_RUN, tmp / "runs" / "r1")
+    if example.startswith("mongoprobe compare"):
+        _compare_runs(tmp / "runs")
     t = stacks.load(INPUTS["profile.bt.txt"])["time"]
     lo, hi = float(t.min()), float(t.max()) + 1
     mid = (lo + hi) / 2
     (tmp / "phases.json").write_text(json.dumps({"phases": [
         {"name": "load", "start": lo, "end": mid}, {"name": "run", "start": mid, "end": hi}]}))
+
+
+def _compare_runs(runs: Path) -> None:
+    """What the compare examples read: copies of the sample run, labelled, and a series
+    folder of two of them (as ``mongoprobe series`` writes it)."""
+    def copy(name: str, labels: dict) -> None:
+        shutil.copytree(SAMPLE_RUN, runs / name)
+        m = json.loads((runs / name / "manifest.json").read_text())
+        m["labels"] = labels
+        (runs / name / "manifest.json").write_text(json.dumps(m))
+
+    for name, threads in (("a", 4), ("a1", 4), ("a2", 4), ("b", 2), ("b1", 2), ("b2", 2)):
+        copy(name, {"threads": str(threads)})
+    for t in (1, 2):
+        copy(f"threads/threads={t}.1", {"threads": str(t), "rep": "1"})
+    (runs / "threads" / "series.json").write_text(json.dumps(
+        {"key": "threads", "values": ["1", "2"], "repeat": 1,
+         "runs": ["threads=1.1", "threads=2.1"]}))
 
 
 def env_for(tmp: Path, target) -> dict:
@@ -329,7 +364,7 @@ def env_for(tmp: Path, target) -> dict:
 # Commands that neither trace, start processes nor need a shell: run in this process
 # (cli.main), which saves a cold interpreter start and pandas import per example.
 IN_PROCESS = {"fold", "flamegraph", "heatmap", "categories", "top", "phases", "report",
-              "pcap", "parse", "quantize"}
+              "compare", "pcap", "parse", "quantize"}
 
 
 def in_process(cmd: str) -> bool:

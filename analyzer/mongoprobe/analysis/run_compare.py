@@ -294,7 +294,9 @@ def compare(groups: list[Group], baseline: str | None = None, block_s: float = 1
             metrics[metric] = cell
         limiter = {}
         for g in groups:
-            res = Counter(verdicts[id(r), m].limiter.resource for r in g.runs)
+            # (a verdict the evidence could not decide is not a resource)
+            res = Counter(verdicts[id(r), m].limiter.resource if verdicts[id(r), m].decided
+                          else "undecided" for r in g.runs)
             limiter[g.name] = res.most_common(1)[0][0]
         changed = {g.name: limiter[g.name] != limiter[base.name] for g in groups[1:]}
         share = {g.name: _num(_median([verdicts[id(r), m].limiter.share for r in g.runs]))

@@ -11,18 +11,16 @@ from .common import RAW, CommandError, doc_line
 from .run import reading
 
 COMPARE_EXAMPLES = """examples:
-  mongoprobe compare runs/before runs/after           # one run a side: within-run noise
-  mongoprobe compare A=runs/a1,runs/a2,runs/a3,runs/a4 B=runs/b1,runs/b2,runs/b3,runs/b4
-  mongoprobe compare runs/series                       # a series folder, by its --vary key
-  mongoprobe compare runs/r* --col threads             # runs grouped by their label
-  mongoprobe compare A=runs/a B=runs/b --json          # the README lists the keys
-  mongoprobe compare runs/a runs/b --report cmp.html   # differences first, one file
+  mongoprobe compare runs/a runs/b                      # one run a side: within-run noise
+  mongoprobe compare A=runs/a1,runs/a2 B=runs/b1,runs/b2  # repeated runs are the samples
+  mongoprobe compare runs/threads                       # a series folder, by its --vary key
+  mongoprobe compare runs/a runs/b --col threads        # grouped and ordered by a label
+  mongoprobe compare runs/a runs/b --json               # the README lists the keys
+  mongoprobe compare runs/a runs/b --report cmp.html    # differences first, one file
 """
 
 SERIES_EXAMPLES = """examples:
-  mongoprobe series -o runs/threads --repeat 4 --vary threads=2,4,8 --target embedded \\
-      -- mongoprobe load --phases '{threads}i.0q:30s'
-  mongoprobe compare runs/threads
+  mongoprobe series -o runs/threads --repeat 4 --vary threads=1,2 --target embedded -- mongoprobe load --phases '{threads}i.0q:30s'
 """
 
 
