@@ -119,15 +119,25 @@ def test_phases_are_matched_by_name_else_by_order(tmp_path):
     a = _copy(tmp_path, "a")
     renamed = _copy(tmp_path, "b", lambda t: t.replace("0i.2q", "queries"))
     c = _compare(str(a), str(renamed))
-    assert [p["name"] for p in c["phases"]] == ["2i.1q"]
-    assert {(u["group"], u["phase"]) for u in c["unmatched"]} == {("a", "0i.2q"),
-                                                                  ("b", "queries")}
+    assert [p["name"] for p in c["phases"]] == ["2i.1q", "0i.2q"]
+    assert [p["own_names"][str(renamed)] for p in c["phases"]] == ["2i.1q", "queries"]
+    assert any("phases without a name in common: matched by their order" in w
+               for w in c["warnings"])
     other = _copy(tmp_path, "c", lambda t: t.replace("0i.2q", "queries")
                   .replace("2i.1q", "inserts"))
     c = _compare(str(a), str(other))
-    assert [p["name"] for p in c["phases"]] == ["2i.1q", "0i.2q"]
     assert [p["own_names"][str(other)] for p in c["phases"]] == ["inserts", "queries"]
-    assert any("matched by their order" in w for w in c["warnings"])
+    assert any("share no phase name" in w for w in c["warnings"])
+    assert c["unmatched"] == []
+    # a run that lacks a phase: the other's is listed, not dropped silently
+    short = tmp_path / "d"
+    shutil.copytree(a, short)
+    lines = (short / "load.out").read_text().splitlines()
+    (short / "load.out").write_text("\n".join(
+        x for x in lines if "0i.2q" not in x) + "\n")
+    c = _compare(str(a), str(short))
+    assert [p["name"] for p in c["phases"]] == ["2i.1q"]
+    assert c["unmatched"] == [{"group": "a", "run": str(a), "phase": "0i.2q"}]
 
 
 def test_col_lays_a_sweep_out_in_numeric_order(tmp_path):

@@ -27,10 +27,10 @@ YCSB = SHARED / "ycsb"
 RECORDS, OPERATIONS = 1000, 600
 
 
-def ycsb(mode: str) -> str:
+def ycsb(mode: str, workload: str = "workloada") -> str:
     cp = f"{YCSB}/lib/*:{YCSB}/mongodb-binding/lib/*"
     args = ["java", "-cp", cp, "site.ycsb.Client", mode, "-db", "site.ycsb.db.MongoDbClient",
-            "-P", f"{YCSB}/workloads/workloada", "-p", f"recordcount={RECORDS}",
+            "-P", f"{YCSB}/workloads/{workload}", "-p", f"recordcount={RECORDS}",
             "-p", f"operationcount={OPERATIONS}", "-threads", "4", "-s",
             "-p", "status.interval=1"]
     # the URI comes from record's environment, as YCSB's README shows it
@@ -164,3 +164,37 @@ def test_verdicts_agree_with_ycsbs_own_latency(run, phases_json):
             load_tool = next(x["share"] for x in p["limits"] if x["resource"] == "load-tool")
             assert r in ("load-tool", "network", "none"), r
             assert inside < 0.75 or load_tool > 0.5, (p["name"], r, inside)
+
+
+@pytest.fixture(scope="module")
+def run_b(run, tmp_path_factory):
+    """The same load, then workloadb (95% reads) instead of workloada (50%): the latency
+    probe alone, for compare."""
+    path = tmp_path_factory.mktemp("ycsb-b") / "RUN"
+    script = f"set -e\n{ycsb('-load')}\n{ycsb('-t', 'workloadb')}\n"
+    r = mp("record", "--target", "embedded", "-o", str(path), "--probes", "latency",
+           "--", "sh", "-c", script, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return path
+
+
+def test_compare_matches_workloada_with_workloadb(run, run_b):
+    """YCSB's phases are load and workloada in one run, load and workloadb in the
+    other: load by its name, the workloads by their order; their READ and UPDATE rows
+    side by side, and workloadb's larger share of reads."""
+    r = mp("compare", f"a={run}", f"b={run_b}", "--json")
+    assert r.returncode == 0, r.stderr
+    c = json.loads(r.stdout)
+    assert [(p["name"], p["own_names"][str(run_b)]) for p in c["phases"]] == [
+        ("load", "load"), ("workloada", "workloadb")]
+    assert any("matched by their order" in w and "workloadb" in w for w in c["warnings"])
+    assert c["unmatched"] == []
+    wl = c["phases"][1]["metrics"]
+    for op in ("READ", "UPDATE"):
+        assert wl[f"client_latency_us.{op}.avg"]["values"]["b"] is not None, op
+    for cmd in ("find", "update"):
+        assert wl[f"latency_us.{cmd}.p50"]["values"]["b"] is not None, cmd
+    reads, updates = (c["phases"][1]["histograms"]["by_command"][k] for k in ("find", "update"))
+    # workloadb: 95% reads, 5% updates; workloada: 50/50
+    assert sum(reads[str(run_b)]) > 5 * sum(updates[str(run_b)])
+    assert sum(reads[str(run)]) < 2 * sum(updates[str(run)])

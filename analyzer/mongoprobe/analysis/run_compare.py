@@ -6,9 +6,10 @@ value of a metric in a phase is the median over its runs of each run's phase fig
 (``phase_table``: every metric has its one definition there).
 
 **Phases** are matched by name across every run (the load tool's names: ``4i.1q``,
-YCSB's ``load``, ``workloada``), in the baseline's order; when the runs share no name
-at all, by order, with a warning. A phase some run lacks is listed in ``unmatched``,
-never dropped silently.
+YCSB's ``load``, ``workloada``), in the baseline's order; the phases whose names are
+not shared, where every run has as many of them, by their order, with a warning (YCSB's
+``workloada`` in one run against ``workloadb`` in the other). A phase left without a
+match is listed in ``unmatched``, never dropped silently.
 
 **Samples**, for the test of each cell (:mod:`mongoprobe.analysis.significance`):
 
@@ -118,20 +119,24 @@ def match_phases(groups: list[Group], tables: dict[int, pd.DataFrame]
     runs = [(g, r, p) for g in groups for r, p in zip(g.runs, g.paths)]
     names = {id(r): list(tables[id(r)]["name"]) for _, r, _ in runs}
     base = names[id(groups[0].runs[0])]
-    common = [n for n in base if all(n in v for v in names.values())]
+    common = {n for n in base if all(n in v for v in names.values())}
+    mapping = {id(r): {n: n for n in base if n in common} for _, r, _ in runs}
     warnings: list[str] = []
-    if common:
-        mapping = {id(r): {n: n for n in common} for _, r, _ in runs}
-    else:
-        k = min(len(v) for v in names.values())
-        common = base[:k]
-        mapping = {id(r): dict(zip(common, names[id(r)][:k])) for _, r, _ in runs}
-        warnings.append("the runs share no phase name: phases matched by their order "
-                        "(" + "; ".join(f"{p}: {', '.join(names[id(r)][:k])}"
-                                        for _, r, p in runs) + ")")
+    # the phases left, where every run has as many: by their order (YCSB's load, then
+    # workloada in one run and workloadb in the other)
+    rest = {id(r): [n for n in names[id(r)] if n not in common] for _, r, _ in runs}
+    k = len(rest[id(groups[0].runs[0])])
+    if k and all(len(v) == k for v in rest.values()):
+        for _, r, _ in runs:
+            mapping[id(r)].update(zip(rest[id(groups[0].runs[0])], rest[id(r)]))
+        warnings.append(("the runs share no phase name" if not common else
+                         "phases without a name in common") + ": matched by their order ("
+                        + "; ".join(f"{p}: {', '.join(rest[id(r)])}" for _, r, p in runs)
+                        + ")")
+    matched = [n for n in base if n in mapping[id(groups[0].runs[0])]]
     unmatched = [{"group": g.name, "run": p, "phase": n} for g, r, p in runs
                  for n in names[id(r)] if n not in mapping[id(r)].values()]
-    return common, mapping, unmatched, warnings
+    return matched, mapping, unmatched, warnings
 
 
 def metric_names(rows: list) -> list[str]:
