@@ -110,7 +110,8 @@ def test_bursts_exact(tmp_path: Path) -> None:
     }
     want = {
         "counts": {"requests": expected.requests, "replies": expected.replies,
-                   "stream_replies": expected.stream_replies, "no_reply": expected.no_reply},
+                   "stream_replies": expected.stream_replies, "no_reply": expected.no_reply,
+                   "answered_no_reply": expected.answered_no_reply.total()},
         "lost": dict.fromkeys(r["lost"], 0),
         "full": dict.fromkeys(r["full"], 0),
         "requests_by_command": dict(expected.by_command),

@@ -67,7 +67,8 @@ def test_bpftrace_second_cut_at_sigint_is_counted_once():
     (without: 224 failed failTest replies instead of 196). The three ticks after it were
     lost: their seconds come from END's prints and the exit's."""
     slices, _, counts, lost, _ = _bpftrace_sample("mongo_latency-cut-at-sigint.json")
-    assert counts == {"requests": 3612, "replies": 3584, "stream_replies": 112, "no_reply": 28}
+    assert counts == {"requests": 3612, "replies": 3584, "stream_replies": 112, "no_reply": 28,
+                      "answered_no_reply": 0}
     assert lost == dict.fromkeys(lost, 0)
     by, errors = {}, {}
     for s in slices:

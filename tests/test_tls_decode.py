@@ -306,7 +306,8 @@ def test_openssl_wireserver_exact(engine, mode, bio, tls_run):
     assert (o.requests_by_command, o.requests_by_op, o.counts, o.timed_by_command) == (
         dict(e.by_command), dict(e.by_op),
         {"requests": e.requests, "replies": e.replies, "stream_replies": e.stream_replies,
-         "no_reply": e.no_reply}, dict(e.replies_by_command))
+         "no_reply": e.no_reply, "answered_no_reply": e.answered_no_reply.total()},
+        dict(e.replies_by_command))
     assert o.lost == dict.fromkeys(o.lost, 0)
     assert (decoded, undecoded, nofd) == (run.connections, 0, 0)
     assert bio_tied == (run.on_memory_bio(), run.on_memory_bio())
@@ -451,7 +452,8 @@ def test_cli_bpftrace_memory_bio_state_freed(tls_run, need_bpftrace):
     assert r["by_command"]["ping"]["count"] == \
         sum(p.replies_by_command["ping"] for p in run.by_pattern.values()) + n
     assert r["counts"] == {"requests": e.requests, "replies": e.replies,
-                           "stream_replies": e.stream_replies, "no_reply": e.no_reply}
+                           "stream_replies": e.stream_replies, "no_reply": e.no_reply,
+                           "answered_no_reply": e.answered_no_reply.total()}
     assert r["lost"] == dict.fromkeys(r["lost"], 0)
     assert " full: " not in err, err
     on_bio = run.on_memory_bio()

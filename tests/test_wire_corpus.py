@@ -141,7 +141,9 @@ def test_pcap_pairer_pairs_every_reply(corpus) -> None:
     p = pcap.pairs(msgs, pairer)
     assert pairer.counts == {"requests": expected.requests, "replies": expected.replies,
                              "stream_replies": expected.stream_replies,
-                             "no_reply": expected.no_reply}
+                             "no_reply": expected.no_reply,
+                             "answered_no_reply": expected.answered_no_reply.total()}
+    assert pairer.answered_no_reply == expected.answered_no_reply
     assert pairer.unmatched_replies == 0 and len(pairer.finish()) == 0
     assert Counter(p["command"]) == _names(expected.replies_by_command,
                                            expected.compressed_commands)
@@ -168,4 +170,5 @@ def test_tshark_path_on_a_live_capture_of_the_corpus(tmp_path) -> None:
         _names(expected.replies_by_command, expected.compressed_commands)
     assert s.counts == {"requests": expected.requests, "replies": expected.replies,
                         "stream_replies": expected.stream_replies,
-                        "no_reply": expected.no_reply}
+                        "no_reply": expected.no_reply,
+                        "answered_no_reply": expected.answered_no_reply.total()}
