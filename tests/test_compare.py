@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from helpers.cli import mp
+from helpers.run_copies import edit_manifest
 from mongoprobe.analysis import significance
 
 RUN = Path(__file__).resolve().parents[1] / "samples" / "load" / "run-compare"
@@ -28,11 +29,7 @@ def _copy(tmp_path: Path, name: str, lines=None, labels: dict | None = None) -> 
             t, stream, text = line.split("\t", 2)
             out.append(f"{t}\t{stream}\t{lines(text)}")
         (run / "load.out").write_text("\n".join(out) + "\n")
-    if labels is not None:
-        m = json.loads((run / "manifest.json").read_text())
-        m["labels"] = labels
-        (run / "manifest.json").write_text(json.dumps(m))
-    return run
+    return run if labels is None else edit_manifest(run, labels=labels)
 
 
 def _scaled(text: str, f: float = 0.8) -> str:

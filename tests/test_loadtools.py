@@ -5,7 +5,6 @@ Goldens: tests/expected/loadtools/ (tests/golden.py: MONGOPROBE_BLESS=1 re-bless
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -15,6 +14,7 @@ import pandas as pd
 import pytest
 
 from helpers.cli import mp
+from helpers.run_copies import drop_events
 import mongoprobe
 from mongoprobe import loadtools
 from mongoprobe.analysis import phase_table as phases, traffic_phases as traffic
@@ -185,10 +185,7 @@ def test_markers_alone_give_phases_and_server_throughput(tmp_path) -> None:
 def test_traffic_finds_mix_changes_when_nothing_else_does(tmp_path, events) -> None:
     path = _copy_run(tmp_path, lambda s: not s.startswith("###"))
     if not events:      # as recorded without --events: the per-second histograms alone
-        (path / "latency.events.parquet").unlink()
-        m = json.loads((path / "manifest.json").read_text())
-        m["latency_events_every"] = 0
-        (path / "manifest.json").write_text(json.dumps(m))
+        drop_events(path)
     run = mongoprobe.load_run(path)
     assert (run.events is not None) == events
     assert run.tool_output.tool == "traffic"

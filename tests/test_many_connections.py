@@ -313,7 +313,7 @@ def live_slots(map_id: int, field: str = "live") -> int:
 # the per-connection maps of each engine (kernel names: bpftrace prefixes AT_); bcc's
 # conns is an array: its live slots are counted, conn_ix maps the fds beyond its first half
 CONN_MAPS = {"bpftrace": {"AT_conn", "AT_slot_cmd", "AT_slot_hdr", "AT_rx_pending", "AT_tx_kept",
-                          "AT_stream_rid"},
+                          "AT_stream_rid", "AT_noreply_last"},
              "bcc": {"conns", "conn_ix"}}
 
 

@@ -7,6 +7,7 @@ memory available.
 
 from __future__ import annotations
 
+import struct
 import subprocess
 import sys
 
@@ -111,3 +112,23 @@ def test_too_much_is_refused_before_loading(ferretdb, need_bpftrace):
                            "would pin "), line
     assert "over a quarter of the" in line and line.endswith(": lower --max-connections")
     assert "Tracing" not in r.stderr
+
+
+def test_struct_sizes_read_from_btf(tmp_path):
+    """kernel_btf reads a struct's size from BTF as the kernel lays it out: a header,
+    the types (an INT, a STRUCT of two members, a PTR), the strings; a file that is
+    not BTF gives nothing (the model then keeps its own sizes)."""
+    from mongoprobe.run import kernel_btf
+
+    strings = b"\0int\0bpf_htab\0a\0b\0"
+    types = (struct.pack("<III", 1, 1 << 24, 4) + struct.pack("<I", 32)     # INT
+             + struct.pack("<III", 5, (4 << 24) | 2, 896)                   # STRUCT
+             + struct.pack("<III", 14, 1, 0) + struct.pack("<III", 16, 1, 64)
+             + struct.pack("<III", 0, 2 << 24, 1))                          # PTR
+    head = struct.pack("<HBBIIIII", 0xEB9F, 1, 0, 24, 0, len(types), len(types),
+                       len(strings))
+    (tmp_path / "vmlinux").write_bytes(head + types + strings)
+    assert kernel_btf.struct_sizes(tmp_path / "vmlinux") == {"bpf_htab": 896}
+    (tmp_path / "other").write_bytes(b"\x7fELF" + bytes(40))
+    assert kernel_btf.struct_sizes(tmp_path / "other") == {}
+    assert kernel_btf.struct_sizes(tmp_path / "absent") == {}

@@ -16,6 +16,7 @@ import pytest
 import zstandard
 
 from helpers.cli import mp
+from helpers.run_copies import drop_events, edit_manifest
 import mongoprobe
 
 RUN = Path(__file__).resolve().parents[1] / "samples" / "load" / "run-nodejs"
@@ -23,13 +24,8 @@ WHOLE = ["--phases", "all=0..1000"]      # one phase over the whole recording
 
 
 def _without_events(tmp_path: Path) -> Path:
-    run = tmp_path / "run"
-    shutil.copytree(RUN, run)
-    (run / "latency.events.parquet").unlink()
-    m = json.loads((run / "manifest.json").read_text())
-    m["latency_events_every"] = 0
-    (run / "manifest.json").write_text(json.dumps(m))
-    return run
+    shutil.copytree(RUN, tmp_path / "run")
+    return drop_events(tmp_path / "run")
 
 
 @pytest.fixture(params=["events", "histograms"])
@@ -135,10 +131,7 @@ def test_a_cut_slice_file_is_read_up_to_its_cut_and_said(tmp_path):
 
 
 def test_a_manifest_without_end_is_said(tmp_path):
-    run = _copy(tmp_path)
-    m = json.loads((run / "manifest.json").read_text())
-    del m["end"]
-    (run / "manifest.json").write_text(json.dumps(m))
+    run = edit_manifest(_copy(tmp_path), end=None)
     r = mp("phases", str(run), "--json")
     assert r.returncode == 0, r.stderr
     (why,) = json.loads(r.stdout)["lost"]["cut"]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers.cli import mp
+from helpers.run_copies import drop_events
 
 RUN = Path(__file__).resolve().parents[1] / "samples" / "load" / "run-ferretdb"
 
@@ -75,10 +76,7 @@ def test_report_of_a_run_without_events(tmp_path):
     and the client-vs-server counts are not differenced."""
     run = tmp_path / "run"
     shutil.copytree(RUN, run)
-    (run / "latency.events.parquet").unlink()
-    m = json.loads((run / "manifest.json").read_text())
-    m["latency_events_every"] = 0
-    (run / "manifest.json").write_text(json.dumps(m))
+    drop_events(run)
     j = json.loads(mp("phases", str(run), "--json").stdout)
     for p in j["phases"]:
         assert p["server_exact"] is False and 0 < p["server_s"] <= p["seconds"] + 1

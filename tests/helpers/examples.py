@@ -27,6 +27,7 @@ from mongoprobe.model import stack_samples as stacks
 from mongoprobe.cli import build_parser
 from mongoprobe.pcap.capture import why_cannot_capture
 from helpers.cli import in_process as cli_in_process, watch_stderr
+from helpers.run_copies import edit_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples"
@@ -337,9 +338,7 @@ def _compare_runs(runs: Path) -> None:
     folder of two of them (as ``mongoprobe series`` writes it)."""
     def copy(name: str, labels: dict) -> None:
         shutil.copytree(SAMPLE_RUN, runs / name)
-        m = json.loads((runs / name / "manifest.json").read_text())
-        m["labels"] = labels
-        (runs / name / "manifest.json").write_text(json.dumps(m))
+        edit_manifest(runs / name, labels=labels)
 
     for name, threads in (("a", 4), ("a1", 4), ("a2", 4), ("b", 2), ("b1", 2), ("b2", 2)):
         copy(name, {"threads": str(threads)})

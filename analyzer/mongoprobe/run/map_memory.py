@@ -5,7 +5,8 @@ The maps each tool creates were measured once (``probes.map_entries`` and ``bpft
 map show`` on the running tool: type, key and value sizes, entries) and are listed
 here; their kernel memory follows from the kernel's own accounting (Linux 6.x
 ``htab_map_mem_usage``, ``array_map_mem_usage``: the figure fdinfo's ``memlock``
-shows), for any entry count and any number of possible CPUs. Per-CPU maps take a value
+shows), with the running kernel's structure sizes (``run.kernel_btf``), for any entry
+count and any number of possible CPUs. Per-CPU maps take a value
 per possible CPU, so on a 64-CPU machine they dominate. ``tests/test_map_memory.py``
 checks the model against the real tools' ``memlock`` here.
 
@@ -23,16 +24,22 @@ from __future__ import annotations
 
 import os
 
-from mongoprobe.run import tracer as probes
+from mongoprobe.run import kernel_btf, tracer as probes
 
 BUDGET = 256 << 20          # the default sizing stays under this, whatever the CPUs
 
 HASH, ARRAY, PERCPU_HASH, PERCPU_ARRAY, LRU_HASH, QUEUE, RINGBUF = (
     "hash", "array", "percpu_hash", "percpu_array", "lru_hash", "queue", "ringbuf")
 
-# kernel structures (x86-64, Linux 6.x), as memlock counts them: struct bpf_htab,
-# struct bucket, struct htab_elem, struct bpf_array
-_HTAB, _BUCKET, _ELEM, _ARRAY = 832, 16, 48, 312
+# kernel structures as memlock counts them: struct bpf_htab, struct bucket, struct
+# htab_elem, struct bpf_array, their sizes the running kernel's (its BTF: a build's
+# config changes them; bpf_htab was 832 bytes on one 6.18 build, 896 on another), else
+# these (x86-64, Linux 6.x)
+_SIZES = {"bpf_htab": 832, "bucket": 16, "htab_elem": 48, "bpf_array": 312}
+
+
+def _struct(name: str) -> int:
+    return kernel_btf.struct_size(name, _SIZES[name])
 
 
 def _r8(n: int) -> int:
@@ -49,10 +56,11 @@ def map_bytes(kind: str, key: int, value: int, entries: int, cpus: int,
     (a map without preallocation: its base, before any entry is used)."""
     if kind in (HASH, PERCPU_HASH, LRU_HASH):
         percpu = kind == PERCPU_HASH
-        usage = _HTAB + _BUCKET * _pow2(entries) + 4 * cpus * 8   # buckets, lock counters
+        usage = (_struct("bpf_htab") + _struct("bucket") * _pow2(entries)
+                 + 4 * cpus * 8)                                  # buckets, lock counters
         if not prealloc:
             return usage
-        elem = _ELEM + _r8(key) + (8 if percpu else _r8(value))
+        elem = _struct("htab_elem") + _r8(key) + (8 if percpu else _r8(value))
         n = entries + (cpus if kind == HASH else 0)       # per-CPU spare elements
         usage += elem * n
         if percpu:
@@ -60,12 +68,13 @@ def map_bytes(kind: str, key: int, value: int, entries: int, cpus: int,
         elif kind == HASH:
             usage += 8 * cpus
         return usage
+    array = _struct("bpf_array")
     if kind == ARRAY:
-        return _ARRAY + _r8(value) * entries
+        return array + _r8(value) * entries
     if kind == PERCPU_ARRAY:
-        return _ARRAY + 8 * entries + _r8(value) * cpus * entries
+        return array + 8 * entries + _r8(value) * cpus * entries
     if kind == QUEUE:
-        return _ARRAY + (entries + 1) * value
+        return array + (entries + 1) * value
     if kind == RINGBUF:
         return entries + 29000    # data pages, and the header and page array's
     raise ValueError(f"no model for a {kind} map")
@@ -75,10 +84,10 @@ def map_bytes(kind: str, key: int, value: int, entries: int, cpus: int,
 # as bpftrace 0.17 makes them for mongo_latency.bt (mongo_snoop runs it too)
 BT_LATENCY = [
     (HASH, 8, 48, 2), (HASH, 16, 41, 4), (HASH, 8, 41, 1), (HASH, 16, 80, 3),
-    (HASH, 8, 8, 4), (HASH, 8, 40, 1), (HASH, 8, 32, 2), (HASH, 40, 8, 3),
+    (HASH, 8, 8, 4), (HASH, 8, 40, 1), (HASH, 8, 32, 3), (HASH, 40, 8, 3),
     (HASH, 16, 8, 3), (HASH, 16, 32, 1), (HASH, 16, 16, 1), (HASH, 8, 24, 1),
     (PERCPU_HASH, 8, 8, 13), (PERCPU_HASH, 32, 8, 3), (PERCPU_HASH, 40, 8, 6),
-    (PERCPU_HASH, 16, 8, 3),
+    (PERCPU_HASH, 16, 8, 3), (PERCPU_HASH, 24, 8, 1),     # (@noreply_last, @answered_no_reply)
 ]
 # mongo_latency_tls.bt: the same, with the TLS state and counters
 BT_LATENCY_TLS = BT_LATENCY + [(HASH, 8, 8, 5), (HASH, 8, 40, 1), (PERCPU_HASH, 8, 8, 5)]
