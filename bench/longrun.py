@@ -31,7 +31,8 @@ USAGE: .venv/bin/python bench/longrun.py [--hours H] [--rate R] [--keep DIR] [--
    stall where a fifth of the requests take twenty times longer (a checkpoint). 64
    connections, 8 server threads. Times are uniform inside each second.
 
-2. Times ``mongoprobe phases RUN`` and ``mongoprobe report RUN -o RUN/report.html``
+2. Times ``mongoprobe phases RUN``, ``mongoprobe report RUN -o RUN/report.html`` and
+   ``mongoprobe compare RUN TWIN`` (TWIN: the same files again)
    on each variant, each in a fresh process: wall time, CPU time (user + system) and
    peak RSS (the child's own, from wait4) beside the goals (under 60 s, under 2 GB
    peak RSS) and the ratio to the goal. The machine has 2 shared cores: CPU time says
@@ -69,6 +70,7 @@ from mongoprobe.formats.bpftrace_latency import PACK_BITS  # noqa: E402
 
 GOAL_S = 60.0
 GOAL_RSS = 2 * 2**30
+COMPARE_GOAL = 2.0        # compare of two runs: at most this many times phases on one
 EVENT_BYTES = 12            # Parquet (zstd) per request: 9 measured here, and a margin
 CHUNK_S = 20                # seconds generated at once (one Parquet row group each)
 STALL_EVERY_S = 60
@@ -431,13 +433,28 @@ def timed(argv: list[str], stdout) -> dict:
             "load_avg": os.getloadavg()[0], "stderr": err.decode(errors="replace")}
 
 
-def measure(run: Path) -> dict:
+def twin(run: Path) -> Path:
+    """A second run folder of the same files (symbolic links): what ``compare`` of two
+    runs of this size reads, without writing the run twice."""
+    out = run.parent / f"{run.name}-twin"
+    out.mkdir(exist_ok=True)
+    for f in run.iterdir():
+        if f.is_file() and not (out / f.name).exists():
+            (out / f.name).symlink_to(f.resolve())
+    return out
+
+
+def measure(run: Path, compare: bool = True) -> dict:
     py = [sys.executable, "-m", "mongoprobe"]
     with open(run / "phases.txt", "w") as fh:
         ph = timed([*py, "phases", str(run)], fh)
     rep = timed([*py, "report", str(run), "-o", str(run / "report.html")],
                 subprocess.DEVNULL)
-    return {"phases": ph, "report": rep}
+    if not compare:
+        return {"phases": ph, "report": rep}
+    # two runs side by side (goal: at most COMPARE_GOAL times phases on one)
+    cmp = timed([*py, "compare", str(run), str(twin(run)), "--json"], subprocess.DEVNULL)
+    return {"phases": ph, "report": rep, "compare": cmp}
 
 
 def table(spec: Spec, requests: int, results: dict) -> str:
@@ -454,6 +471,12 @@ def table(spec: Spec, requests: int, results: dict) -> str:
                          f"{m['rss_bytes'] / GOAL_RSS:6.2f} {m['load_avg']:5.1f}  "
                          + ("met" if met else "FAILED (exit %d)" % m["returncode"]
                             if not ok else "goal missed"))
+    for v, r in results.items():
+        if "compare" in r and r["phases"]["wall_s"] > 0:
+            ratio = r["compare"]["wall_s"] / r["phases"]["wall_s"]
+            lines.append(f"{v}: compare of two runs / phases of one: {ratio:.2f} of wall time "
+                         f"(goal at most {COMPARE_GOAL:g}: "
+                         f"{'met' if ratio <= COMPARE_GOAL else 'missed'})")
     lines += ["(load: the machine's 1-minute load average after the command; above its",
               f"CPU count ({os.cpu_count()}), other work shared the CPUs: wall time then "
               "exceeds CPU time)"]

@@ -123,7 +123,8 @@ def test_phases_inferred_from_the_events_traffic(runs, monkeypatch):
 
 
 def test_the_bench_times_phases_and_report(runs):
-    results = {v: longrun.measure(runs[v]) for v in ("hist", "events")}
+    # compare too, on the histograms' run (two runs of the events' take longer)
+    results = {v: longrun.measure(runs[v], compare=v == "hist") for v in ("hist", "events")}
     for v, r in results.items():
         for cmd, m in r.items():
             assert m["returncode"] == 0, (v, cmd, m["stderr"])
@@ -132,6 +133,7 @@ def test_the_bench_times_phases_and_report(runs):
         assert "server latency" in (runs[v] / "phases.txt").read_text()
     text = longrun.table(SPEC, runs["requests"], results)
     assert "hist      phases" in text and "events    report" in text
+    assert "hist      compare" in text and "hist: compare of two runs / phases of one: " in text
     # the bench's own command line, on a run too short for it, says so
     p = subprocess.run([sys.executable, str(TOP / "bench" / "longrun.py"), "--hours", "0.01"],
                        capture_output=True, text=True)
