@@ -279,6 +279,14 @@ def _place(w: pd.DataFrame, s0: int, runs: list[list], share: float,
     return _table(rows)
 
 
+def _inside(table: pd.DataFrame, run: list, edges: list[int]) -> pd.Series:
+    """Per command, ``table``'s sum over the run's own seconds and, of its hand-over
+    seconds (``edges``), over the columns of the run's own commands."""
+    own = [c for c in table.columns if c in run[2]]
+    return (table.iloc[run[0]:run[1] + 1].sum()
+            + table.iloc[edges][own].sum().reindex(table.columns, fill_value=0))
+
+
 def _infer_seconds(ps: pd.DataFrame, gap_s: float, share: float, min_s: int,
                    min_requests: int, grid_s: float = 0.0) -> pd.DataFrame:
     """``infer`` on per-second counts and busy time (no events); second k of ``ps``
@@ -358,14 +366,8 @@ def _infer_seconds(ps: pd.DataFrame, gap_s: float, share: float, min_s: int,
         # its own seconds, and of the hand-over seconds on its edges the requests of
         # its own commands (a second's requests cannot be told apart by time)
         lo, hi = max(int(math.floor(start - grid_s - s0)), 0), int(math.ceil(end - grid_s - s0))
-        sums = req.iloc[r[0]:r[1] + 1].sum()
         edges = [k for k in range(lo, hi) if not r[0] <= k <= r[1]]
-        own = [c for c in req.columns if c in r[2]]
-
-        def inside(table: pd.DataFrame) -> pd.Series:
-            return (table.iloc[r[0]:r[1] + 1].sum()
-                    + table.iloc[edges][own].sum().reindex(table.columns, fill_value=0))
-        mine, took = inside(req), inside(busy)
+        mine, took = _inside(req, r, edges), _inside(busy, r, edges)
         if int(mine.sum()) < min_requests and float(took.sum()) < MIN_BUSY_S:
             continue
         out.append([phase_name(mine, took, share), start, end])

@@ -490,16 +490,17 @@ def text_of(raw, path: Path):
 def _complete_lines(fh, path: Path):
     """Lines of a file a killed writer may have cut mid-line: the cut line is dropped.
     A file that does not decompress or decode is a ValueError naming it."""
+    errors: tuple = (UnicodeDecodeError, OSError)
+    if str(path).endswith(".zst"):
+        import zstandard
+
+        errors += (zstandard.ZstdError,)
     try:
         for line in fh:
             if line.endswith("\n"):
                 yield line
-    except (UnicodeDecodeError, OSError) as e:
+    except errors as e:
         raise ValueError(f"{path}: unreadable ({e})") from None
-    except Exception as e:
-        if type(e).__module__.startswith("zstandard"):
-            raise ValueError(f"{path}: not a zstd stream ({e})") from None
-        raise
 
 
 def load_run(path: str | os.PathLike) -> Run:
