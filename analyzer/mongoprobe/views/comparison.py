@@ -197,10 +197,9 @@ def _cls(cell: dict, g: str) -> str:
     return "up" if d > 0 else "down"
 
 
-def html_report(c: dict, flamegraphs: dict[str, str] | None = None) -> str:
+def html_report(c: dict) -> str:
     """The comparison as one HTML file: the significant differences and changed verdicts
-    first, then every phase's table, the histograms, and the differential flame graphs
-    (``flamegraphs``: {title: SVG})."""
+    first, then every phase's table and its histograms."""
     groups = list(c["groups"])
     base = c["baseline"]
     e = html.escape
@@ -270,7 +269,5 @@ def html_report(c: dict, flamegraphs: dict[str, str] | None = None) -> str:
             parts.append(f"<p>{e(cmd)}: requests per response-time bucket"
                          f"{'' if h['exact'] else ' (from the histograms)'}</p>"
                          f"<table><tr><th class='l'>run</th>{hb}</tr>{rb}</table>")
-    for title, svg in (flamegraphs or {}).items():
-        parts.append(f"<h3>{e(title)}</h3><div>{svg}</div>")
     parts.append("</body></html>")
     return "\n".join(parts)
