@@ -141,6 +141,18 @@ def _lat(grid0, seconds):
                      tot)
 
 
+def test_a_short_phase_of_its_own_and_a_handover_after_an_idle_second():
+    """A second of aggregations between inserts and finds is a phase, however short; a
+    hand-over second (finds and inserts) after an idle one (slow finds completing in
+    the next) makes no phase: its neighbours are the active seconds around it (a CI
+    run found a 7-ms phase there)."""
+    ins, agg, find = {"insert": (300, 0.002)}, {"aggregate": (3, 0.3)}, {"find": (20, 0.09)}
+    got = traffic.infer(_lat(1000.0, [ins] * 3 + [agg] + [find] * 3))
+    assert got["name"].tolist() == ["insert", "aggregate", "find"]
+    got = traffic.infer(_lat(1000.0, [find] * 3 + [{}] + [{**find, **ins}] + [ins] * 3))
+    assert got["name"].tolist() == ["find", "insert"]
+
+
 def test_a_handover_is_placed_by_each_sides_rate_on_the_probes_grid():
     # the CI run this was found on: finds at 12/s handing over to inserts at 1,200/s
     # 0.925 into an interval that starts 0.418 after the epoch second; by counts

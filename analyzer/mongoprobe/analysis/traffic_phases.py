@@ -198,14 +198,31 @@ def _runs(mixes: list[frozenset], gap_s: float, min_s: int) -> list[list]:
     """[first second, last second, mix, preceded by a gap] of runs of one mix."""
     runs: list[list] = []
     idle = math.inf
-    handed = False          # the second before was a hand-over second
+    handed = False          # the active second before was a hand-over second
+    # each active second's neighbours: the nearest active seconds before and after it,
+    # across fewer than gap_s idle ones (an idle second inside a phase: slow queries
+    # that complete in the next)
+    near: list[frozenset] = [frozenset()] * len(mixes)
+    last, gap = frozenset(), math.inf
+    for k, mix in enumerate(mixes):
+        if mix:
+            near[k] = last if gap < gap_s else frozenset()
+            last, gap = mix, 0
+        else:
+            gap += 1
+    after = [frozenset()] * len(mixes)
+    nxt, gap = frozenset(), math.inf
+    for k in range(len(mixes) - 1, -1, -1):
+        if mixes[k]:
+            after[k] = nxt if gap < gap_s else frozenset()
+            nxt, gap = mixes[k], 0
+        else:
+            gap += 1
     for k, mix in enumerate(mixes):
         if not mix:
             idle += 1
-            handed = False
             continue
-        if (0 < k < len(mixes) - 1 and not handed
-                and handover_second(mixes[k - 1], mix, mixes[k + 1])):
+        if not handed and handover_second(near[k], mix, after[k]):
             idle, handed = 0, True
             continue
         handed = False
