@@ -362,8 +362,11 @@ def env_for(tmp: Path, target) -> dict:
 
 # Commands that neither trace, start processes nor need a shell: run in this process
 # (cli.main), which saves a cold interpreter start and pandas import per example.
+# (compare runs as a process, in test_examples_live.py: it figures every block of each
+# run, seconds of CPU and file reads, too much for test_examples.py, a quiet file that
+# runs beside the serial tests, whose probe-cost figures count every syscall's program run)
 IN_PROCESS = {"fold", "flamegraph", "heatmap", "categories", "top", "phases", "report",
-              "compare", "pcap", "parse", "quantize"}
+              "pcap", "parse", "quantize"}
 
 
 def in_process(cmd: str) -> bool:
