@@ -28,6 +28,17 @@ class CommandError(Exception):
         self.status = status
 
 
+def command_after(args_command: list[str], what: str) -> list[str]:
+    """The load command of a REMAINDER argument, its leading ``--`` dropped;
+    CommandError (status 2) when there is none."""
+    command = list(args_command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise CommandError(f"{what} needs a command after --", 2)
+    return command
+
+
 def doc_line(module: str) -> str:
     """The first line of ``module``'s docstring, read from its source without importing
     it: the modules behind the commands import pandas and pymongo, half a second that

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from .common import RAW, CommandError, doc_line
+from .common import RAW, CommandError, command_after, doc_line
 from .run import reading
 
 COMPARE_EXAMPLES = """examples:
@@ -92,11 +92,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_series(args: argparse.Namespace) -> int:
     from mongoprobe.run import series
 
-    command = list(args.command)
-    if command and command[0] == "--":
-        command = command[1:]
-    if not command:
-        raise CommandError("series needs a command after --", 2)
+    command = command_after(args.command, "series")
     target = (["--target", "embedded"] if args.target else ["-p", str(args.pid)])
     extra = ["--probes", args.probes] if args.probes else []
     extra += ["--events"] if args.events else []

@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from .common import RAW, CommandError, doc_line
+from .common import RAW, CommandError, command_after, doc_line
 
 # --- load ----------------------------------------------------------------------------
 
@@ -146,11 +146,7 @@ def _record_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_record(args: argparse.Namespace) -> int:
     from mongoprobe.run import collectors, record
 
-    command = list(args.command)
-    if command and command[0] == "--":
-        command = command[1:]
-    if not command:
-        raise CommandError("record needs a command after --", 2)
+    command = command_after(args.command, "record")
     try:
         probes = collectors.parse_list(args.probes)
     except ValueError as e:
