@@ -61,6 +61,43 @@ def test_windows_inside_an_interval_are_exact_only_with_events():
     assert sum(s["count"] for s in hist.stats(T0 + 1.25, T0 + 1.75).values()) == len(whole)
 
 
+def test_windows_prepared_at_once_are_the_windows_asked_alone():
+    # the histograms alone, their rows out of time order, with requests that asked for
+    # no reply and failed replies; windows that overlap, cut intervals, pass the ends
+    ev = _events(seconds=10)
+    ex = latencies.Latencies.from_events(ev)
+    tot = ex.totals.sample(frac=1, random_state=3).reset_index(drop=True)
+    tot.loc[tot["time"] == T0 + 4, "noreply"] = 2
+    err = pd.DataFrame({"time": [T0 + 3, T0 + 3, T0 + 8], "length_s": 1.0,
+                        "command": ["insert", "insert", "find"], "opcode": "OP_MSG",
+                        "code": [11000, 11000, 2], "count": [1, 2, 4]})
+    windows = [(T0 + a, T0 + b) for a, b in ((0, 10), (2, 7), (2.5, 3.2), (6.9, 7.1),
+                                             (3, 5), (-5, 0.2), (9.6, 30), (1, 9))]
+
+    def lat():
+        return latencies.Latencies(ex.hist.iloc[::-1].reset_index(drop=True), tot.copy(),
+                                   errors=err.copy())
+
+    many, alone = lat(), lat()
+    many.prepare(windows)
+    for a, b in windows:
+        assert many.stats(a, b) == alone.stats(a, b)
+        assert many.rates(a, b) == alone.rates(a, b)
+        assert many.failures(a, b) == alone.failures(a, b)
+        assert many.histogram("find", a, b) == alone.histogram("find", a, b)
+    # the rule, from the events: a window takes its whole seconds; one with none, the
+    # second it overlaps most ([2, 3) for 2.5..3.2)
+    for (a, b), (lo, hi) in zip(windows[:3], ((0, 10), (2, 7), (2, 3))):
+        inside = ev[(ev["time"] >= T0 + lo) & (ev["time"] < T0 + hi)]
+        got = many.stats(a, b)
+        assert {c: s["count"] for c, s in got.items()} == inside["command"].value_counts().to_dict()
+        assert got["insert"]["max"] == inside[inside["command"] == "insert"]["latency_ns"].max()
+    assert many.stats(T0 + 3, T0 + 5)["find"]["no_reply"] == 2      # the second 4..5
+    assert many.stats(T0 + 6.9, T0 + 7.1)["find"]["no_reply"] == 0
+    assert many.failures(T0 + 3, T0 + 5) == {"insert": {11000: 3}}
+    assert many.failures(T0 + 1, T0 + 9) == {"find": {2: 4}, "insert": {11000: 3}}
+
+
 def test_nearest_rank():
     v = np.array([10, 20, 30, 40])
     assert [latencies.nearest_rank(v, q) for q in (1, 25, 26, 50, 75, 100)] == \

@@ -241,16 +241,71 @@ def normalize_table(wide: pd.DataFrame, kb_per_mb: float = 1024.0) -> pd.DataFra
 # --- system metrics over a time range ---------------------------------------------------
 
 
-def _window(df: pd.DataFrame, start: float | None, end: float | None, what: str,
-            hint: str) -> pd.DataFrame:
-    df = df[df["sample"] > 0]  # sample 0 is the since-boot average
-    if start is None and end is None:
-        return df
-    if df["time"].isna().any():
-        raise ValueError(f"{what} rows have no timestamps to cut a phase from: {hint}")
-    lo = -math.inf if start is None else start
-    hi = math.inf if end is None else end
-    return df[(df["time"] > lo) & (df["time"] <= hi)]  # a row ends its interval
+class SystemSamples:
+    """vmstat's and iostat's samples, read once, to take the means of many windows
+    from (a phase table's phases, or a comparison's thousand blocks): the rows whose
+    interval ends in ``(start, end]`` (a row ends its interval), the since-boot first
+    rows excluded; iostat summed over ``devices`` (default all)."""
+
+    VMSTAT = (("cs", "cs"), ("us", "us"), ("sy", "sy"))
+    IOSTAT = (("r/s", ("r/s",)), ("rkB/s", ("rkB/s", "kB_read/s")),
+              ("wkB/s", ("wkB/s", "kB_wrtn/s")))
+
+    def __init__(self, vmstat: pd.DataFrame | None = None,
+                 iostat: pd.DataFrame | None = None,
+                 devices: Iterable[str] | None = None) -> None:
+        self._tables = []
+        if vmstat is not None:
+            self._tables.append(self._prepare(
+                vmstat, "vmstat", "record it with vmstat -t",
+                {k: c for k, c in self.VMSTAT if c in vmstat.columns}))
+        if iostat is not None:
+            from mongoprobe.formats.iostat import iostat_totals
+
+            tot = iostat if "devices" in iostat.columns else iostat_totals(iostat, devices)
+            self._tables.append(self._prepare(
+                tot, "iostat", "record it with iostat -t",
+                {k: next(c for c in cs if c in tot.columns) for k, cs in self.IOSTAT
+                 if any(c in tot.columns for c in cs)}))
+
+    @staticmethod
+    def _prepare(df: pd.DataFrame, what: str, hint: str, cols: dict[str, str]) -> dict:
+        df = df[df["sample"] > 0]  # sample 0 is the since-boot average
+        t = df["time"].to_numpy(dtype=float)
+        timed = not np.isnan(t).any()
+        order = np.argsort(t, kind="stable") if timed else np.arange(len(t))
+        return {"what": what, "hint": hint, "timed": timed, "time": t[order],
+                "cols": {k: df[c].to_numpy(dtype=float)[order] for k, c in cols.items()}}
+
+    def means(self, start: float | None = None, end: float | None = None) -> dict[str, Any]:
+        """``cs``, ``us``, ``sy`` (vmstat) and ``r/s``, ``rkB/s``, ``wkB/s`` (iostat):
+        their means over the window (all rows when both bounds are None), NaN where
+        absent; ``samples_vmstat``/``samples_iostat`` count the rows used."""
+        out: dict[str, Any] = {k: math.nan for k in ("cs", "us", "sy", "r/s", "rkB/s", "wkB/s")}
+        out["samples_vmstat"] = out["samples_iostat"] = 0
+        for tab in self._tables:
+            n = len(tab["time"])
+            i0, i1 = 0, n
+            if start is not None or end is not None:
+                if not tab["timed"]:
+                    raise ValueError(f"{tab['what']} rows have no timestamps to cut a phase "
+                                     f"from: {tab['hint']}")
+                lo = -math.inf if start is None else start
+                hi = math.inf if end is None else end
+                i0, i1 = (int(np.searchsorted(tab["time"], x, "right")) for x in (lo, hi))
+                i1 = max(i1, i0)
+            out[f"samples_{tab['what']}"] = i1 - i0
+            for k, a in tab["cols"].items():
+                if i1 > i0:
+                    out[k] = _mean(a[i0:i1])
+        return out
+
+
+def _mean(a: np.ndarray) -> float:
+    """pandas' mean (NaN skipped; NaN when none is left), of a float array."""
+    ok = ~np.isnan(a)
+    n = int(ok.sum())
+    return float(np.where(ok, a, 0.0).sum() / n) if n else math.nan
 
 
 def system_means(vmstat: pd.DataFrame | None = None, iostat: pd.DataFrame | None = None,
@@ -259,23 +314,6 @@ def system_means(vmstat: pd.DataFrame | None = None, iostat: pd.DataFrame | None
     """Means over the rows whose interval ends in ``(start, end]`` (all rows when both are
     None), the since-boot first rows excluded: ``cs``, ``us``, ``sy`` from vmstat;
     ``r/s``, ``rkB/s``, ``wkB/s`` from iostat summed over ``devices`` (default all);
-    ``samples_vmstat``/``samples_iostat`` count the rows used. Absent data gives NaN."""
-    out: dict[str, Any] = {k: math.nan for k in ("cs", "us", "sy", "r/s", "rkB/s", "wkB/s")}
-    out["samples_vmstat"] = out["samples_iostat"] = 0
-    if vmstat is not None:
-        v = _window(vmstat, start, end, "vmstat", "record it with vmstat -t")
-        out["samples_vmstat"] = int(len(v))
-        for c in ("cs", "us", "sy"):
-            if c in v.columns and len(v):
-                out[c] = float(v[c].mean())
-    if iostat is not None:
-        from mongoprobe.formats.iostat import iostat_totals
-
-        tot = iostat if "devices" in iostat.columns else iostat_totals(iostat, devices)
-        d = _window(tot, start, end, "iostat", "record it with iostat -t")
-        out["samples_iostat"] = int(len(d))
-        for c, alt in (("r/s", None), ("rkB/s", "kB_read/s"), ("wkB/s", "kB_wrtn/s")):
-            src = c if c in d.columns else alt
-            if src in d.columns and len(d):
-                out[c] = float(d[src].mean())
-    return out
+    ``samples_vmstat``/``samples_iostat`` count the rows used. Absent data gives NaN.
+    (``SystemSamples`` reads the tables once for many windows.)"""
+    return SystemSamples(vmstat, iostat, devices).means(start, end)

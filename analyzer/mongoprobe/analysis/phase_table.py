@@ -228,7 +228,7 @@ def _server(lat: latencies.Latencies | None, start: float, end: float
 def _client(cl: pd.DataFrame) -> tuple[dict, dict, dict]:
     """(client_latency_us, client_how, client_ms) of one phase's client rows."""
     lat, how, ms = {}, {}, {}
-    for r in cl.itertuples(index=False):
+    for r in cl.itertuples(index=False) if len(cl) else ():     # (a block has none)
         d = {"count": r.count, "avg": r.avg_us, "p50": r.p50_us, "p95": r.p95_us,
              "p99": r.p99_us, "max": r.max_us}
         lat[r.op] = {k: (None if v is None or math.isnan(v) else
@@ -321,18 +321,22 @@ def compute(inp: Inputs, cats: dict | None = None,
         inp.latency.prepare([p.span for p in phases], np.concatenate([lo, lo + 1]),
                             per_second and not len(tool.intervals))
     info = tool.phase_info.set_index("phase")["db_size_bytes"].to_dict()
+    # each table read once for all the phases (a comparison's blocks are thousands)
+    system = normalize.SystemSamples(inp.vmstat, inp.iostat)
+    intervals = dict(iter(tool.intervals.groupby("phase", sort=False)))
+    client = dict(iter(tool.client.groupby("phase", sort=False)))
     rows = []
     for p, tool_name in zip(phases, tool.phases["tool"]):
         start, end = p.span
         r: dict[str, Any] = {"name": p.name, "start": start, "end": end, "tool": tool_name,
                              "seconds": p.seconds}
-        iv = tool.intervals[tool.intervals["phase"] == p.name]
+        iv = intervals.get(p.name, tool.intervals.iloc[:0])
         r.update(_throughput(iv, p.seconds, tool.units))
         r["ops_source"] = "tool"
         if not len(iv):
             r.update(_server_throughput(inp.latency, p))
             r["ops_source"] = "server"
-        sm = normalize.system_means(inp.vmstat, inp.iostat, start, end)
+        sm = system.means(start, end)
         r.update({"r_s": sm["r/s"], "rmb_s": sm["rkB/s"] / 1024, "wmb_s": sm["wkB/s"] / 1024,
                   "cs": sm["cs"], "us": sm["us"], "sy": sm["sy"], "us_sy": sm["us"] + sm["sy"]})
         m = normalize.per_op(r["ops_avg"], r_s=sm["r/s"], rkb_s=sm["rkB/s"], wkb_s=sm["wkB/s"],
@@ -348,7 +352,7 @@ def compute(inp: Inputs, cats: dict | None = None,
         r["failed_replies"] = ({} if inp.latency is None else
                                {cmd: {str(c): n for c, n in sorted(codes.items())}
                                 for cmd, codes in inp.latency.failures(start, end).items()})
-        cl = tool.client[tool.client["phase"] == p.name]
+        cl = client.get(p.name, tool.client.iloc[:0])
         r["client_latency_us"], r["client_how"], r["client_ms"] = _client(cl)
         r["client_vs_server"] = _versus(r["client_latency_us"], r["latency_us"],
                                         r["server_exact"])

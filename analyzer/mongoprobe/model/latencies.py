@@ -123,6 +123,13 @@ class Latencies:
     def __post_init__(self) -> None:
         if isinstance(self.source, pd.DataFrame):
             self.source = event_store.FrameEvents(self.source)
+        # the histograms' figures of windows prepared at once (``prepare``), and the
+        # tables in time order (``_by_time``), computed once
+        self._windows: dict[tuple[float, float], _HistWindow] = {}
+        self._ordered: dict[int, tuple[pd.DataFrame, pd.DataFrame, np.ndarray]] = {}
+        self._answered: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._failed: pd.DataFrame | None = None
+        self._failed_read = False
 
     @property
     def events(self) -> pd.DataFrame | None:
@@ -210,12 +217,20 @@ class Latencies:
         return self.source is not None and self.events_complete
 
     def prepare(self, windows, edges=None, per_second: bool = False) -> None:
-        """With every event: the figures of ``windows`` [(start, end)], the counts at
-        ``edges`` (``answered``) and per second computed in two scans of the events
-        before they are asked for one by one (``event_store.EventSource.prepare``);
-        nothing to do from the histograms."""
+        """The figures of ``windows`` [(start, end)] computed at once before they are
+        asked for one by one: with every event, they and the counts at ``edges``
+        (``answered``) and per second in two scans of the events
+        (``event_store.EventSource.prepare``); from the histograms (all of the figures
+        without events, the no-reply counts with them), every window's whole
+        intervals (``_grid``) summed in one pass over the tables (a thousand one-second
+        blocks of an hour's run cost one pass, not a thousand)."""
         if self.exact:
             self.source.prepare(windows, edges, per_second)
+        # (with events too: the no-reply requests are counted in the histograms only)
+        todo = [(float(a), float(b)) for a, b in dict.fromkeys(windows)
+                if (float(a), float(b)) not in self._windows]
+        if todo:
+            self._windows.update(zip(todo, _hist_windows(self, todo)))
 
     def losses(self, start: float, end: float, keys=LOST_KEYS) -> dict[str, int]:
         """The growth of the probe's counters ``keys`` (the loss counters) over the
@@ -251,8 +266,28 @@ class Latencies:
         return lo, max(hi, lo)
 
     def _inside(self, df: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
+        """The rows of ``df`` (a table of intervals) whose interval is inside the
+        window's whole intervals (``_grid``), found by their start in time order."""
         lo, hi = self._grid(start, end)
-        return df[(df["time"] >= lo - 1e-6) & (df["time"] + df["length_s"] <= hi + 1e-6)]
+        part = self._rows_between(df, lo, hi)
+        return part[part["time"] + part["length_s"] <= hi + 1e-6]
+
+    def _by_time(self, df: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+        """(``df`` in time order, its times): sorted once (stable) and kept, as long as
+        the table is the one sorted."""
+        key = id(df)
+        got = self._ordered.get(key)
+        if got is None or got[0] is not df:
+            t = df["time"].to_numpy(dtype=float)
+            srt = df if bool(np.all(t[1:] >= t[:-1])) else df.sort_values("time", kind="stable")
+            got = self._ordered[key] = (df, srt, srt["time"].to_numpy(dtype=float))
+        return got[1], got[2]
+
+    def _rows_between(self, df: pd.DataFrame, lo: float, hi: float) -> pd.DataFrame:
+        """The rows of ``df`` starting in [lo, hi] (within a microsecond's rounding)."""
+        srt, t = self._by_time(df)
+        return srt.iloc[np.searchsorted(t, lo - 1e-6, "left"):
+                        np.searchsorted(t, hi + 1e-6, "right")]
 
     def seconds(self, start: float, end: float) -> float:
         """How long the window is, as its histograms cover it (all of it with events)."""
@@ -261,66 +296,68 @@ class Latencies:
         lo, hi = self._grid(start, end)
         return hi - lo
 
+    def _window(self, start: float, end: float) -> "_HistWindow":
+        """The histograms' figures of [start, end): prepared, or computed now (by the
+        same rule: ``_hist_windows``)."""
+        key = (float(start), float(end))
+        w = self._windows.get(key)
+        return w if w is not None else _hist_windows(self, [key])[0]
+
     def stats(self, start: float, end: float) -> dict[str, CommandStats]:
         """{command: CommandStats} of the requests of [start, end): those answered in
         it, and those that asked for no reply (from the whole intervals inside the
         window: events are of answered requests only). A command may have no_reply
         requests and no answered one: its latency figures are None."""
-        out: dict[str, CommandStats] = {}
-        tot = self._inside(self.totals, start, end)
-        if self.exact:
-            out = {c: {**d, "no_reply": 0}
-                   for c, d in self.source.window(start, end).stats().items()}
-        else:
-            for cmd, t in tot[tot["count"] > 0].groupby("command", sort=True):
-                # wirefacts.stats: bucket middles, capped by the exact max
-                d = wirefacts.stats(
-                    wirefacts.hist_buckets(self.histogram(str(cmd), start, end)),
-                    int(t["sum_ns"].sum()), int(t["max_ns"].max()))
-                out[str(cmd)] = {"count": d["count"], "no_reply": 0,
-                                 **{k: d[f"{k}_ns"] for k in STATS[1:]}}
-        for cmd, n in tot.groupby("command", sort=True)["noreply"].sum().items():
-            if n:
-                d = out.setdefault(str(cmd), {"count": 0, "no_reply": 0,
-                                              **dict.fromkeys(STATS[1:], None)})
-                d["no_reply"] = int(n)
-        return out
+        w = self._window(start, end)
+        if not self.exact:
+            return w.stats()
+        out = {c: {**d, "no_reply": 0} for c, d in self.source.window(start, end).stats().items()}
+        return w.add_no_reply(out)
 
     def failures(self, start: float | None = None, end: float | None = None
                  ) -> dict[str, dict[int, int]]:
         """{command: {error code: replies}} of the replies with ``ok: 0`` in [start, end)
         (all of them when both are None); exact from events, else from the intervals
         inside the window. Commands with no failure are left out."""
-        out: dict[str, dict[int, int]] = {}
-        events = None
-        if self.exact:
-            try:
-                events = self.events
-            except event_store.TooManyEvents:
-                # an hour of events: the probe's per-second counts of failed replies
-                # (whole seconds inside the window) instead
-                events = None
-        if events is not None and "error_code" in events.columns:
-            ev = events[events["error_code"] != 0]
+        failed = self._failed_events() if self.exact else None
+        if failed is not None and not len(failed):
+            return {}
+        if failed is not None:
+            t = failed["time"].to_numpy(dtype=float)
             if start is not None:
-                ev = ev[(ev["time"] >= start) & (ev["time"] < end)]
-            rows = ev.groupby(["command", "error_code"]).size().items()
+                failed = failed.iloc[np.searchsorted(t, start, "left"):
+                                     np.searchsorted(t, end, "left")]
+            rows = failed.groupby(["command", "error_code"]).size().items()
+        elif start is not None:
+            return self._window(start, end).failed()
         else:
-            e = self.errors if start is None else self._inside(self.errors, start, end)
-            rows = e.groupby(["command", "code"])["count"].sum().items()
+            rows = self.errors.groupby(["command", "code"])["count"].sum().items()
+        out: dict[str, dict[int, int]] = {}
         for (cmd, code), n in rows:
             if n:
                 out.setdefault(str(cmd), {})[int(code)] = int(n)
         return out
+
+    def _failed_events(self) -> pd.DataFrame | None:
+        """The events of failed replies in time order (kept), None when the events do
+        not say or are too many to hold (an hour's: the probe's per-second counts of
+        failed replies, whole seconds inside the window, serve instead)."""
+        if not self._failed_read:
+            try:
+                ev = self.events
+            except event_store.TooManyEvents:
+                ev = None
+            self._failed = (None if ev is None or "error_code" not in ev.columns else
+                            ev[ev["error_code"] != 0].sort_values("time", kind="stable"))
+            self._failed_read = True
+        return self._failed
 
     def histogram(self, command: str, start: float, end: float) -> dict[int, int]:
         """{bucket: requests} of ``command`` answered in [start, end) (exact with
         events; from the histograms, the whole intervals inside: ``_grid``)."""
         if self.exact:
             return self.source.window(start, end, exact=False).histogram(command)
-        h = self._inside(self.hist, start, end)
-        h = h[h["command"] == command]
-        return {int(k): int(c) for k, c in h.groupby("bucket")["count"].sum().items()}
+        return dict(self._window(start, end).hists.get(command, {}))
 
     def rates(self, start: float, end: float) -> dict[str, float]:
         """{command: requests/s} answered in [start, end)."""
@@ -329,10 +366,9 @@ class Latencies:
         if self.exact:
             return {c: n / (end - start) for c, n in
                     self.source.window(start, end, exact=False).counts().items()}
-        tot = self._inside(self.totals, start, end)
         secs = self.seconds(start, end)
-        return {str(c): float(n) / secs for c, n in tot.groupby("command")["count"].sum().items()
-                } if secs > 0 else {}
+        return ({c: float(t[0]) / secs for c, t in sorted(self._window(start, end).totals.items())}
+                if secs > 0 else {})
 
     def per_second(self) -> pd.DataFrame:
         """(second, command, requests): requests answered per epoch second."""
@@ -347,13 +383,117 @@ class Latencies:
         from the histograms, intervals are counted by their middle."""
         if self.exact:
             return self.source.answered(command, lo, hi)
-        tot = self.totals[self.totals["command"] == command]
-        mid = (tot["time"] + tot["length_s"] / 2).to_numpy()
-        order = np.argsort(mid, kind="stable")
-        cum = np.concatenate([[0], np.cumsum(tot["count"].to_numpy()[order])])
-        mid = mid[order]
+        if command not in self._answered:
+            tot = self.totals[self.totals["command"] == command]
+            mid = (tot["time"] + tot["length_s"] / 2).to_numpy()
+            order = np.argsort(mid, kind="stable")
+            self._answered[command] = (
+                mid[order], np.concatenate([[0], np.cumsum(tot["count"].to_numpy()[order])]))
+        mid, cum = self._answered[command]
         return cum[np.searchsorted(mid, hi, side="right")] - cum[np.searchsorted(mid, lo,
                                                                                 side="right")]
+
+
+@dataclass
+class _HistWindow:
+    """One window's figures from the histograms (``Latencies.prepare``): ``totals``
+    {command: (answered, their summed ns, the slowest's ns, no-reply requests)},
+    ``hists`` {command: {bucket: answered}}."""
+    totals: dict[str, tuple[int, int, int, int]]
+    hists: dict[str, dict[int, int]]
+    failures: dict[str, dict[int, int]] = field(default_factory=dict)
+    _stats: dict | None = None
+
+    def stats(self) -> dict[str, CommandStats]:
+        """:meth:`Latencies.stats` of the window (the same figures, in the same order;
+        computed once, a copy given)."""
+        if self._stats is None:
+            self._stats = self._compute()
+        return {c: dict(d) for c, d in self._stats.items()}  # type: ignore[misc]
+
+    def _compute(self) -> dict[str, CommandStats]:
+        out: dict[str, CommandStats] = {}
+        for cmd in sorted(c for c, t in self.totals.items() if t[0] > 0):
+            n, sum_ns, max_ns, _nr = self.totals[cmd]
+            # wirefacts.stats: bucket middles, capped by the exact max
+            d = wirefacts.stats(wirefacts.hist_buckets(self.hists.get(cmd, {})), sum_ns,
+                                max_ns)
+            out[cmd] = {"count": d["count"], "no_reply": 0,
+                        **{k: d[f"{k}_ns"] for k in STATS[1:]}}
+        return self.add_no_reply(out)
+
+    def add_no_reply(self, out: dict) -> dict:
+        """``out`` {command: CommandStats} with the window's no-reply requests (a
+        command with only those: every latency figure None)."""
+        for cmd in sorted(self.totals):
+            if self.totals[cmd][3]:
+                d = out.setdefault(cmd, {"count": 0, "no_reply": 0,
+                                         **dict.fromkeys(STATS[1:], None)})
+                d["no_reply"] = self.totals[cmd][3]
+        return out
+
+    def failed(self) -> dict[str, dict[int, int]]:
+        """:meth:`Latencies.failures` of the window: {command: {code: replies}}."""
+        return {c: {k: f[k] for k in sorted(f)} for c, f in sorted(self.failures.items())}
+
+
+def _hist_windows(lat: Latencies, windows: list[tuple[float, float]]) -> list[_HistWindow]:
+    """Each window's whole intervals (``Latencies._grid``, as ``_inside`` takes them)
+    summed per command from ``totals`` and per command and bucket from ``hist``, in one
+    pass over each table (rows of a window found by their start in time order)."""
+    grid = np.array([lat._grid(a, b) for a, b in windows], dtype=float).reshape(-1, 2)
+
+    def rows_of(df: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+        """(the table in time order, its row numbers inside each window, the window's)."""
+        srt, t = lat._by_time(df)
+        i0 = np.searchsorted(t, grid[:, 0] - 1e-6, "left")
+        n = np.maximum(np.searchsorted(t, grid[:, 1] + 1e-6, "right") - i0, 0)
+        win = np.repeat(np.arange(len(grid)), n)
+        rows = np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n) + np.repeat(i0, n)
+        keep = t[rows] + srt["length_s"].to_numpy(dtype=float)[rows] <= grid[win, 1] + 1e-6
+        return srt, rows[keep], win[keep]
+
+    def groups(win: np.ndarray, cmd: np.ndarray, *more: np.ndarray):
+        """(the order that sorts rows by window, command, more; the first row of each
+        group in it)."""
+        order = np.lexsort((*reversed(more), cmd, win))
+        keys = np.stack([win, cmd, *more])[:, order]
+        first = np.flatnonzero(np.r_[True, np.any(keys[:, 1:] != keys[:, :-1], axis=0)])
+        return order, first[first < len(order)]
+
+    out = [_HistWindow({}, {}) for _ in windows]
+    tot, rows, win = rows_of(lat.totals)
+    if len(rows):
+        code, names = pd.factorize(tot["command"].to_numpy()[rows])
+        order, first = groups(win, code)
+        col = {k: tot[k].to_numpy(dtype=np.int64)[rows][order]
+               for k in ("count", "sum_ns", "max_ns", "noreply")}
+        timed = col["count"] > 0        # (as stats(): sum and max of answered rows)
+        n = np.add.reduceat(col["count"], first)
+        total = np.add.reduceat(np.where(timed, col["sum_ns"], 0), first)
+        top = np.maximum.reduceat(np.where(timed, col["max_ns"], 0), first)
+        nr = np.add.reduceat(col["noreply"], first)
+        for i, w, c in zip(range(len(first)), win[order][first], code[order][first]):
+            out[w].totals[str(names[c])] = (int(n[i]), int(total[i]), int(top[i]), int(nr[i]))
+    hist, rows, win = rows_of(lat.hist)
+    if len(rows):
+        code, names = pd.factorize(hist["command"].to_numpy()[rows])
+        bucket = hist["bucket"].to_numpy(dtype=np.int64)[rows]
+        order, first = groups(win, code, bucket)
+        counts = np.add.reduceat(hist["count"].to_numpy(dtype=np.int64)[rows][order], first)
+        w_, c_, b_ = win[order][first], code[order][first], bucket[order][first]
+        # one dict per (window, command): where either changes
+        cut = np.flatnonzero(np.r_[True, (w_[1:] != w_[:-1]) | (c_[1:] != c_[:-1]), True])
+        for a, b in zip(cut[:-1], cut[1:]):
+            out[w_[a]].hists[str(names[c_[a]])] = dict(zip(b_[a:b].tolist(),
+                                                          counts[a:b].tolist()))
+    err, rows, win = rows_of(lat.errors)
+    for w, cmd, code, n in zip(win, err["command"].to_numpy()[rows],
+                               err["code"].to_numpy()[rows], err["count"].to_numpy()[rows]):
+        if n:           # (few rows: replies that failed)
+            f = out[w].failures.setdefault(str(cmd), {})
+            f[int(code)] = f.get(int(code), 0) + int(n)
+    return out
 
 
 def interval_second(t: pd.DataFrame) -> pd.Series:
