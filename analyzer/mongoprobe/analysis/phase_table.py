@@ -194,12 +194,17 @@ def _throughput(iv: pd.DataFrame, seconds: float, units: dict) -> dict[str, Any]
     return out
 
 
-def _server_throughput(lat: latencies.Latencies | None, p: Phase) -> dict:
-    """ops avg/p95 from the server's work requests, per second, when the tool has none."""
+def work_commands(lat: latencies.Latencies) -> list[str]:
+    """The commands of the server's work: every one seen but ``traffic.ADMIN_COMMANDS``."""
+    return [c for c in lat.totals["command"].unique() if c not in traffic.ADMIN_COMMANDS]
+
+
+def _server_throughput(lat: latencies.Latencies | None, p: Phase, work: list[str]) -> dict:
+    """ops avg/p95 from the server's ``work`` requests, per second, when the tool has
+    none."""
     start, end = p.span
     if lat is None or not end > start:
         return {"ops_avg": math.nan, "ops_p95": math.nan}
-    work = [c for c in lat.totals["command"].unique() if c not in traffic.ADMIN_COMMANDS]
     total = sum(s["count"] for c, s in lat.stats(start, end).items() if c in work)
     secs = lat.seconds(start, end)
     lo = p.whole_seconds()
@@ -325,16 +330,18 @@ def compute(inp: Inputs, cats: dict | None = None,
     system = normalize.SystemSamples(inp.vmstat, inp.iostat)
     intervals = dict(iter(tool.intervals.groupby("phase", sort=False)))
     client = dict(iter(tool.client.groupby("phase", sort=False)))
+    work = work_commands(inp.latency) if inp.latency is not None else []
+    no_iv, no_cl = tool.intervals.iloc[:0], tool.client.iloc[:0]
     rows = []
     for p, tool_name in zip(phases, tool.phases["tool"]):
         start, end = p.span
         r: dict[str, Any] = {"name": p.name, "start": start, "end": end, "tool": tool_name,
                              "seconds": p.seconds}
-        iv = intervals.get(p.name, tool.intervals.iloc[:0])
+        iv = intervals.get(p.name, no_iv)
         r.update(_throughput(iv, p.seconds, tool.units))
         r["ops_source"] = "tool"
         if not len(iv):
-            r.update(_server_throughput(inp.latency, p))
+            r.update(_server_throughput(inp.latency, p, work))
             r["ops_source"] = "server"
         sm = system.means(start, end)
         r.update({"r_s": sm["r/s"], "rmb_s": sm["rkB/s"] / 1024, "wmb_s": sm["wkB/s"] / 1024,
@@ -352,7 +359,7 @@ def compute(inp: Inputs, cats: dict | None = None,
         r["failed_replies"] = ({} if inp.latency is None else
                                {cmd: {str(c): n for c, n in sorted(codes.items())}
                                 for cmd, codes in inp.latency.failures(start, end).items()})
-        cl = client.get(p.name, tool.client.iloc[:0])
+        cl = client.get(p.name, no_cl)
         r["client_latency_us"], r["client_how"], r["client_ms"] = _client(cl)
         r["client_vs_server"] = _versus(r["client_latency_us"], r["latency_us"],
                                         r["server_exact"])

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from mongoprobe.analysis import phase_table as phases, significance
+from mongoprobe.analysis import compare_profiles, phase_table as phases, significance
 from mongoprobe.analysis.traffic_phases import ADMIN_COMMANDS
 from mongoprobe.model import phase
 
@@ -270,6 +270,7 @@ def compare(groups: list[Group], baseline: str | None = None, block_s: float = 1
                     blocks_of[id(r), m] = own.get(mapping[id(r)][m], [])
 
     tests = []          # (phase index, metric, group name, p)
+    floors = []         # the smallest p each test could give, its sample sizes
     dependent: dict[tuple[str, str, str], list[str]] = {}   # (phase, group, why) -> metrics
     out_phases = []
     for pi, m in enumerate(matched):
@@ -291,6 +292,7 @@ def compare(groups: list[Group], baseline: str | None = None, block_s: float = 1
                 pb = _samples(g, m, metric, by_runs, rows_of, blocks_of)
                 if len(pa) and len(pb):
                     tests.append((pi, metric, g.name, significance.mann_whitney(pa, pb)))
+                    floors.append(significance.min_p(len(pa), len(pb)))
                     if not by_runs:
                         for side, x in ((base.name, pa), (g.name, pb)):
                             why = _not_independent(x)
@@ -319,8 +321,12 @@ def compare(groups: list[Group], baseline: str | None = None, block_s: float = 1
                     counts, ex = ib_histogram(lat, cmd, row.start, row.end)
                     exact = exact and ex
                     hists[cmd][p] = counts
-        out_phases.append({"name": m, "own_names": {p: mapping[id(r)][m] for g in groups
-                                                    for r, p in zip(g.runs, g.paths)},
+        own = [(r, p, rows_of[id(r), m]) for g in groups for r, p in zip(g.runs, g.paths)]
+        out_phases.append({"name": m, "own_names": {p: mapping[id(r)][m] for r, p, _ in own},
+                           "spans": {p: [row.start, row.end] for _, p, row in own},
+                           # (the tool's operations, or the server's work requests)
+                           "operations": {p: _num(row.ops_avg * row.seconds)
+                                          for _, p, row in own},
                            "metrics": metrics, "limiter": limiter, "limiter_share": share,
                            "limiter_changed": changed,
                            "histograms": {"buckets": list(IB_LABELS), "exact": exact,
@@ -339,6 +345,16 @@ def compare(groups: list[Group], baseline: str | None = None, block_s: float = 1
             if few:
                 warnings.append(f"{m}: fewer than {MIN_SAMPLES} blocks of {block_s:g} s "
                                 f"({', '.join(few)}): too few to tell a difference")
+    if tests and min(floors) * len(tests) >= ALPHA:
+        # Holm's first step multiplies the smallest p by the number of tests: with few
+        # runs a side, none can pass whatever the runs show (benchstat corrects nothing)
+        need = next((n for n in range(2, 100)
+                     if significance.min_p(n, n) * len(tests) < ALPHA), None)
+        warnings.append(
+            f"no difference can be significant after Holm's correction over {len(tests)} "
+            f"tests: the smallest p these {samples_how} can give is {min(floors):.2g} "
+            f"({min(floors) * len(tests):.2g} corrected)"
+            + (f"; {need} {samples_how} a side can reach {ALPHA}" if need else ""))
     adjusted = significance.holm([t[3] for t in tests])
     for (pi, metric, gname, p), q in zip(tests, adjusted):
         cell = out_phases[pi]["metrics"][metric]
@@ -352,13 +368,30 @@ def compare(groups: list[Group], baseline: str | None = None, block_s: float = 1
         for cell in ph["metrics"].values():
             for g in groups[1:]:
                 cell["significant"].setdefault(g.name, False)
-    return {"baseline": base.name,
-            "groups": {g.name: list(g.paths) for g in groups},
-            "samples": samples_how, "block_s": block_s if not by_runs else None,
-            "alpha": ALPHA, "min_change": min_change,
-            "labels": {g.name: _labels(g) for g in groups},
-            "phases": out_phases, "unmatched": unmatched,
-            "warnings": list(dict.fromkeys(warnings))}
+    out = {"baseline": base.name,
+           "groups": {g.name: list(g.paths) for g in groups},
+           "samples": samples_how, "block_s": block_s if not by_runs else None,
+           "alpha": ALPHA, "min_change": min_change,
+           "labels": {g.name: _labels(g) for g in groups},
+           "phases": out_phases, "unmatched": unmatched,
+           "warnings": list(dict.fromkeys(warnings))}
+    # the on-CPU profiles: samples per operation beside the figures (the flame graphs
+    # of views.comparison draw the stacks)
+    stacks = compare_profiles.phase_stacks(groups, out)
+    profiles = compare_profiles.summary(stacks)
+    for ph in out_phases:
+        if profiles.get(ph["name"]):
+            ph["profile"] = profiles[ph["name"]]
+    if stacks:
+        without = [p for g in groups for p in g.paths
+                   if p in {q for sides in stacks.values() for s in sides.values()
+                            for q in s.without} or not any(g.name in sides
+                                                           for sides in stacks.values())]
+        if without:
+            out["warnings"].append("no on-CPU profile in " + ", ".join(without)
+                                   + ": its group's flame graphs are drawn from the other "
+                                     "runs, or not at all")
+    return out
 
 
 def _labels(g: Group) -> dict[str, str]:

@@ -17,6 +17,7 @@ COMPARE_EXAMPLES = """examples:
   mongoprobe compare runs/a runs/b --col threads        # grouped and ordered by a label
   mongoprobe compare runs/a runs/b --json               # the README lists the keys
   mongoprobe compare runs/a runs/b --report cmp.html    # differences first, one file
+  mongoprobe compare runs/a runs/b --flamegraphs fg/    # B against A per operation
 """
 
 SERIES_EXAMPLES = """examples:
@@ -81,12 +82,45 @@ def cmd_compare(args: argparse.Namespace) -> int:
             text = comparison.to_csv(c)
         else:
             text = comparison.render(c)
+        graphs = _flamegraphs(groups, c, args) if args.report or args.flamegraphs else []
         if args.report:
-            Path(args.report).write_text(comparison.html_report(c))
+            Path(args.report).write_text(comparison.html_report(c, graphs))
     print(text, end="")
+    if args.flamegraphs:
+        n = sum("svg" in g for g in graphs)
+        print(f"mongoprobe compare: {n} differential flame graphs written to "
+              f"{args.flamegraphs}", file=sys.stderr)
     if args.report:
         print(f"mongoprobe compare: report written to {args.report}", file=sys.stderr)
     return 0
+
+
+def _flamegraphs(groups, c: dict, args: argparse.Namespace) -> list[dict]:
+    """The differential flame graphs of the comparison (views.comparison.flamegraphs),
+    written to --flamegraphs DIR when given; none when no run has a profile (an error
+    only when --flamegraphs asked for them)."""
+    from mongoprobe.analysis import compare_profiles
+    from mongoprobe.views import comparison
+
+    stacks = compare_profiles.phase_stacks(groups, c)
+    if not stacks:
+        if args.flamegraphs:
+            raise CommandError("no run has an on-CPU profile to draw: record with "
+                               "--probes ...,profile")
+        return []
+    try:
+        graphs = comparison.flamegraphs(c, stacks, args.flamegraph_scale)
+    except ValueError as e:
+        raise CommandError(str(e)) from None
+    if args.flamegraphs:
+        out = Path(args.flamegraphs)
+        out.mkdir(parents=True, exist_ok=True)
+        for g in graphs:
+            if "svg" in g:
+                (out / comparison.flamegraph_name(g, c["baseline"])).write_text(g["svg"])
+            else:
+                print(f"mongoprobe compare: {g['note']}", file=sys.stderr)
+    return graphs
 
 
 def cmd_series(args: argparse.Namespace) -> int:
@@ -124,7 +158,15 @@ def register(sub) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true")
     out.add_argument("--csv", action="store_true")
-    p.add_argument("--report", metavar="FILE.html", help="also one self-contained HTML file")
+    p.add_argument("--report", metavar="FILE.html", help="also one self-contained HTML file "
+                   "(with the flame graphs of the runs that have an on-CPU profile)")
+    p.add_argument("--flamegraphs", metavar="DIR", help="write each matched phase's "
+                   "differential flame graphs, each group against the baseline and "
+                   "reversed, to DIR")
+    p.add_argument("--flamegraph-scale", choices=["op", "samples", "none"], default="op",
+                   help="a differential graph's first side scaled per operation (op, the "
+                        "default: red is more CPU per operation), to the second's samples "
+                        "(difffolded -n), or not")
     p.set_defaults(func=cmd_compare)
 
     s = sub.add_parser("series", help="record a command once per value and repetition, "

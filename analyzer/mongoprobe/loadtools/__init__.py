@@ -132,10 +132,19 @@ class ToolOutput:
         move to the phase their end falls in; the per-phase client figures, totals and
         facts of the tool's own phases no longer apply and are left out."""
         iv = self.intervals.copy()
-        iv["phase"] = ""
+        # each phase's intervals found by their end in time order (a comparison's
+        # blocks are thousands of phases); where phases overlap, the later one's
+        t = iv["time"].to_numpy(dtype=float)
+        order = np.argsort(t, kind="stable")
+        ends = t[order]
+        name = np.full(len(iv), "", dtype=object)
         for p in phases_from(phases):
-            inside = (iv["time"] > p.start) & (iv["time"] <= p.end)     # interval ends
-            iv.loc[inside, "phase"] = p.name
+            if not p.end > p.start:     # (not ended, or empty: holds none)
+                continue
+            # (an interval ends in (start, end])
+            name[order[np.searchsorted(ends, p.start, "right"):
+                       np.searchsorted(ends, p.end, "right")]] = p.name
+        iv["phase"] = pd.Series(name, index=iv.index, dtype=iv["phase"].dtype)
         iv = iv[iv["phase"] != ""].reset_index(drop=True)
         ph = phases.copy()
         ph["tool"], ph["label"] = self.tool, "--phases"

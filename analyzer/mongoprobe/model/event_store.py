@@ -204,7 +204,8 @@ class EventSource:
         """The requests answered in [start, end); with ``exact`` their percentiles and
         maxima too (a second pass over the window)."""
         key = (float(start), float(end))
-        if key not in self._windows or exact:
+        w = self._windows.get(key)
+        if w is None or (exact and not w.exact):
             self.prepare([key] if exact else [], counts=[] if exact else [key])
         return self._windows[key]
 
@@ -279,7 +280,8 @@ class EventSource:
     def _cached_upto(self, points: np.ndarray):
         """Cumulative counts already computed at edges including every point."""
         for edges, upto in self._upto:
-            if np.isin(points, edges).all():
+            i = np.searchsorted(edges, points)
+            if (i < len(edges)).all() and (edges[np.minimum(i, len(edges) - 1)] == points).all():
                 return edges, upto
         return None
 

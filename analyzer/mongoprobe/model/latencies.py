@@ -130,6 +130,7 @@ class Latencies:
         self._answered: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._failed: pd.DataFrame | None = None
         self._failed_read = False
+        self._origin: tuple[pd.DataFrame, float] | None = None
 
     @property
     def events(self) -> pd.DataFrame | None:
@@ -255,8 +256,7 @@ class Latencies:
         so that a window never takes in an edge second shared with the traffic before or
         after it; a window with no whole interval inside takes the one it overlaps most.
         Intervals are 1 s long, on one grid (the probe's seconds)."""
-        t = self.totals["time"] if len(self.totals) else self.hist["time"]
-        g = float(t.iloc[0]) % 1.0 if len(t) else 0.0
+        g = self._grid_origin()
         lo, hi = g + math.ceil(start - g - 1e-9), g + math.floor(end - g + 1e-9)
         if hi - lo < 1 and end > start:
             # no whole second inside: the one the window overlaps most
@@ -264,6 +264,13 @@ class Latencies:
             lo = a if (a + 1 - start) >= (end - (a + 1)) else a + 1
             hi = lo + 1
         return lo, max(hi, lo)
+
+    def _grid_origin(self) -> float:
+        """Where the probe's seconds start within a second (its first interval's)."""
+        t = self.totals if len(self.totals) else self.hist
+        if self._origin is None or self._origin[0] is not t:
+            self._origin = (t, float(t["time"].iloc[0]) % 1.0 if len(t) else 0.0)
+        return self._origin[1]
 
     def _inside(self, df: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
         """The rows of ``df`` (a table of intervals) whose interval is inside the

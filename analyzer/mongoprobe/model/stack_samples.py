@@ -216,17 +216,22 @@ def by_phase(df, phases: Iterable[Phase]) -> dict[str, Any]:
 # --- differential -----------------------------------------------------------------------
 
 
-def diff_folded(before: dict[str, int], after: dict[str, int], normalize: bool = False
-                ) -> list[tuple[str, int, int]]:
+def diff_folded(before: dict[str, int], after: dict[str, int], normalize: bool = False,
+                scale: float | None = None) -> list[tuple[str, int, int]]:
     """``difffolded.pl``: every stack of either side with both counts (0 where absent),
     sorted by stack. ``normalize`` scales the first side to the second's total, as
-    ``difffolded.pl -n`` / ``inferno-diff-folded -n`` (truncated to integers)."""
+    ``difffolded.pl -n`` / ``inferno-diff-folded -n``; ``scale`` multiplies the first
+    side by that factor instead (a comparison's per-operation graphs: the second side's
+    operations over the first's). Scaled counts are truncated to integers, as ``-n``."""
     t1, t2 = sum(before.values()), sum(after.values())
+    # (num, den): a * num / den in that order, as inferno computes -n
+    factor = ((scale, 1) if scale is not None else
+              (t2, t1) if normalize and t1 != t2 and t1 else None)
     rows = []
     for stack in sorted(set(before) | set(after)):
         a = before.get(stack, 0)
-        if normalize and t1 != t2 and t1:
-            a = int(a * t2 / t1)
+        if factor is not None:
+            a = int(a * factor[0] / factor[1])
         rows.append((stack, a, after.get(stack, 0)))
     return rows
 

@@ -103,6 +103,15 @@ def render(c: dict, width: int = 79) -> str:
                 out.append(_wrap(f"  CHANGED: {g} is limited by {v[g]} "
                                  f"({ph['limiter_share'][g] or 0:.2f}), {base} by {v[base]} "
                                  f"({ph['limiter_share'][base] or 0:.2f})", width))
+        prof = ph.get("profile")
+        if prof:
+            line = f"{'samples/o (cpu)':18s} {_num(prof.get(base, {}).get('samples_per_op')):>{bw}s}"
+            b = prof.get(base, {}).get("samples_per_op")
+            for g in others:
+                v = prof.get(g, {}).get("samples_per_op")
+                d = _delta((v - b) / b * 100) if v is not None and b else ""
+                line += f" {_num(v):>7s}{d:>8s}?"
+            out.append(line)
         h = ph["histograms"]
         if h["by_command"]:
             out.append(f"  response time, requests per bucket"
@@ -177,6 +186,68 @@ def _csv(v) -> str:
     return repr(v) if isinstance(v, float) else str(v)
 
 
+# --- flame graphs ---------------------------------------------------------------------------
+
+SCALE_WORDS = {"op": "per operation", "samples": "per sample (shares of the profile)",
+               "none": "as sampled"}
+
+
+def flamegraphs(c: dict, stacks: dict, how: str = "op") -> list[dict]:
+    """Per matched phase, and per group other than the baseline, the two differential
+    flame graphs of ``stacks`` (``compare_profiles.phase_stacks``): the group against
+    the baseline (frames sized by the group's samples; red: more CPU per operation in
+    the group, blue: less) and the reversed one (sized by the baseline's: what the
+    group no longer spends, red). ``how`` scales the first side (``compare_profiles.
+    scale``). [{"phase", "group", "reversed", "title", "svg"}]; a pair a side of which
+    has no samples in the phase gets a "note" instead of an "svg"."""
+    import tempfile
+
+    from mongoprobe.analysis import compare_profiles
+    from mongoprobe.views import flamegraph
+
+    base = c["baseline"]
+    out = []
+    with tempfile.TemporaryDirectory(prefix="mongoprobe-cmp-") as tmp:
+        for ph in c["phases"]:
+            sides = stacks.get(ph["name"]) or {}
+            for g in list(c["groups"])[1:]:
+                for rev in (False, True):
+                    first, second = (g, base) if rev else (base, g)
+                    item = {"phase": ph["name"], "group": g, "reversed": rev,
+                            "title": f"{ph['name']}: {second} against {first}, "
+                                     f"{SCALE_WORDS[how]}"}
+                    missing = [n for n in (first, second) if not (n in sides and
+                                                                  sides[n].samples)]
+                    if missing:
+                        item["note"] = (f"no on-CPU samples of {' or '.join(missing)} in "
+                                        f"phase {ph['name']}: no graph")
+                        out.append(item)
+                        continue
+                    k = compare_profiles.scale(sides[first], sides[second], how)
+                    sub = (f"red: more CPU {SCALE_WORDS[how]} in {second}, blue: less; "
+                           f"frames sized by {second}'s samples"
+                           + (f", {first}'s scaled x{k:.3g}" if k is not None else ""))
+                    svg = Path(tmp) / f"{len(out)}.svg"
+                    flamegraph.render_diff(sides[first].folded, sides[second].folded, svg,
+                                           title=item["title"], subtitle=sub,
+                                           normalize=False, scale=k)
+                    item["svg"] = svg.read_text()
+                    out.append(item)
+    return out
+
+
+def flamegraph_name(item: dict, base: str) -> str:
+    """The file a graph is written to: PHASE.GROUP-vs-BASE[.reversed].svg (characters
+    a file name cannot hold replaced)."""
+    import re
+
+    def safe(s: str) -> str:
+        return re.sub(r"[^A-Za-z0-9._=@+-]", "_", s)
+
+    return (f"{safe(item['phase'])}.{safe(item['group'])}-vs-{safe(base)}"
+            f"{'.reversed' if item['reversed'] else ''}.svg")
+
+
 # --- HTML ---------------------------------------------------------------------------------
 
 CSS = """
@@ -197,9 +268,12 @@ def _cls(cell: dict, g: str) -> str:
     return "up" if d > 0 else "down"
 
 
-def html_report(c: dict) -> str:
+def html_report(c: dict, graphs: list[dict] | None = None) -> str:
     """The comparison as one HTML file: the significant differences and changed verdicts
-    first, then every phase's table and its histograms."""
+    first, then every phase's table, its histograms and its differential flame graphs
+    (``graphs``, from :func:`flamegraphs`)."""
+    from mongoprobe.views.report import svg_frame
+
     groups = list(c["groups"])
     base = c["baseline"]
     e = html.escape
@@ -269,5 +343,19 @@ def html_report(c: dict) -> str:
             parts.append(f"<p>{e(cmd)}: requests per response-time bucket"
                          f"{'' if h['exact'] else ' (from the histograms)'}</p>"
                          f"<table><tr><th class='l'>run</th>{hb}</tr>{rb}</table>")
+        prof = ph.get("profile")
+        if prof:
+            parts.append("<p>on-CPU samples per operation: " + ", ".join(
+                f"{e(g)} {_num(d['samples_per_op'])} ({d['samples']} samples)"
+                for g, d in prof.items()) + "</p>")
+        for item in graphs or []:
+            if item["phase"] != ph["name"]:
+                continue
+            if "svg" in item:
+                parts.append(f"<h4>{e(item['title'])}"
+                             f"{' (reversed)' if item['reversed'] else ''}</h4>"
+                             + svg_frame(item["svg"], item["title"]))
+            else:
+                parts.append(f"<p class='note'>{e(item['note'])}</p>")
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -153,13 +153,15 @@ def render(counts: dict[str, int] | str | os.PathLike, out: str | os.PathLike,
 
 def render_diff(before: dict[str, int], after: dict[str, int], out: str | os.PathLike,
                 title: str = "Differential Flame Graph", subtitle: str | None = None,
-                countname: str = "samples", normalize: bool = True) -> Path:
+                countname: str = "samples", normalize: bool = True,
+                scale: float | None = None) -> Path:
     """Write the differential flame graph of two folded profiles: frames sized by
     ``after``, red where ``after`` has more, blue where it has less (``normalize``
-    scales ``before`` to ``after``'s total first, as ``difffolded.pl -n``)."""
+    scales ``before`` to ``after``'s total first, as ``difffolded.pl -n``; ``scale``
+    multiplies ``before`` by that factor instead, and the subtitle should say why)."""
     from mongoprobe.model.stack_samples import diff_folded, diff_lines
 
-    rows = diff_folded(before, after, normalize=normalize)
+    rows = diff_folded(before, after, normalize=normalize, scale=scale)
     if not rows or not any(b for _s, _a, b in rows):
         raise RenderError("no samples to draw in the second profile of the diff")
     out = Path(out)

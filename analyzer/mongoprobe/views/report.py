@@ -260,7 +260,7 @@ def build(run, diff: tuple[str, str] | None = None, phases: pd.DataFrame | None 
     if svgs:
         parts.append("<h2 id='flamegraphs'>Flame graphs</h2>")
         for title, svg in svgs:
-            parts.append(f"<h3>{html.escape(title)}</h3>{_svg_frame(svg, title)}")
+            parts.append(f"<h3>{html.escape(title)}</h3>{svg_frame(svg, title)}")
     prog.step("flame graphs")
     prog.done()
     anchors = set(re.findall(r"<h2 id='([a-z]+)'", "".join(parts[2:])))
@@ -363,7 +363,7 @@ def _throughput_plot(run, ph: pd.DataFrame, phases, t0: float) -> str:
                 "throughput over time")
 
 
-def _svg_frame(svg: str, title: str) -> str:
+def svg_frame(svg: str, title: str) -> str:
     """A flame graph as its own SVG document in an iframe, full width and interactive:
     inline in HTML its script drops the width and the graph is drawn 300 px wide, and
     the scripts of several graphs would share the page's document."""

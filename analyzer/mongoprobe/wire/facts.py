@@ -38,6 +38,8 @@ value in it. Without an exact max, the maximum is the last bucket's largest valu
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import os
 import socket
@@ -220,7 +222,13 @@ def rank(q, n):
     """The 1-based rank of the nearest-rank ``q`` percentile (0 < q <= 100) of ``n``
     values: ceil(q n / 100), at least 1. Exact arithmetic (q as written: 95 * 20 / 100
     in floats is not always 19)."""
-    return max(math.ceil(Fraction(str(q)) * n / 100), 1)
+    f = _Q.get(q)
+    if f is None:
+        f = _Q[q] = Fraction(str(q)) / 100
+    return max(math.ceil(f * n), 1)
+
+
+_Q = {}     # q -> q / 100 as a Fraction (parsed once: stats asks for the same few)
 
 
 def percentile(sorted_values, q):
@@ -234,15 +242,20 @@ def bucket_percentile(buckets, q, max_ns=None):
     """The nearest-rank ``q`` percentile of a histogram, ``buckets`` ``(lo, hi, count)``
     sorted by ``lo``: the middle of the bucket of that rank, at most ``max_ns``; None
     for an empty histogram."""
-    buckets = [(lo, hi, c) for lo, hi, c in buckets if c > 0]
-    n = sum(c for _, _, c in buckets)
-    if not n:
-        return None
-    k, cum = rank(q, n), 0
-    for lo, hi, c in buckets:
-        cum += c
-        if cum >= k:
-            break
+    rows, cum = _cumulative(buckets)
+    return _bucket_at(rows, cum, q, max_ns) if rows else None
+
+
+def _cumulative(buckets):
+    """(the buckets that hold a value, their running counts)."""
+    rows = [(lo, hi, c) for lo, hi, c in buckets if c > 0]
+    return rows, list(itertools.accumulate(c for _, _, c in rows))
+
+
+def _bucket_at(rows, cum, q, max_ns):
+    """bucket_percentile of running counts: the first bucket whose count reaches the
+    rank (found by bisection: an hour's per-second blocks ask for tens of thousands)."""
+    lo, hi, _ = rows[bisect.bisect_left(cum, rank(q, cum[-1]))]
     v = middle(int(lo), int(hi))
     return v if max_ns is None else min(v, int(max_ns))
 
@@ -276,10 +289,11 @@ def stats(buckets, sum_ns=None, max_ns=None, values=None, quantiles=QUANTILES):
         out.update(("p%g_ns" % q, None) for q in quantiles)
         out["max_ns"] = None
         return out
+    rows, cum = _cumulative(buckets)
     if max_ns is None:
-        max_ns = int([hi for _, hi, c in buckets if c > 0][-1]) - 1
+        max_ns = int(rows[-1][1]) - 1
     out = {"count": n, "avg_ns": None if sum_ns is None else int(sum_ns) / n}
-    out.update(("p%g_ns" % q, bucket_percentile(buckets, q, max_ns)) for q in quantiles)
+    out.update(("p%g_ns" % q, _bucket_at(rows, cum, q, max_ns)) for q in quantiles)
     out["max_ns"] = int(max_ns)
     return out
 
