@@ -1,6 +1,8 @@
 """mongoprobe compare, offline: copies of one real run (samples/load/run-compare: the
 built-in load, 2i.1q for 24 s then 0i.2q for 16 s, on the embedded FerretDB), changed
-in known ways, and the test of significance against scipy's figures."""
+in known ways; the differential flame graphs of a real series with on-CPU profiles
+(samples/load/run-pads: 256-byte against 4-KB documents); and the test of significance
+against scipy's figures."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from mongoprobe.analysis import significance
 from mongoprobe.views import comparison
 
 RUN = Path(__file__).resolve().parents[1] / "samples" / "load" / "run-compare"
+PADS = RUN.parent / "run-pads"
 
 
 def _copy(tmp_path: Path, name: str, lines=None, labels: dict | None = None) -> Path:
@@ -115,6 +118,9 @@ def test_groups_of_runs_are_the_samples_with_benchstats_warning(tmp_path):
     assert c["samples"] == "runs" and c["groups"] == {"A": [str(p) for p in a],
                                                       "B": [str(p) for p in b]}
     assert any("fewer than 4 runs" in w for w in c["warnings"])
+    # and Holm's correction over the table leaves no cell able to pass: said
+    assert any(w.startswith("no difference can be significant after Holm's correction")
+               for w in c["warnings"]), c["warnings"]
     ips = {p["name"]: p for p in c["phases"]}["2i.1q"]["metrics"]["ips_avg"]
     # 2 runs against 2: the smallest p is 1/3, so nothing can be significant
     assert ips["delta_pct"]["B"] == pytest.approx(-20, abs=1)
@@ -167,6 +173,73 @@ def test_csv_and_the_html_report(pairs, tmp_path):
     text = out.read_text()
     assert text.index("<h2>Differences</h2>") < text.index("<h2>Phases</h2>")
     assert "inserts/s" in text and "256us" in text
+
+
+def _max_delta(svg: str) -> float:
+    """The largest change of a frame's own samples an inferno differential graph shows
+    (its titles: "NAME (N samples, P%; +D%)")."""
+    import re
+    return max(float(d) for d in re.findall(r"samples, [\d.]+%; ([+-]?[\d.]+)%\)", svg))
+
+
+def test_flame_graphs_compare_cpu_per_operation(tmp_path):
+    from mongoprobe.analysis import compare_profiles, run_compare
+    from mongoprobe.model import stack_samples
+    from mongoprobe.run.run_folder import load_run
+
+    r = mp("compare", str(PADS), "--flamegraphs", str(tmp_path / "fg"), "--report",
+           str(tmp_path / "cmp.html"))
+    assert r.returncode == 0, r.stderr
+    assert "2 differential flame graphs written" in r.stderr
+    graph = (tmp_path / "fg" / "2i.1q.pad=4096-vs-pad=256.svg").read_text()
+    reverse = (tmp_path / "fg" / "2i.1q.pad=4096-vs-pad=256.reversed.svg").read_text()
+    # what inferno was given: the baseline's samples times the operations' ratio
+    paths = [str(PADS / n) for n in ("pad=256.1", "pad=4096.1")]
+    groups = [run_compare.Group(f"pad={n}", [load_run(p)], [p])
+              for n, p in zip((256, 4096), paths)]
+    c = run_compare.compare(groups)
+    a, b = (compare_profiles.phase_stacks(groups, c)["2i.1q"][g] for g in ("pad=256",
+                                                                         "pad=4096"))
+    k = b.operations / a.operations
+    assert a.operations == pytest.approx(c["phases"][0]["operations"][paths[0]])
+    assert k != pytest.approx(b.samples / a.samples, rel=0.01)   # (else this tells nothing)
+    for svg, (first, second, f) in ((graph, (a, b, k)), (reverse, (b, a, 1 / k))):
+        rows = stack_samples.diff_folded(first.folded, second.folded, scale=f)
+        want = max(after - before for _, before, after in rows) / second.samples * 100
+        assert _max_delta(svg) == pytest.approx(want, abs=0.006)
+        assert f"scaled x{f:.3g}" in svg
+    assert "pad=4096 against pad=256, per operation" in graph
+    prof = c["phases"][0]["profile"]
+    assert prof["pad=4096"]["samples_per_op"] == pytest.approx(b.samples / b.operations)
+    text = mp("compare", str(PADS)).stdout
+    assert any(line.startswith("samples/o (cpu)") for line in text.splitlines())
+    # the report holds both graphs, each in its frame
+    html = (tmp_path / "cmp.html").read_text()
+    assert html.count("<iframe") == 2 and "(reversed)" in html
+
+
+def test_flame_graphs_scaled_to_samples_and_none():
+    from mongoprobe.analysis import compare_profiles
+    from mongoprobe.model import stack_samples
+
+    a, b = {"x;y": 10, "x;z": 30}, {"x;y": 30, "x;z": 30}
+
+    # per operation: A did 100 operations, B 200; A's samples are doubled
+    sa, sb = compare_profiles.Side(a, 100, 1), compare_profiles.Side(b, 200, 1)
+    assert compare_profiles.scale(sa, sb) == 2
+    assert stack_samples.diff_folded(a, b, scale=2) == [("x;y", 20, 30), ("x;z", 60, 30)]
+    assert compare_profiles.scale(sa, sb, "samples") == 1.5
+    assert compare_profiles.scale(sa, sb, "none") is None
+    assert stack_samples.diff_folded(a, b) == [("x;y", 10, 30), ("x;z", 30, 30)]
+    with pytest.raises(ValueError, match="no operations"):
+        compare_profiles.scale(compare_profiles.Side(a, 0, 1), sb)
+
+
+def test_flame_graphs_of_runs_without_a_profile_is_one_line(pairs, tmp_path):
+    r = mp("compare", str(pairs["a"]), str(pairs["b"]), "--flamegraphs", str(tmp_path))
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines() == [
+        "mongoprobe: no run has an on-CPU profile to draw: record with --probes ...,profile"]
 
 
 def test_a_damaged_run_is_one_line(tmp_path):

@@ -135,7 +135,8 @@ EXPECT = {
     "mongoprobe phases RUN --json": (JSON, "phases"),
     "mongoprobe phases RUN --phases warm=0..4,steady=4..12": ("stdout", r"\nsteady +"),
     # compare (scratch: runs/a, runs/b, a1, a2, b1, b2 and the series runs/threads are
-    # copies of the sample run, labelled threads=4 (a) and threads=2 (b))
+    # copies of the sample run, labelled threads=4 (a) and threads=2 (b); runs/pads is
+    # samples/load/run-pads)
     "mongoprobe compare runs/a runs/b": ("stdout", r"^baseline a; samples: blocks"),
     "mongoprobe compare A=runs/a1,runs/a2 B=runs/b1,runs/b2":
         ("stdout", r"^baseline A; samples: the runs[\s\S]*fewer than 4 runs"),
@@ -143,6 +144,8 @@ EXPECT = {
     "mongoprobe compare runs/a runs/b --col threads": ("stdout", r"^baseline threads=2;"),
     "mongoprobe compare runs/a runs/b --json": (JSON, "phases"),
     "mongoprobe compare runs/a runs/b --report cmp.html": ("cmp.html", r"<h2>Differences"),
+    "mongoprobe compare runs/pads --flamegraphs fg/":
+        ("fg/2i.1q.pad=4096-vs-pad=256.reversed.svg", r"per operation"),
     "mongoprobe series -o runs/threads --repeat 4 --vary threads=1,2 --target embedded "
     "-- mongoprobe load --phases '{threads}i.0q:30s'":
         ("runs/threads/series.json", r'"threads=1\.1",\s+"threads=2\.1"'),
@@ -347,6 +350,8 @@ def _compare_runs(runs: Path) -> None:
     (runs / "threads" / "series.json").write_text(json.dumps(
         {"key": "threads", "values": ["1", "2"], "repeat": 1,
          "runs": ["threads=1.1", "threads=2.1"]}))
+    # a real series with on-CPU profiles (256-byte against 4-KB documents)
+    shutil.copytree(SAMPLES / "load" / "run-pads", runs / "pads")
 
 
 def env_for(tmp: Path, target) -> dict:

@@ -17,7 +17,7 @@ COMPARE_EXAMPLES = """examples:
   mongoprobe compare runs/a runs/b --col threads        # grouped and ordered by a label
   mongoprobe compare runs/a runs/b --json               # the README lists the keys
   mongoprobe compare runs/a runs/b --report cmp.html    # differences first, one file
-  mongoprobe compare runs/a runs/b --flamegraphs fg/    # B against A per operation
+  mongoprobe compare runs/pads --flamegraphs fg/        # per operation, and reversed
 """
 
 SERIES_EXAMPLES = """examples:
