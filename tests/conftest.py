@@ -369,7 +369,7 @@ TARGET_FIXTURES = {"ferretdb", "refused_target", "tls_target", "tracing_and_targ
 FILE_SECONDS = {
     "test_examples_live.py": 86, "test_dtrace.py": 86, "test_pcap.py": 80,
     "test_record.py": 76, "test_dtrace_tls.py": 70, "test_tls_decode.py": 63,
-    "test_many_connections.py": 62, "test_compare_record.py": 45,
+    "test_many_connections.py": 62, "test_compare_record.py": 105,
     "test_probe_patterns.py": 41, "test_tracer_versions_profilers.py": 40,
     "test_ycsb_record.py": 35, "test_pcapfile.py": 31, "test_profile_probes.py": 30,
     "test_engine_select.py": 28, "test_wheel.py": 26, "test_latency_ferretdb.py": 22,
