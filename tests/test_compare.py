@@ -212,7 +212,7 @@ def test_flame_graphs_compare_cpu_per_operation(tmp_path):
     prof = c["phases"][0]["profile"]
     assert prof["pad=4096"]["samples_per_op"] == pytest.approx(b.samples / b.operations)
     text = mp("compare", str(PADS)).stdout
-    assert any(line.startswith("samples/o (cpu)") for line in text.splitlines())
+    assert any(line.startswith("cpu samples per op") for line in text.splitlines())
     # the report holds both graphs, each in its frame
     html = (tmp_path / "cmp.html").read_text()
     assert html.count("<iframe") == 2 and "(reversed)" in html

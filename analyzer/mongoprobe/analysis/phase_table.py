@@ -199,16 +199,26 @@ def work_commands(lat: latencies.Latencies) -> list[str]:
     return [c for c in lat.totals["command"].unique() if c not in traffic.ADMIN_COMMANDS]
 
 
-def _server_throughput(lat: latencies.Latencies | None, p: Phase, work: list[str]) -> dict:
-    """ops avg/p95 from the server's ``work`` requests, per second, when the tool has
-    none."""
+def _work_per_second(lat: latencies.Latencies, phases: list[Phase], work: list[str]
+                     ) -> dict[str, np.ndarray]:
+    """{phase: the server's ``work`` requests answered in each of its whole seconds},
+    counted for every phase at once (a comparison's blocks are thousands of phases)."""
+    secs = [p.whole_seconds() for p in phases]
+    lo = np.concatenate(secs) if secs else np.zeros(0)
+    per = sum((lat.answered(c, lo, lo + 1) for c in work), np.zeros(len(lo), dtype=np.int64))
+    cuts = np.cumsum([len(x) for x in secs])[:-1]
+    return {p.name: part for p, part in zip(phases, np.split(per, cuts))}
+
+
+def _server_throughput(lat: latencies.Latencies | None, p: Phase, work: list[str],
+                       per: np.ndarray) -> dict:
+    """ops avg/p95 from the server's ``work`` requests (``per``: in each whole second of
+    the phase, ``_work_per_second``), when the tool has none."""
     start, end = p.span
     if lat is None or not end > start:
         return {"ops_avg": math.nan, "ops_p95": math.nan}
     total = sum(s["count"] for c, s in lat.stats(start, end).items() if c in work)
     secs = lat.seconds(start, end)
-    lo = p.whole_seconds()
-    per = sum((lat.answered(c, lo, lo + 1) for c in work), np.zeros(len(lo), dtype=np.int64))
     return {"ops_avg": total / secs if secs > 0 else math.nan,
             "ops_p95": normalize.p95_rate(per)}
 
@@ -331,6 +341,9 @@ def compute(inp: Inputs, cats: dict | None = None,
     intervals = dict(iter(tool.intervals.groupby("phase", sort=False)))
     client = dict(iter(tool.client.groupby("phase", sort=False)))
     work = work_commands(inp.latency) if inp.latency is not None else []
+    untimed = [p for p in phases if p.name not in intervals and p.end > p.start]
+    work_seconds = (_work_per_second(inp.latency, untimed, work)
+                    if inp.latency is not None else {})
     no_iv, no_cl = tool.intervals.iloc[:0], tool.client.iloc[:0]
     rows = []
     for p, tool_name in zip(phases, tool.phases["tool"]):
@@ -341,7 +354,7 @@ def compute(inp: Inputs, cats: dict | None = None,
         r.update(_throughput(iv, p.seconds, tool.units))
         r["ops_source"] = "tool"
         if not len(iv):
-            r.update(_server_throughput(inp.latency, p, work))
+            r.update(_server_throughput(inp.latency, p, work, work_seconds.get(p.name)))
             r["ops_source"] = "server"
         sm = system.means(start, end)
         r.update({"r_s": sm["r/s"], "rmb_s": sm["rkB/s"] / 1024, "wmb_s": sm["wkB/s"] / 1024,

@@ -105,8 +105,8 @@ def render(c: dict, width: int = 79) -> str:
                                  f"({ph['limiter_share'][base] or 0:.2f})", width))
         prof = ph.get("profile")
         if prof:
-            line = f"{'samples/o (cpu)':18s} {_num(prof.get(base, {}).get('samples_per_op')):>{bw}s}"
             b = prof.get(base, {}).get("samples_per_op")
+            line = f"{'cpu samples per op':18s} {_num(b):>{bw}s}"
             for g in others:
                 v = prof.get(g, {}).get("samples_per_op")
                 d = _delta((v - b) / b * 100) if v is not None and b else ""
