@@ -177,6 +177,22 @@ def blocks(table: pd.DataFrame, names: list[str], block_s: float) -> pd.DataFram
     return phase.frame(rows)
 
 
+def prepare_blocks(run, block_s: float) -> None:
+    """The server's figures of every phase of the run and of each of its blocks
+    computed together, before the phase table asks for the phases' and ``block_rows``
+    for the blocks': with every request's event, in the same two scans of them (an
+    hour at 50k requests/s is read twice, not four times)."""
+    lat = phases.server_latency(run)
+    if lat is None:
+        return
+    own = run.tool_output.phases
+    spans = [p for p in phase.phases_from(own) if p.end > p.start]
+    spans += phase.phases_from(blocks(own, list(own["name"]), block_s))
+    lo = [p.whole_seconds() for p in spans]
+    lo = np.concatenate(lo) if lo else np.zeros(0)
+    lat.prepare([p.span for p in spans], np.concatenate([lo, lo + 1]))
+
+
 def block_rows(run, table: pd.DataFrame, names: list[str], block_s: float
                ) -> dict[str, list]:
     """{phase: its blocks' rows}: each block figured as a phase (``phase_table.compute``)."""
@@ -237,9 +253,13 @@ def compare(groups: list[Group], baseline: str | None = None, block_s: float = 1
             raise ValueError(f"--baseline {baseline}: no such group ({', '.join(names)})")
         groups = sorted(groups, key=lambda g: g.name != baseline)
     base = groups[0]
+    by_runs = all(len(g.runs) >= 2 for g in groups)
+    if not by_runs:
+        for g in groups:
+            for r in g.runs:
+                prepare_blocks(r, block_s)
     tables = {id(r): phases.phase_table(r) for g in groups for r in g.runs}
     matched, mapping, unmatched, warnings = match_phases(groups, tables)
-    by_runs = all(len(g.runs) >= 2 for g in groups)
     if by_runs:
         samples_how = "runs"
         small = [g.name for g in groups if len(g.runs) < MIN_SAMPLES]
