@@ -178,10 +178,11 @@ def blocks(table: pd.DataFrame, names: list[str], block_s: float) -> pd.DataFram
 
 
 def prepare_blocks(run, block_s: float) -> None:
-    """The server's figures of every phase of the run and of each of its blocks
-    computed together, before the phase table asks for the phases' and ``block_rows``
-    for the blocks': with every request's event, in the same two scans of them (an
-    hour at 50k requests/s is read twice, not four times)."""
+    """The server's figures of every phase of the run and of each of its blocks, and
+    the phases' response-time histograms (``ib_histograms``), computed together before
+    the phase table asks for the phases' and ``block_rows`` for the blocks': with every
+    request's event, in the same two scans of them (an hour at 50k requests/s is read
+    twice, not five times)."""
     lat = phases.server_latency(run)
     if lat is None:
         return
@@ -190,7 +191,10 @@ def prepare_blocks(run, block_s: float) -> None:
     spans += phase.phases_from(blocks(own, list(own["name"]), block_s))
     lo = [p.whole_seconds() for p in spans]
     lo = np.concatenate(lo) if lo else np.zeros(0)
-    lat.prepare([p.span for p in spans], np.concatenate([lo, lo + 1]))
+    ib = tuple(np.array(IB_BUCKETS_US, dtype=float) * 1e3)     # (ib_histograms')
+    lat.prepare([p.span for p in spans], np.concatenate([lo, lo + 1]),
+                binned=[(p.start, p.end, ib) for p in phase.phases_from(own)
+                        if p.end > p.start])
 
 
 def block_rows(run, table: pd.DataFrame, names: list[str], block_s: float
@@ -209,26 +213,25 @@ def block_rows(run, table: pd.DataFrame, names: list[str], block_s: float
 # --- the latency histograms -----------------------------------------------------------
 
 
-def ib_histogram(lat, command: str, start: float, end: float) -> tuple[list[int], bool]:
-    """(counts per IB bucket of ``command``'s requests answered in [start, end), exact):
-    from the events when the run kept every request, else from the log-linear buckets
-    (each counted where its middle falls: within 1.6%)."""
+def ib_histograms(lat, commands: list[str], start: float, end: float
+                  ) -> tuple[dict[str, list[int]], bool]:
+    """({command: counts per IB bucket of its requests answered in [start, end)}, exact):
+    from the events when the run kept every request (one read of the window for every
+    command), else from the log-linear buckets (each counted where its middle falls:
+    within 1.6%)."""
     edges = np.array(IB_BUCKETS_US, dtype=float) * 1e3
     if lat.exact:
-        counts = np.zeros(len(IB_LABELS), dtype=np.int64)
-        for _, c, ns in lat.source.batches(start, end, latency=True, what="histograms"):
-            code = lat.source.code_of(command)     # (known once a batch held it)
-            if code is None:
-                continue
-            counts += np.bincount(np.searchsorted(edges, ns[c == code], side="left"),
-                                  minlength=len(IB_LABELS))
-        return counts.tolist(), True
+        by_code = lat.source.binned(start, end, edges)
+        return {c: (by_code[k].tolist() if (k := lat.source.code_of(c)) is not None
+                    else [0] * len(IB_LABELS)) for c in commands}, True
     from mongoprobe.model import loglinear_buckets as loglinear
 
-    counts = [0] * len(IB_LABELS)
-    for b, n in lat.histogram(command, start, end).items():
-        counts[int(np.searchsorted(edges, loglinear.midpoint(b), side="left"))] += n
-    return counts, False
+    out = {}
+    for c in commands:
+        out[c] = [0] * len(IB_LABELS)
+        for b, n in lat.histogram(c, start, end).items():
+            out[c][int(np.searchsorted(edges, loglinear.midpoint(b), side="left"))] += n
+    return out, False
 
 
 # --- the comparison ---------------------------------------------------------------------
@@ -328,19 +331,20 @@ def compare(groups: list[Group], baseline: str | None = None, block_s: float = 1
         changed = {g.name: limiter[g.name] != limiter[base.name] for g in groups[1:]}
         share = {g.name: _num(_median([verdicts[id(r), m].limiter.share for r in g.runs]))
                  for g in groups}
-        hists, exact = {}, True
-        for cmd in sorted({c for row in all_rows for c, d in (row.latency_us or {}).items()
-                           if c not in ADMIN_COMMANDS and d.get("count")}):
-            hists[cmd] = {}
-            for g in groups:
-                for r, p in zip(g.runs, g.paths):
-                    row = rows_of[id(r), m]
-                    lat = phases.server_latency(r)
-                    if lat is None:
-                        continue
-                    counts, ex = ib_histogram(lat, cmd, row.start, row.end)
-                    exact = exact and ex
-                    hists[cmd][p] = counts
+        cmds = sorted({c for row in all_rows for c, d in (row.latency_us or {}).items()
+                       if c not in ADMIN_COMMANDS and d.get("count")})
+        hists: dict[str, dict] = {cmd: {} for cmd in cmds}
+        exact = True
+        for g in groups:
+            for r, p in zip(g.runs, g.paths):
+                row = rows_of[id(r), m]
+                lat = phases.server_latency(r)
+                if lat is None or not cmds:
+                    continue
+                counts, ex = ib_histograms(lat, cmds, row.start, row.end)
+                exact = exact and ex
+                for cmd in cmds:
+                    hists[cmd][p] = counts[cmd]
         own = [(r, p, rows_of[id(r), m]) for g in groups for r, p in zip(g.runs, g.paths)]
         out_phases.append({"name": m, "own_names": {p: mapping[id(r)][m] for r, p, _ in own},
                            "spans": {p: [row.start, row.end] for _, p, row in own},

@@ -163,6 +163,8 @@ class EventSource:
         self._windows: dict[tuple[float, float], Window] = {}
         self._per_second: pd.DataFrame | None = None
         self._upto: list[tuple[np.ndarray, np.ndarray]] = []   # (edges, [code, edge])
+        # (start, end, bin edges in ns) -> [code, bin] requests (``binned``)
+        self._binned: dict[tuple, np.ndarray] = {}
 
     # --- what a subclass provides -------------------------------------------------------
 
@@ -209,6 +211,18 @@ class EventSource:
             self.prepare([key] if exact else [], counts=[] if exact else [key])
         return self._windows[key]
 
+    def binned(self, start: float, end: float, edges_ns) -> np.ndarray:
+        """[code, bin] requests answered in [start, end) by latency bin: bin k holds
+        latencies of at most ``edges_ns[k]`` and above the bin before's (the last,
+        those above every edge). Rows of codes :meth:`batches` gave so far."""
+        key = (float(start), float(end), tuple(float(e) for e in edges_ns))
+        if key not in self._binned:
+            self.prepare(binned=[key])
+        got = self._binned[key]
+        out = np.zeros((len(self.commands), got.shape[1]), dtype=np.int64)
+        out[:len(got)] = got
+        return out
+
     def per_second(self) -> pd.DataFrame:
         """(second, command, requests, busy_s): requests answered per epoch second and
         command, and their summed latency in seconds."""
@@ -229,17 +243,21 @@ class EventSource:
         return row[np.searchsorted(edges, hi)] - row[np.searchsorted(edges, lo)]
 
     def prepare(self, windows=(), edges=None, per_second: bool = False,
-                counts=()) -> None:
+                counts=(), binned=()) -> None:
         """Compute, in two scans of the events at most, what the figures will ask for:
         the exact ``windows`` [(start, end)], the counts only of ``counts``, the
         per-second table, the cumulative counts at ``edges`` (epoch seconds, for
-        :meth:`answered`). The first scan counts (windows, per second), the second
-        finds the exact percentiles and counts up to the edges: one table of phases
-        reads the events twice, not three times per phase."""
+        :meth:`answered`), the requests by latency bin of ``binned`` [(start, end,
+        edges_ns)] (:meth:`binned`). The first scan counts (windows, bins, per
+        second), the second finds the exact percentiles and counts up to the edges:
+        one table of phases reads the events twice, not three times per phase."""
         windows = [(float(a), float(b)) for a, b in windows]
         first: list[_Acc] = [_Counts(self, a, b) for a, b in dict.fromkeys(
             [*windows, *((float(a), float(b)) for a, b in counts)]) if (a, b) not in
             self._windows]
+        first += [_Binned(self, key) for key in dict.fromkeys(
+            (float(a), float(b), tuple(float(e) for e in e_)) for a, b, e_ in binned)
+            if key not in self._binned]
         if per_second and self._per_second is None:
             first.append(_PerSecond(self))
         self._scan(first)
@@ -261,16 +279,30 @@ class EventSource:
         lo = None if any(a.lo is None for a in accs) else min(a.lo for a in accs)
         hi = None if any(a.hi is None for a in accs) else max(a.hi for a in accs)
         latency = any(a.latency for a in accs)
+        # (the bounds as arrays: a batch finds the accumulators it overlaps at once,
+        # among the thousands of a comparison's blocks)
+        los = np.array([-np.inf if a.lo is None else a.lo for a in accs], dtype=float)
+        his = np.array([np.inf if a.hi is None else a.hi for a in accs], dtype=float)
         for t, code, ns in self.batches(lo, hi, latency=latency, what=what):
             if len(accs) == 1:          # the batches are its range already
                 accs[0].feed(t, code, ns)
                 continue
             first, last = (t.min(), t.max()) if len(t) else (0.0, -1.0)
-            for a in accs:
-                if (a.lo is not None and last < a.lo) or (a.hi is not None and first >= a.hi):
-                    continue
+            # a batch in time order (as recorded) is cut by bisection, into views
+            ordered = len(t) > 1 and not np.isnan(first) and bool((t[1:] >= t[:-1]).all())
+            if ordered:
+                t = np.ascontiguousarray(t)     # (searchsorted copies a strided one)
+            near = (np.arange(len(accs)) if np.isnan(first) or np.isnan(last) else
+                    np.flatnonzero((los <= last) & (his > first)))    # (NaN: as before)
+            for i in near:
+                a = accs[i]
                 if (a.lo is None or first >= a.lo) and (a.hi is None or last < a.hi):
                     a.feed(t, code, ns)
+                    continue
+                if ordered:
+                    sl = slice(np.searchsorted(t, los[i], "left"),
+                               np.searchsorted(t, his[i], "left"))
+                    a.feed(t[sl], code[sl], ns[sl] if ns is not None else None)
                     continue
                 sel = _inside(t, a.lo, a.hi)
                 a.feed(t[sel], code[sel], ns[sel] if ns is not None else None)
@@ -340,6 +372,29 @@ class _Counts(_Acc):
         self.src._windows[(self.lo, self.hi)] = Window(
             self.lo, self.hi, list(self.src.commands[:n]), self.hist.sum(axis=1),
             self.sums, self.hist)
+
+
+class _Binned(_Acc):
+    """A window's requests per command and latency bin (``EventSource.binned``)."""
+
+    what = "histograms"
+
+    def __init__(self, src: EventSource, key: tuple) -> None:
+        self.src, self.key = src, key
+        self.lo, self.hi = key[0], key[1]
+        self.edges = np.asarray(key[2], dtype=float)
+        self.counts = np.zeros((0, len(self.edges) + 1), dtype=np.int64)
+
+    def feed(self, t, code, ns):
+        n, nb = len(self.src.commands), len(self.edges) + 1
+        if len(self.counts) < n:
+            self.counts = np.vstack([self.counts, np.zeros((n - len(self.counts), nb),
+                                                           dtype=np.int64)])
+        b = np.searchsorted(self.edges, ns, side="left")
+        self.counts += np.bincount(code * nb + b, minlength=n * nb).reshape(n, nb)
+
+    def finish(self):
+        self.src._binned[self.key] = self.counts
 
 
 class _Ranks(_Acc):

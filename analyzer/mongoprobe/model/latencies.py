@@ -217,7 +217,7 @@ class Latencies:
         """Every request's event is here: figures come from the events, exactly."""
         return self.source is not None and self.events_complete
 
-    def prepare(self, windows, edges=None, per_second: bool = False) -> None:
+    def prepare(self, windows, edges=None, per_second: bool = False, binned=()) -> None:
         """The figures of ``windows`` [(start, end)] computed at once before they are
         asked for one by one: with every event, they and the counts at ``edges``
         (``answered``) and per second in two scans of the events
@@ -226,7 +226,8 @@ class Latencies:
         intervals (``_grid``) summed in one pass over the tables (a thousand one-second
         blocks of an hour's run cost one pass, not a thousand)."""
         if self.exact:
-            self.source.prepare(windows, edges, per_second)
+            # (binned: [(start, end, edges_ns)], event_store.EventSource.binned's)
+            self.source.prepare(windows, edges, per_second, binned=binned)
         # (with events too: the no-reply requests are counted in the histograms only)
         todo = [(float(a), float(b)) for a, b in dict.fromkeys(windows)
                 if (float(a), float(b)) not in self._windows]
