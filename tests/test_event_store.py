@@ -94,6 +94,27 @@ def test_windows_equal_the_direct_figures(source):
                               sorted(want.items(), key=lambda x: (-x[1]["count"], x[0]))}
 
 
+def test_many_windows_and_their_latency_bins_in_one_prepare(source):
+    # a comparison's blocks: 58 one-second windows that overlap the batches' edges,
+    # prepared with the phases' latency bins, each equal to the direct figures
+    ev, src = source
+    blocks = [(T0 + 0.5 + k / 2, T0 + 1.5 + k / 2) for k in range(58)]
+    edges = (256e3, 1e6, 4e6)
+    src.prepare(blocks + WINDOWS[:2], binned=[(a, b, edges) for a, b in WINDOWS[:2]])
+    for start, end in blocks[::7]:
+        want = _direct(ev, start, end)
+        got = src.window(start, end).stats()
+        assert {c: (g["count"], g["p99"], g["max"]) for c, g in got.items()} == {
+            c: (s["count"], s["p99"], s["max"]) for c, s in want.items()}
+    for start, end in WINDOWS[:2]:
+        bins = src.binned(start, end, edges)
+        for cmd in ("find", "insert"):
+            part = ev[(ev["time"] >= start) & (ev["time"] < end) & (ev["command"] == cmd)]
+            want = np.bincount(np.searchsorted(edges, part["latency_ns"].to_numpy(),
+                                               side="left"), minlength=4)
+            assert bins[src.code_of(cmd)].tolist() == want.tolist()
+
+
 def test_per_second_and_intervals_equal_the_direct_counts(source):
     ev, src = source
     timed = ev[ev["time"].notna()]
