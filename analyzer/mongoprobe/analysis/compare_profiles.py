@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from mongoprobe.model import stack_samples
 from mongoprobe.model.phase import Phase
@@ -28,7 +28,6 @@ class Side:
     folded: dict[str, int]          # stack -> samples, the group's runs added up
     operations: float               # their operations in the phase (ops/s x seconds)
     runs: int                       # the runs with a profile
-    without: list[str] = field(default_factory=list)    # the group's runs with none
 
     @property
     def samples(self) -> int:
@@ -51,7 +50,7 @@ def phase_stacks(groups: list, comparison: dict) -> dict[str, dict[str, Side]]:
         for r, p in zip(g.runs, g.paths):
             try:
                 tables[p] = run_stacks(r)
-            except LookupError:         # (no profile in this run: listed in ``without``)
+            except LookupError:         # (no profile in this run: ``without_profile``)
                 continue
     if not tables:
         return {}
@@ -69,10 +68,14 @@ def phase_stacks(groups: list, comparison: dict) -> dict[str, dict[str, Side]]:
                                                                   end))
                 folded.update(stack_samples.folded(part))
             sides[g.name] = Side(dict(folded), float(sum(ph["operations"][p] or 0
-                                                         for p in have)),
-                                 len(have), [p for p in g.paths if p not in tables])
+                                                         for p in have)), len(have))
         out[ph["name"]] = sides
     return out
+
+
+def without_profile(groups: list) -> list[str]:
+    """The runs of the groups that have no on-CPU profile."""
+    return [p for g in groups for r, p in zip(g.runs, g.paths) if r.file("profile") is None]
 
 
 def scale(before: Side, after: Side, how: str = "op") -> float | None:

@@ -199,6 +199,14 @@ def work_commands(lat: latencies.Latencies) -> list[str]:
     return [c for c in lat.totals["command"].unique() if c not in traffic.ADMIN_COMMANDS]
 
 
+def second_edges(phases: list[Phase]) -> np.ndarray:
+    """Each whole second of the phases, and the second after it: the edges between
+    which ``Latencies.answered`` counts their requests per second."""
+    lo = [p.whole_seconds() for p in phases]
+    lo = np.concatenate(lo) if lo else np.zeros(0)
+    return np.concatenate([lo, lo + 1])
+
+
 def _work_per_second(lat: latencies.Latencies, phases: list[Phase], work: list[str]
                      ) -> dict[str, np.ndarray]:
     """{phase: the server's ``work`` requests answered in each of its whole seconds},
@@ -327,21 +335,19 @@ def compute(inp: Inputs, cats: dict | None = None,
     tool = inp.tool
     phases = phases_from(tool.phases)
     cats = cats or {}
+    # each table read once for all the phases (a comparison's blocks are thousands)
+    intervals = dict(iter(tool.intervals.groupby("phase", sort=False)))
+    # (the phases whose throughput is the server's, per whole second)
+    untimed = [p for p in phases if p.name not in intervals and p.end > p.start]
     if inp.latency is not None:
         # with events: every phase's figures in two scans of them, not three each
-        timed = set(tool.intervals["phase"])
-        lo = [p.whole_seconds() for p in phases if p.name not in timed and p.end > p.start]
-        lo = np.concatenate(lo) if lo else np.zeros(0)
         # (interval_table reads the per-second counts for a tool without rates only)
-        inp.latency.prepare([p.span for p in phases], np.concatenate([lo, lo + 1]),
+        inp.latency.prepare([p.span for p in phases], second_edges(untimed),
                             per_second and not len(tool.intervals))
     info = tool.phase_info.set_index("phase")["db_size_bytes"].to_dict()
-    # each table read once for all the phases (a comparison's blocks are thousands)
     system = normalize.SystemSamples(inp.vmstat, inp.iostat)
-    intervals = dict(iter(tool.intervals.groupby("phase", sort=False)))
     client = dict(iter(tool.client.groupby("phase", sort=False)))
     work = work_commands(inp.latency) if inp.latency is not None else []
-    untimed = [p for p in phases if p.name not in intervals and p.end > p.start]
     work_seconds = (_work_per_second(inp.latency, untimed, work)
                     if inp.latency is not None else {})
     no_iv, no_cl = tool.intervals.iloc[:0], tool.client.iloc[:0]

@@ -57,6 +57,7 @@ CLIENT_STATS = ("avg", "p99")
 IB_BUCKETS_US = (256, 1_000, 4_000, 16_000, 64_000, 256_000, 1_000_000, 4_000_000,
                  16_000_000)
 IB_LABELS = ("256us", "1ms", "4ms", "16ms", "64ms", "256ms", "1s", "4s", "16s", "gt")
+IB_EDGES_NS = tuple(b * 1e3 for b in IB_BUCKETS_US)
 
 
 @dataclass
@@ -139,13 +140,17 @@ def match_phases(groups: list[Group], tables: dict[int, pd.DataFrame]
     return matched, mapping, unmatched, warnings
 
 
+def work_answered(rows: list) -> list[str]:
+    """The work commands (not ``ADMIN_COMMANDS``) the phase rows saw answered, sorted."""
+    return sorted({c for r in rows for c, d in (r.latency_us or {}).items()
+                   if c not in ADMIN_COMMANDS and d.get("count")})
+
+
 def metric_names(rows: list) -> list[str]:
     """The metrics of one matched phase: its figures, then the latency of each work
     command and the client latency of each operation the rows hold."""
     out = [*THROUGHPUT, *COST, *SIZE]
-    cmds = sorted({c for r in rows for c, d in (r.latency_us or {}).items()
-                   if c not in ADMIN_COMMANDS and d.get("count")})
-    out += [f"latency_us.{c}.{s}" for c in cmds for s in LATENCY_STATS]
+    out += [f"latency_us.{c}.{s}" for c in work_answered(rows) for s in LATENCY_STATS]
     ops = sorted({op for r in rows for op in (r.client_latency_us or {})})
     out += [f"client_latency_us.{op}.{s}" for op in ops for s in CLIENT_STATS]
     return out
@@ -187,14 +192,10 @@ def prepare_blocks(run, block_s: float) -> None:
     if lat is None:
         return
     own = run.tool_output.phases
-    spans = [p for p in phase.phases_from(own) if p.end > p.start]
-    spans += phase.phases_from(blocks(own, list(own["name"]), block_s))
-    lo = [p.whole_seconds() for p in spans]
-    lo = np.concatenate(lo) if lo else np.zeros(0)
-    ib = tuple(np.array(IB_BUCKETS_US, dtype=float) * 1e3)     # (ib_histograms')
-    lat.prepare([p.span for p in spans], np.concatenate([lo, lo + 1]),
-                binned=[(p.start, p.end, ib) for p in phase.phases_from(own)
-                        if p.end > p.start])
+    ended = [p for p in phase.phases_from(own) if p.end > p.start]
+    spans = ended + phase.phases_from(blocks(own, list(own["name"]), block_s))
+    lat.prepare([p.span for p in spans], phases.second_edges(spans),
+                binned=[(p.start, p.end, IB_EDGES_NS) for p in ended])
 
 
 def block_rows(run, table: pd.DataFrame, names: list[str], block_s: float
@@ -219,7 +220,7 @@ def ib_histograms(lat, commands: list[str], start: float, end: float
     from the events when the run kept every request (one read of the window for every
     command), else from the log-linear buckets (each counted where its middle falls:
     within 1.6%)."""
-    edges = np.array(IB_BUCKETS_US, dtype=float) * 1e3
+    edges = np.array(IB_EDGES_NS)
     if lat.exact:
         by_code = lat.source.binned(start, end, edges)
         return {c: (by_code[k].tolist() if (k := lat.source.code_of(c)) is not None
@@ -246,6 +247,15 @@ def compare(groups: list[Group], baseline: str | None = None, block_s: float = 1
             min_change: float | None = None) -> dict:
     """The comparison of ``groups`` (the first is the baseline unless ``baseline``
     names another) as ``compare --json``'s dict."""
+    return compare_with_stacks(groups, baseline, block_s, min_change)[0]
+
+
+def compare_with_stacks(groups: list[Group], baseline: str | None = None,
+                        block_s: float = 1.0, min_change: float | None = None
+                        ) -> tuple[dict, dict]:
+    """(:func:`compare`'s dict, the on-CPU stacks of its matched phases:
+    ``compare_profiles.phase_stacks``, {} when no run has a profile), for the
+    differential flame graphs."""
     if len(groups) < 2:
         raise ValueError("compare needs two groups or more (runs, or NAME=RUN[,RUN...])")
     names = [g.name for g in groups]
@@ -331,8 +341,7 @@ def compare(groups: list[Group], baseline: str | None = None, block_s: float = 1
         changed = {g.name: limiter[g.name] != limiter[base.name] for g in groups[1:]}
         share = {g.name: _num(_median([verdicts[id(r), m].limiter.share for r in g.runs]))
                  for g in groups}
-        cmds = sorted({c for row in all_rows for c, d in (row.latency_us or {}).items()
-                       if c not in ADMIN_COMMANDS and d.get("count")})
+        cmds = work_answered(all_rows)
         hists: dict[str, dict] = {cmd: {} for cmd in cmds}
         exact = True
         for g in groups:
@@ -406,16 +415,12 @@ def compare(groups: list[Group], baseline: str | None = None, block_s: float = 1
     for ph in out_phases:
         if profiles.get(ph["name"]):
             ph["profile"] = profiles[ph["name"]]
-    if stacks:
-        without = [p for g in groups for p in g.paths
-                   if p in {q for sides in stacks.values() for s in sides.values()
-                            for q in s.without} or not any(g.name in sides
-                                                           for sides in stacks.values())]
-        if without:
-            out["warnings"].append("no on-CPU profile in " + ", ".join(without)
-                                   + ": its group's flame graphs are drawn from the other "
-                                     "runs, or not at all")
-    return out
+    without = compare_profiles.without_profile(groups) if stacks else []
+    if without:
+        out["warnings"].append("no on-CPU profile in " + ", ".join(without)
+                               + ": its group's flame graphs are drawn from the other "
+                                 "runs, or not at all")
+    return out, stacks
 
 
 def _labels(g: Group) -> dict[str, str]:

@@ -73,7 +73,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     groups = _groups(args.runs, args.col)
     with reading(", ".join(args.runs)):
         try:
-            c = run_compare.compare(groups, args.baseline, args.block, args.min_change)
+            c, stacks = run_compare.compare_with_stacks(groups, args.baseline, args.block,
+                                                        args.min_change)
         except ValueError as e:
             raise CommandError(str(e)) from None
         if args.json:
@@ -82,7 +83,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             text = comparison.to_csv(c)
         else:
             text = comparison.render(c)
-        graphs = _flamegraphs(groups, c, args) if args.report or args.flamegraphs else []
+        graphs = _flamegraphs(stacks, c, args) if args.report or args.flamegraphs else []
         if args.report:
             Path(args.report).write_text(comparison.html_report(c, graphs))
     print(text, end="")
@@ -95,14 +96,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _flamegraphs(groups, c: dict, args: argparse.Namespace) -> list[dict]:
-    """The differential flame graphs of the comparison (views.comparison.flamegraphs),
-    written to --flamegraphs DIR when given; none when no run has a profile (an error
-    only when --flamegraphs asked for them)."""
-    from mongoprobe.analysis import compare_profiles
+def _flamegraphs(stacks: dict, c: dict, args: argparse.Namespace) -> list[dict]:
+    """The differential flame graphs of the comparison's ``stacks``
+    (views.comparison.flamegraphs), written to --flamegraphs DIR when given; none when
+    no run has a profile (an error only when --flamegraphs asked for them)."""
     from mongoprobe.views import comparison
 
-    stacks = compare_profiles.phase_stacks(groups, c)
     if not stacks:
         if args.flamegraphs:
             raise CommandError("no run has an on-CPU profile to draw: record with "
