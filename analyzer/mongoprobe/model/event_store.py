@@ -279,13 +279,17 @@ class EventSource:
         lo = None if any(a.lo is None for a in accs) else min(a.lo for a in accs)
         hi = None if any(a.hi is None for a in accs) else max(a.hi for a in accs)
         latency = any(a.latency for a in accs)
+        # each request's bucket key (code * NB + bucket) figured once per batch for
+        # every accumulator that counts buckets (a phase and its blocks overlap)
+        keyed = latency and any(a.keyed for a in accs)
         # (the bounds as arrays: a batch finds the accumulators it overlaps at once,
         # among the thousands of a comparison's blocks)
         los = np.array([-np.inf if a.lo is None else a.lo for a in accs], dtype=float)
         his = np.array([np.inf if a.hi is None else a.hi for a in accs], dtype=float)
         for t, code, ns in self.batches(lo, hi, latency=latency, what=what):
+            key = code * NB + loglinear.index(ns) if keyed else None
             if len(accs) == 1:          # the batches are its range already
-                accs[0].feed(t, code, ns)
+                accs[0].feed(t, code, ns, key)
                 continue
             first, last = (t.min(), t.max()) if len(t) else (0.0, -1.0)
             # a batch in time order (as recorded) is cut by bisection, into views
@@ -297,15 +301,16 @@ class EventSource:
             for i in near:
                 a = accs[i]
                 if (a.lo is None or first >= a.lo) and (a.hi is None or last < a.hi):
-                    a.feed(t, code, ns)
+                    a.feed(t, code, ns, key)
                     continue
                 if ordered:
                     sl = slice(np.searchsorted(t, los[i], "left"),
                                np.searchsorted(t, his[i], "left"))
-                    a.feed(t[sl], code[sl], ns[sl] if ns is not None else None)
-                    continue
-                sel = _inside(t, a.lo, a.hi)
-                a.feed(t[sel], code[sel], ns[sel] if ns is not None else None)
+                else:
+                    sl = _inside(t, a.lo, a.hi)
+                    sl = slice(None) if sl is None else sl
+                a.feed(t[sl], code[sl], None if ns is None else ns[sl],
+                       None if key is None else key[sl])
         for a in accs:
             a.finish()
 
@@ -337,9 +342,11 @@ class _Acc:
     lo: float | None = None
     hi: float | None = None
     latency = True
+    keyed = False                   # feed's key: code * NB + bucket of each latency
     what = ""                       # the scan's name on a progress line
 
-    def feed(self, t: np.ndarray, code: np.ndarray, ns: np.ndarray | None) -> None:
+    def feed(self, t: np.ndarray, code: np.ndarray, ns: np.ndarray | None,
+             key: np.ndarray | None) -> None:
         raise NotImplementedError
 
     def finish(self) -> None:
@@ -350,20 +357,20 @@ class _Counts(_Acc):
     """A window's counts, exact latency sums and bucket counts per command."""
 
     what = "counts"
+    keyed = True
 
     def __init__(self, src: EventSource, start: float, end: float) -> None:
         self.src, self.lo, self.hi = src, start, end
         self.hist = np.zeros((0, NB), dtype=np.int64)
         self.sums: list[int] = []
 
-    def feed(self, t, code, ns):
+    def feed(self, t, code, ns, key):
         n = len(self.src.commands)
         if len(self.hist) < n:
             self.hist = np.vstack([self.hist, np.zeros((n - len(self.hist), NB),
                                                        dtype=np.int64)])
             self.sums += [0] * (n - len(self.sums))
-        self.hist += np.bincount(code * NB + loglinear.index(ns),
-                                 minlength=n * NB).reshape(n, NB)
+        self.hist += np.bincount(key, minlength=n * NB).reshape(n, NB)
         for c, s in enumerate(_exact_sums(code, ns, n)):
             self.sums[c] += s
 
@@ -383,15 +390,20 @@ class _Binned(_Acc):
         self.src, self.key = src, key
         self.lo, self.hi = key[0], key[1]
         self.edges = np.asarray(key[2], dtype=float)
+        # an integer latency is above an edge when it is above the edge's floor: the
+        # comparisons in int64, one per edge (half a searchsorted's time on 1M rows)
+        self.floors = [int(e) for e in np.floor(self.edges)]
         self.counts = np.zeros((0, len(self.edges) + 1), dtype=np.int64)
 
-    def feed(self, t, code, ns):
+    def feed(self, t, code, ns, key):
         n, nb = len(self.src.commands), len(self.edges) + 1
         if len(self.counts) < n:
             self.counts = np.vstack([self.counts, np.zeros((n - len(self.counts), nb),
                                                            dtype=np.int64)])
-        b = np.searchsorted(self.edges, ns, side="left")
-        self.counts += np.bincount(code * nb + b, minlength=n * nb).reshape(n, nb)
+        b = code * nb           # + the edges below each latency: its bin (side "left")
+        for e in self.floors:
+            b += ns > e
+        self.counts += np.bincount(b, minlength=n * nb).reshape(n, nb)
 
     def finish(self):
         self.src._binned[self.key] = self.counts
@@ -402,6 +414,7 @@ class _Ranks(_Acc):
     buckets that hold them, sorted, at their ranks."""
 
     what = "percentiles"
+    keyed = True
 
     def __init__(self, src: EventSource, w: Window) -> None:
         self.w, self.lo, self.hi = w, w.start, w.end
@@ -411,8 +424,7 @@ class _Ranks(_Acc):
         self.keys: list[np.ndarray] = []
         self.vals: list[np.ndarray] = []
 
-    def feed(self, t, code, ns):
-        k = code * NB + loglinear.index(ns)
+    def feed(self, t, code, ns, k):
         known = code < len(self.w.commands)
         sel = np.zeros(len(k), dtype=bool)
         sel[known] = self.want[k[known]]
@@ -442,7 +454,7 @@ class _PerSecond(_Acc):
         self.src = src
         self.acc: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
-    def feed(self, t, code, ns):
+    def feed(self, t, code, ns, key):
         if not len(t):
             return
         sec = np.floor(t).astype(np.int64)
@@ -485,7 +497,7 @@ class _Upto(_Acc):
         self.lo, self.hi = float(edges[0]), float(np.nextafter(edges[-1], np.inf))
         self.at = np.zeros((0, len(edges)), dtype=np.int64)     # [code, first edge]
 
-    def feed(self, t, code, ns):
+    def feed(self, t, code, ns, key):
         n, e = len(self.src.commands), len(self.edges)
         first = np.searchsorted(self.edges, t, side="left")     # t <= edges[first]
         at = np.bincount(code * (e + 1) + first, minlength=n * (e + 1)).reshape(n, e + 1)
